@@ -1,0 +1,14 @@
+#pragma once
+#include "tether/core/types.hpp"
+
+namespace tether {
+
+// Per-trajectory Newton controls, from the config's method.newton.
+// tolerance is absolute on the constraint residual |g(q)|, which every system
+// scales to length units.
+struct NewtonOptions {
+  Real tolerance = 1e-13;
+  int max_iterations = 50;
+};
+
+}  // namespace tether

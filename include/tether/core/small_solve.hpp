@@ -1,0 +1,75 @@
+#pragma once
+// Small fixed-size linear solves used inside a step (register resident).
+// Closed-form / hand-rolled so that nothing here depends on which Eigen
+// decompositions happen to be device-safe.
+#include "tether/core/types.hpp"
+
+namespace tether {
+
+// Dense K x K matrix, solved by LU with partial pivoting.
+template <int K>
+struct DenseMatrix {
+  Mat<K, K> a;
+
+  // Returns false when a pivot vanishes or the result is not finite.
+  TETHER_HD bool solve(const Vec<K>& rhs, Vec<K>& x) const {
+    if constexpr (K == 1) {
+      x[0] = rhs[0] / a(0, 0);
+      return is_finite(x[0]);
+    } else {
+      Mat<K, K> lu = a;
+      Vec<K> b = rhs;
+      for (int c = 0; c < K; ++c) {
+        int piv = c;
+        Real best = lu(c, c) < 0 ? -lu(c, c) : lu(c, c);
+        for (int r = c + 1; r < K; ++r) {
+          const Real v = lu(r, c) < 0 ? -lu(r, c) : lu(r, c);
+          if (v > best) { best = v; piv = r; }
+        }
+        if (!(best > 0)) return false;
+        if (piv != c) {
+          for (int j = 0; j < K; ++j) { const Real t = lu(c, j); lu(c, j) = lu(piv, j); lu(piv, j) = t; }
+          const Real t = b[c]; b[c] = b[piv]; b[piv] = t;
+        }
+        for (int r = c + 1; r < K; ++r) {
+          const Real f = lu(r, c) / lu(c, c);
+          for (int j = c + 1; j < K; ++j) lu(r, j) -= f * lu(c, j);
+          b[r] -= f * b[c];
+        }
+      }
+      for (int r = K - 1; r >= 0; --r) {
+        Real s = b[r];
+        for (int j = r + 1; j < K; ++j) s -= lu(r, j) * x[j];
+        x[r] = s / lu(r, r);
+      }
+      return all_finite(x);
+    }
+  }
+};
+
+// Tridiagonal K x K matrix (a bead chain's constraint Gram matrix), solved in
+// O(K) by the Thomas algorithm. lower[i] = A(i, i-1), upper[i] = A(i, i+1).
+// No pivoting: the chain Gram matrices are diagonally dominant.
+template <int K>
+struct TridiagonalMatrix {
+  Vec<K> lower, diag, upper;
+
+  TETHER_HD bool solve(const Vec<K>& rhs, Vec<K>& x) const {
+    Vec<K> c, d;
+    Real den = diag[0];
+    if (den == 0) return false;
+    c[0] = upper[0] / den;
+    d[0] = rhs[0] / den;
+    for (int i = 1; i < K; ++i) {
+      den = diag[i] - lower[i] * c[i - 1];
+      if (den == 0) return false;
+      c[i] = upper[i] / den;
+      d[i] = (rhs[i] - lower[i] * d[i - 1]) / den;
+    }
+    x[K - 1] = d[K - 1];
+    for (int i = K - 2; i >= 0; --i) x[i] = d[i] - c[i] * x[i + 1];
+    return all_finite(x);
+  }
+};
+
+}  // namespace tether

@@ -1,0 +1,65 @@
+#pragma once
+// The per-trajectory loop, written once for every backend: the cpu backend
+// calls it from an OpenMP loop, the cuda kernel from one thread per
+// trajectory. State stays in registers for all nsteps steps.
+#include "tether/ensemble/view.hpp"
+
+namespace tether {
+
+struct StepControl {
+  Real dt = 0;
+  NewtonOptions newton;
+};
+
+template <class S, class M>
+TETHER_HD void advance_trajectory(const S& sys, const StepControl& ctl, const EnsembleView& v, std::int64_t i,
+                                  int nsteps, std::int64_t steps_before) {
+  if (v.status[i] != static_cast<std::uint8_t>(Status::ok)) return;
+  PhaseState<S> s;
+  load_state<S, M>(v, i, s);
+  std::uint64_t sum = 0;
+  int most = v.iterations_max[i];
+  for (int n = 0; n < nsteps; ++n) {
+    int it = 0;
+    const Status st = M::step(sys, s, ctl.dt, ctl.newton, it);
+    sum += static_cast<std::uint64_t>(it);
+    if (it > most) most = it;
+    if (st != Status::ok) {  // s still holds the last good state
+      v.status[i] = static_cast<std::uint8_t>(st);
+      v.failed_step[i] = steps_before + n + 1;
+      break;
+    }
+  }
+  store_state<S, M>(v, i, s);
+  v.iterations_sum[i] += sum;
+  v.iterations_max[i] = most;
+}
+
+template <class S, class M>
+TETHER_HD void observe_trajectory(const S& sys, const EnsembleView& v, std::int64_t i) {
+  PhaseState<S> s;
+  load_state<S, M>(v, i, s);
+  const Real e = total_energy(sys, s.q, s.p) - v.energy0[i];
+  v.energy_error[i] = (e < 0 ? -e : e) / v.energy_scale[i];
+  v.constraint_violation[i] = max_abs(sys.constraints(s.q));
+  v.velocity_violation[i] = max_abs(sys.constraint_jacobian_times(s.q, sys.inverse_mass_times(s.p)));
+}
+
+// Ensemble statistics of one observation (trajectories that failed excluded).
+struct Observation {
+  std::int64_t ok = 0;
+  Real energy_error_sum = 0;
+  Real energy_error_max = 0;
+  Real constraint_max = 0;
+  Real velocity_max = 0;
+
+  TETHER_HD void merge(const Observation& o) {
+    ok += o.ok;
+    energy_error_sum += o.energy_error_sum;
+    energy_error_max = energy_error_max > o.energy_error_max ? energy_error_max : o.energy_error_max;
+    constraint_max = constraint_max > o.constraint_max ? constraint_max : o.constraint_max;
+    velocity_max = velocity_max > o.velocity_max ? velocity_max : o.velocity_max;
+  }
+};
+
+}  // namespace tether

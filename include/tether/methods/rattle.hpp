@@ -1,0 +1,49 @@
+#pragma once
+#include "tether/methods/projection.hpp"
+#include "tether/methods/residual.hpp"
+
+namespace tether {
+
+// RATTLE, seed 000 eqs. (5.16)-(5.18) (the composition of symplectic Euler A
+// and B with half steps, Example 5.1):
+//   p0 = M (q1 - q0)/h + h/2 grad V(q0) - h/2 G(q0)^T lambda,
+//   p1 = M (q1 - q0)/h - h/2 grad V(q1) + h/2 G(q1)^T lambda~,
+//   g(q1) = 0,  G(q1) M^-1 p1 = 0.
+// Order 2, symmetric, symplectic on T*N.
+struct Rattle {
+  static constexpr const char* name = "rattle";
+  static constexpr int order = 2;
+  static constexpr bool two_step = false;
+  static constexpr const char* citation = "seed 000 eqs. (5.16)-(5.18)";
+
+  template <class S>
+  TETHER_HD static void start(const S&, PhaseState<S>&, Real) {}
+
+  template <class S>
+  TETHER_HD static Status step(const S& sys, PhaseState<S>& s, Real h, const NewtonOptions& opt, int& iterations) {
+    const Vec<S::dof> q_pred = s.q + h * sys.inverse_mass_times(s.p - Real(0.5) * h * sys.potential_gradient(s.q));
+    Vec<S::dof> q1;
+    Status st = solve_position_multipliers(sys, q_pred, s.q, opt, q1, iterations);
+    if (st != Status::ok) return st;
+    Vec<S::dof> p1 = sys.mass_times(q1 - s.q) / h - Real(0.5) * h * sys.potential_gradient(q1);
+    if ((st = project_momentum(sys, q1, p1)) != Status::ok) return st;
+    s.q_prev = s.q;
+    s.q = q1;
+    s.p = p1;
+    return Status::ok;
+  }
+
+  template <class S>
+  static Eigen::VectorXd residual(const S& sys, const PhaseState<S>& s0, Real h, const Eigen::VectorXd& x) {
+    using L = ResidualLayout<S>;
+    const auto q1 = L::q1(x), p1 = L::p1(x);
+    const Vec<S::dof> v = sys.mass_times(q1 - s0.q) / h;
+    Eigen::VectorXd r(L::size);
+    r << v + h / 2 * sys.potential_gradient(s0.q) - h / 2 * sys.constraint_transpose_times(s0.q, L::lambda(x)) - s0.p,
+        v - h / 2 * sys.potential_gradient(q1) + h / 2 * sys.constraint_transpose_times(q1, L::lambda_end(x)) - p1,
+        sys.constraints(q1), sys.constraint_jacobian_times(q1, sys.inverse_mass_times(p1));
+    return r;
+  }
+};
+
+}  // namespace tether

@@ -1,0 +1,56 @@
+#pragma once
+#include "tether/methods/projection.hpp"
+#include "tether/methods/residual.hpp"
+
+namespace tether {
+
+// SHAKE in its two-step position form, seed 000 §5.1.2 (the equation after
+// (5.2)):
+//   M (q_{n+1} - 2 q_n + q_{n-1}) / h^2 = -grad V(q_n) + G(q_n)^T mu,  g(q_{n+1}) = 0,
+// with the momentum recovered at q_{n+1} by the second half of RATTLE,
+// eqs. (5.17)-(5.18): p_{n+1} = M (q_{n+1} - q_n)/h - h/2 grad V(q_{n+1}) + G^T nu,
+// G(q_{n+1}) M^-1 p_{n+1} = 0. The state carries q_{n-1}.
+// In exact arithmetic the positions are RATTLE's; order 2.
+struct Shake {
+  static constexpr const char* name = "shake";
+  static constexpr int order = 2;
+  static constexpr bool two_step = true;  // carries q_{n-1}
+  static constexpr const char* citation = "seed 000 §5.1.2 (two-step form) with (5.17)-(5.18)";
+
+  // The virtual q_{-1} for which the two-step formula reproduces RATTLE's
+  // first position step from (q0, p0): q_{-1} = q0 - h M^-1 p0 - h^2/2 M^-1 grad V(q0).
+  template <class S>
+  TETHER_HD static void start(const S& sys, PhaseState<S>& s, Real h) {
+    s.q_prev = s.q - h * sys.inverse_mass_times(s.p + Real(0.5) * h * sys.potential_gradient(s.q));
+  }
+
+  template <class S>
+  TETHER_HD static Status step(const S& sys, PhaseState<S>& s, Real h, const NewtonOptions& opt, int& iterations) {
+    const Vec<S::dof> q_pred = 2 * s.q - s.q_prev - h * h * sys.inverse_mass_times(sys.potential_gradient(s.q));
+    Vec<S::dof> q1;
+    Status st = solve_position_multipliers(sys, q_pred, s.q, opt, q1, iterations);
+    if (st != Status::ok) return st;
+    Vec<S::dof> p1 = sys.mass_times(q1 - s.q) / h - Real(0.5) * h * sys.potential_gradient(q1);
+    if ((st = project_momentum(sys, q1, p1)) != Status::ok) return st;
+    s.q_prev = s.q;
+    s.q = q1;
+    s.p = p1;
+    return Status::ok;
+  }
+
+  // Unknowns (q_{n+1}, p_{n+1}, mu, nu); s0.q_prev is q_{n-1}.
+  template <class S>
+  static Eigen::VectorXd residual(const S& sys, const PhaseState<S>& s0, Real h, const Eigen::VectorXd& x) {
+    using L = ResidualLayout<S>;
+    const auto q1 = L::q1(x), p1 = L::p1(x);
+    Eigen::VectorXd r(L::size);
+    r << sys.mass_times(q1 - 2 * s0.q + s0.q_prev) / (h * h) + sys.potential_gradient(s0.q) -
+             sys.constraint_transpose_times(s0.q, L::lambda(x)),
+        sys.mass_times(q1 - s0.q) / h - h / 2 * sys.potential_gradient(q1) +
+            sys.constraint_transpose_times(q1, L::lambda_end(x)) - p1,
+        sys.constraints(q1), sys.constraint_jacobian_times(q1, sys.inverse_mass_times(p1));
+    return r;
+  }
+};
+
+}  // namespace tether

@@ -1,0 +1,48 @@
+#pragma once
+#include "tether/methods/projection.hpp"
+#include "tether/methods/residual.hpp"
+
+namespace tether {
+
+// Constrained symplectic Euler A, seed 000 §5.1.1 (second form):
+//   p0 = M (q1 - q0)/h + h grad V(q0) - h G(q0)^T lambda,
+//   p1 = M (q1 - q0)/h + h G(q1)^T lambda~,
+//   g(q1) = 0,  G(q1) M^-1 p1 = 0.
+// Kick with the force at q0, drift onto N, project the momentum. Order 1.
+struct SymplecticEulerA {
+  static constexpr const char* name = "symplectic_euler_a";
+  static constexpr int order = 1;
+  static constexpr bool two_step = false;
+  static constexpr const char* citation = "seed 000 §5.1.1";
+
+  template <class S>
+  TETHER_HD static void start(const S&, PhaseState<S>&, Real) {}
+
+  template <class S>
+  TETHER_HD static Status step(const S& sys, PhaseState<S>& s, Real h, const NewtonOptions& opt, int& iterations) {
+    const Vec<S::dof> q_pred = s.q + h * sys.inverse_mass_times(s.p - h * sys.potential_gradient(s.q));
+    Vec<S::dof> q1;
+    Status st = solve_position_multipliers(sys, q_pred, s.q, opt, q1, iterations);
+    if (st != Status::ok) return st;
+    Vec<S::dof> p1 = sys.mass_times(q1 - s.q) / h;
+    if ((st = project_momentum(sys, q1, p1)) != Status::ok) return st;
+    s.q_prev = s.q;
+    s.q = q1;
+    s.p = p1;
+    return Status::ok;
+  }
+
+  template <class S>
+  static Eigen::VectorXd residual(const S& sys, const PhaseState<S>& s0, Real h, const Eigen::VectorXd& x) {
+    using L = ResidualLayout<S>;
+    const auto q1 = L::q1(x), p1 = L::p1(x);
+    const Vec<S::dof> v = sys.mass_times(q1 - s0.q) / h;
+    Eigen::VectorXd r(L::size);
+    r << v + h * sys.potential_gradient(s0.q) - h * sys.constraint_transpose_times(s0.q, L::lambda(x)) - s0.p,
+        v + h * sys.constraint_transpose_times(q1, L::lambda_end(x)) - p1, sys.constraints(q1),
+        sys.constraint_jacobian_times(q1, sys.inverse_mass_times(p1));
+    return r;
+  }
+};
+
+}  // namespace tether

@@ -1,0 +1,186 @@
+#pragma once
+// A chain of N beads in R^3 with N-1 rigid bonds of one length, a bending
+// potential on each bond angle and an optional Ryckaert-Bellemans torsion
+// potential on each dihedral: the united-atom alkane of Ryckaert, Ciccotti &
+// Berendsen (J. Comput. Phys. 23, 1977) with its bond lengths constrained.
+// q = (r_0, ..., r_{N-1}) stacked; d_i = r_{i+1} - r_i are the bonds.
+#include <cmath>
+
+#include "tether/core/small_solve.hpp"
+
+namespace tether {
+
+struct ChainParameters {
+  Real mass = 1.0;
+  Real bond_length = 1.0;
+  Real bend_stiffness = 10.0;      // k in V = k/2 (cos theta - cos theta0)^2
+  Real bend_angle = 1.9106332362;  // theta0 in radians (109.47 degrees)
+  // Ryckaert-Bellemans V(psi) = sum_n c_n cos^n psi, psi = phi - pi (trans = 0).
+  Real torsion[6] = {0, 0, 0, 0, 0, 0};
+  bool has_torsion = false;
+};
+
+template <int N>
+struct Chain {
+  static_assert(N >= 3, "a chain needs at least three beads");
+  static constexpr const char* name = "chain";
+  static constexpr int beads = N;
+  static constexpr int dof = 3 * N;
+  static constexpr int constraint_count = N - 1;
+  // Bond i only shares beads with bonds i-1 and i+1.
+  using Gram = TridiagonalMatrix<N - 1>;
+
+  using Parameters = ChainParameters;
+  Parameters prm;
+
+  using Q = Vec<dof>;
+
+  TETHER_HD static Vec3 bead(const Q& q, int i) { return Vec3(q[3 * i], q[3 * i + 1], q[3 * i + 2]); }
+  TETHER_HD static Vec3 bond(const Q& q, int i) { return bead(q, i + 1) - bead(q, i); }
+  TETHER_HD static void add_bead(Q& q, int i, const Vec3& v) {
+    q[3 * i] += v[0];
+    q[3 * i + 1] += v[1];
+    q[3 * i + 2] += v[2];
+  }
+
+  // Bond angle at bead i+1 between bonds i and i+1: cos theta = -d_i.d_{i+1} / (|d_i||d_{i+1}|).
+  TETHER_HD static Real bend_cosine(const Vec3& a, const Vec3& b) { return -a.dot(b) / (a.norm() * b.norm()); }
+
+  TETHER_HD Real torsion_energy(Real cos_phi) const {
+    const Real c = -cos_phi;  // cos psi
+    Real v = 0, pw = 1;
+    for (int n = 0; n < 6; ++n) { v += prm.torsion[n] * pw; pw *= c; }
+    return v;
+  }
+  TETHER_HD Real torsion_derivative(Real cos_phi) const {  // dV / d(cos phi)
+    const Real c = -cos_phi;
+    Real dv = 0, pw = 1;
+    for (int n = 1; n < 6; ++n) { dv += n * prm.torsion[n] * pw; pw *= c; }
+    return -dv;
+  }
+
+  TETHER_HD Real potential(const Q& q) const {
+    const Real c0 = cos(prm.bend_angle);
+    Real v = 0;
+    for (int i = 0; i + 1 < N - 1; ++i) {
+      const Real e = bend_cosine(bond(q, i), bond(q, i + 1)) - c0;
+      v += Real(0.5) * prm.bend_stiffness * e * e;
+    }
+    if (prm.has_torsion) {
+      for (int i = 0; i + 2 < N - 1; ++i) {
+        const Vec3 n1 = bond(q, i).cross(bond(q, i + 1)), n2 = bond(q, i + 1).cross(bond(q, i + 2));
+        v += torsion_energy(n1.dot(n2) / (n1.norm() * n2.norm()));
+      }
+    }
+    return v;
+  }
+
+  TETHER_HD Q potential_gradient(const Q& q) const {
+    Q grad = Q::Zero();
+    const Real c0 = cos(prm.bend_angle);
+    // d(cos)/da = -b/(|a||b|) - cos a/|a|^2 for cos = -a.b/(|a||b|); likewise for b.
+    for (int i = 0; i + 1 < N - 1; ++i) {
+      const Vec3 a = bond(q, i), b = bond(q, i + 1);
+      const Real na = a.norm(), nb = b.norm(), c = -a.dot(b) / (na * nb);
+      const Real f = prm.bend_stiffness * (c - c0);
+      const Vec3 ga = f * (-b / (na * nb) - c * a / (na * na));
+      const Vec3 gb = f * (-a / (na * nb) - c * b / (nb * nb));
+      add_bead(grad, i, -ga);
+      add_bead(grad, i + 1, ga - gb);
+      add_bead(grad, i + 2, gb);
+    }
+    if (prm.has_torsion) {
+      for (int i = 0; i + 2 < N - 1; ++i) {
+        const Vec3 d0 = bond(q, i), d1 = bond(q, i + 1), d2 = bond(q, i + 2);
+        const Vec3 n1 = d0.cross(d1), n2 = d1.cross(d2);
+        const Real l1 = n1.norm(), l2 = n2.norm(), c = n1.dot(n2) / (l1 * l2);
+        const Real f = torsion_derivative(c);
+        const Vec3 g1 = f * (n2 / (l1 * l2) - c * n1 / (l1 * l1));  // dV/dn1
+        const Vec3 g2 = f * (n1 / (l1 * l2) - c * n2 / (l2 * l2));  // dV/dn2
+        // n1 = d0 x d1, n2 = d1 x d2; (x cross y) . g = x . (y cross g).
+        const Vec3 gd0 = d1.cross(g1);
+        const Vec3 gd1 = g1.cross(d0) + d2.cross(g2);
+        const Vec3 gd2 = g2.cross(d1);
+        add_bead(grad, i, -gd0);
+        add_bead(grad, i + 1, gd0 - gd1);
+        add_bead(grad, i + 2, gd1 - gd2);
+        add_bead(grad, i + 3, gd2);
+      }
+    }
+    return grad;
+  }
+
+  // Characteristic energy: the potentials' stiffness summed over the chain.
+  TETHER_HD Real energy_scale() const {
+    Real t = 0;
+    for (int n = 0; n < 6; ++n) t += fabs(prm.torsion[n]);
+    return (N - 2) * prm.bend_stiffness + (prm.has_torsion ? (N - 3) * t : Real(0));
+  }
+
+  TETHER_HD Q mass_times(const Q& v) const { return prm.mass * v; }
+  TETHER_HD Q inverse_mass_times(const Q& p) const { return p / prm.mass; }
+  TETHER_HD Q sqrt_mass_times(const Q& v) const { return sqrt(prm.mass) * v; }
+
+  // g_i = (|d_i|^2 - b^2) / (2b), in length units.
+  TETHER_HD Vec<N - 1> constraints(const Q& q) const {
+    Vec<N - 1> g;
+    const Real b = prm.bond_length;
+    for (int i = 0; i < N - 1; ++i) g[i] = (bond(q, i).squaredNorm() - b * b) / (2 * b);
+    return g;
+  }
+  // Row i of G has -d_i/b on bead i and +d_i/b on bead i+1.
+  TETHER_HD Vec<N - 1> constraint_jacobian_times(const Q& q, const Q& v) const {
+    Vec<N - 1> r;
+    for (int i = 0; i < N - 1; ++i) r[i] = bond(q, i).dot(bond(v, i)) / prm.bond_length;
+    return r;
+  }
+  TETHER_HD Q constraint_transpose_times(const Q& q, const Vec<N - 1>& lambda) const {
+    Q r = Q::Zero();
+    for (int i = 0; i < N - 1; ++i) {
+      const Vec3 f = bond(q, i) * (lambda[i] / prm.bond_length);
+      add_bead(r, i, -f);
+      add_bead(r, i + 1, f);
+    }
+    return r;
+  }
+  // G(qa) M^-1 G(qb)^T is tridiagonal.
+  TETHER_HD Gram gram(const Q& qa, const Q& qb) const {
+    Gram m;
+    const Real s = 1 / (prm.mass * prm.bond_length * prm.bond_length);
+    for (int i = 0; i < N - 1; ++i) {
+      const Vec3 a = bond(qa, i);
+      m.diag[i] = 2 * s * a.dot(bond(qb, i));
+      m.lower[i] = i > 0 ? -s * a.dot(bond(qb, i - 1)) : Real(0);
+      m.upper[i] = i + 1 < N - 1 ? -s * a.dot(bond(qb, i + 1)) : Real(0);
+    }
+    return m;
+  }
+
+  // A freely jointed chain: bead 0 at the origin, each bond direction uniform.
+  template <class Rng>
+  TETHER_HD Q random_configuration(Rng& rng) const {
+    Q q = Q::Zero();
+    for (int i = 0; i < N - 1; ++i) {
+      const Real z = 2 * rng.uniform() - 1;
+      const Real phi = Real(6.283185307179586476925286766559) * rng.uniform();
+      const Real r = sqrt(1 - z * z);
+      const Vec3 d = prm.bond_length * Vec3(r * cos(phi), r * sin(phi), z);
+      for (int c = 0; c < 3; ++c) q[3 * (i + 1) + c] = q[3 * i + c] + d[c];
+    }
+    return q;
+  }
+
+  // Total linear and angular momentum: conserved (no external field).
+  TETHER_HD static Vec3 linear_momentum(const Q& p) {
+    Vec3 s = Vec3::Zero();
+    for (int i = 0; i < N; ++i) s += bead(p, i);
+    return s;
+  }
+  TETHER_HD static Vec3 angular_momentum(const Q& q, const Q& p) {
+    Vec3 s = Vec3::Zero();
+    for (int i = 0; i < N; ++i) s += bead(q, i).cross(bead(p, i));
+    return s;
+  }
+};
+
+}  // namespace tether

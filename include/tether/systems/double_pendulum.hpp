@@ -1,0 +1,77 @@
+#pragma once
+// Planar double pendulum in Cartesian coordinates q = (x1, y1, x2, y2) of the
+// two bobs, with the rod lengths as two holonomic constraints and gravity
+// along -y.
+#include <cmath>
+
+#include "tether/core/small_solve.hpp"
+
+namespace tether {
+
+struct DoublePendulum {
+  static constexpr const char* name = "double_pendulum";
+  static constexpr int dof = 4;
+  static constexpr int constraint_count = 2;
+  using Gram = DenseMatrix<2>;
+
+  struct Parameters {
+    Real mass1 = 1.0, mass2 = 1.0;
+    Real length1 = 1.0, length2 = 1.0;
+    Real gravity = 9.81;
+  };
+  Parameters prm;
+
+  TETHER_HD Real potential(const Vec<4>& q) const { return prm.gravity * (prm.mass1 * q[1] + prm.mass2 * q[3]); }
+  TETHER_HD Vec<4> potential_gradient(const Vec<4>&) const {
+    return Vec<4>(0, prm.gravity * prm.mass1, 0, prm.gravity * prm.mass2);
+  }
+
+  // Characteristic energy (m1 + m2) |g| (L1 + L2).
+  TETHER_HD Real energy_scale() const {
+    return (prm.mass1 + prm.mass2) * fabs(prm.gravity) * (prm.length1 + prm.length2);
+  }
+
+  TETHER_HD Vec<4> mass_diagonal() const { return Vec<4>(prm.mass1, prm.mass1, prm.mass2, prm.mass2); }
+  TETHER_HD Vec<4> mass_times(const Vec<4>& v) const { return v.cwiseProduct(mass_diagonal()); }
+  TETHER_HD Vec<4> inverse_mass_times(const Vec<4>& p) const { return p.cwiseQuotient(mass_diagonal()); }
+  TETHER_HD Vec<4> sqrt_mass_times(const Vec<4>& v) const { return v.cwiseProduct(mass_diagonal().cwiseSqrt()); }
+
+  // g1 = (|r1|^2 - L1^2) / (2 L1), g2 = (|r2 - r1|^2 - L2^2) / (2 L2).
+  TETHER_HD Vec<2> constraints(const Vec<4>& q) const {
+    const Real dx = q[2] - q[0], dy = q[3] - q[1];
+    return Vec<2>((q[0] * q[0] + q[1] * q[1] - prm.length1 * prm.length1) / (2 * prm.length1),
+                  (dx * dx + dy * dy - prm.length2 * prm.length2) / (2 * prm.length2));
+  }
+  // Rows of G: [r1/L1, 0], [-(r2-r1)/L2, (r2-r1)/L2].
+  TETHER_HD Vec<2> constraint_jacobian_times(const Vec<4>& q, const Vec<4>& v) const {
+    const Real dx = q[2] - q[0], dy = q[3] - q[1];
+    return Vec<2>((q[0] * v[0] + q[1] * v[1]) / prm.length1,
+                  (dx * (v[2] - v[0]) + dy * (v[3] - v[1])) / prm.length2);
+  }
+  TETHER_HD Vec<4> constraint_transpose_times(const Vec<4>& q, const Vec<2>& l) const {
+    const Real a = l[0] / prm.length1, b = l[1] / prm.length2;
+    const Real dx = q[2] - q[0], dy = q[3] - q[1];
+    return Vec<4>(a * q[0] - b * dx, a * q[1] - b * dy, b * dx, b * dy);
+  }
+  TETHER_HD Gram gram(const Vec<4>& qa, const Vec<4>& qb) const {
+    const Real ax = qa[2] - qa[0], ay = qa[3] - qa[1], bx = qb[2] - qb[0], by = qb[3] - qb[1];
+    const Real l1 = prm.length1, l2 = prm.length2, m1 = prm.mass1, m2 = prm.mass2;
+    Gram m;
+    m.a(0, 0) = (qa[0] * qb[0] + qa[1] * qb[1]) / (m1 * l1 * l1);
+    m.a(0, 1) = -(qa[0] * bx + qa[1] * by) / (m1 * l1 * l2);
+    m.a(1, 0) = -(ax * qb[0] + ay * qb[1]) / (m1 * l1 * l2);
+    m.a(1, 1) = (ax * bx + ay * by) * (1 / m1 + 1 / m2) / (l2 * l2);
+    return m;
+  }
+
+  // Both rod angles uniform on the circle.
+  template <class Rng>
+  TETHER_HD Vec<4> random_configuration(Rng& rng) const {
+    const Real two_pi = Real(6.283185307179586476925286766559);
+    const Real t1 = two_pi * rng.uniform(), t2 = two_pi * rng.uniform();
+    const Real x1 = prm.length1 * sin(t1), y1 = -prm.length1 * cos(t1);
+    return Vec<4>(x1, y1, x1 + prm.length2 * sin(t2), y1 - prm.length2 * cos(t2));
+  }
+};
+
+}  // namespace tether

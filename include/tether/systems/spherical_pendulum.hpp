@@ -1,0 +1,67 @@
+#pragma once
+// Spherical pendulum: a point mass on a massless rod, q in R^3, |q| = length,
+// uniform gravity along -z. The vertical angular momentum q_x p_y - q_y p_x is
+// a first integral (rotations about z leave V and g invariant).
+#include <cmath>
+
+#include "tether/core/small_solve.hpp"
+
+namespace tether {
+
+struct SphericalPendulum {
+  static constexpr const char* name = "spherical_pendulum";
+  static constexpr int dof = 3;               // ambient coordinates q
+  static constexpr int constraint_count = 1;  // holonomic constraints g(q) = 0
+  using Gram = DenseMatrix<1>;
+
+  struct Parameters {
+    Real mass = 1.0;
+    Real length = 1.0;
+    Real gravity = 9.81;
+  };
+  Parameters prm;
+
+  TETHER_HD Real potential(const Vec<3>& q) const { return prm.mass * prm.gravity * q[2]; }
+  TETHER_HD Vec<3> potential_gradient(const Vec<3>&) const { return Vec<3>(0, 0, prm.mass * prm.gravity); }
+
+  // Characteristic energy m |g| L: keeps relative energy errors meaningful
+  // for states whose energy is near zero.
+  TETHER_HD Real energy_scale() const { return prm.mass * fabs(prm.gravity) * prm.length; }
+
+  TETHER_HD Vec<3> mass_times(const Vec<3>& v) const { return prm.mass * v; }
+  TETHER_HD Vec<3> inverse_mass_times(const Vec<3>& p) const { return p / prm.mass; }
+  TETHER_HD Vec<3> sqrt_mass_times(const Vec<3>& v) const { return sqrt(prm.mass) * v; }
+
+  // g(q) = (|q|^2 - L^2) / (2L): in length units, ~ |q| - L near the sphere.
+  TETHER_HD Vec<1> constraints(const Vec<3>& q) const {
+    return Vec<1>((q.squaredNorm() - prm.length * prm.length) / (2 * prm.length));
+  }
+  // G(q) = q^T / L.
+  TETHER_HD Vec<1> constraint_jacobian_times(const Vec<3>& q, const Vec<3>& v) const {
+    return Vec<1>(q.dot(v) / prm.length);
+  }
+  TETHER_HD Vec<3> constraint_transpose_times(const Vec<3>& q, const Vec<1>& lambda) const {
+    return q * (lambda[0] / prm.length);
+  }
+  // G(qa) M^-1 G(qb)^T.
+  TETHER_HD Gram gram(const Vec<3>& qa, const Vec<3>& qb) const {
+    Gram m;
+    m.a(0, 0) = qa.dot(qb) / (prm.mass * prm.length * prm.length);
+    return m;
+  }
+
+  // A configuration on the sphere, uniform in direction.
+  template <class Rng>
+  TETHER_HD Vec<3> random_configuration(Rng& rng) const {
+    const Real z = 2 * rng.uniform() - 1;
+    const Real phi = Real(6.283185307179586476925286766559) * rng.uniform();
+    const Real r = sqrt(1 - z * z);
+    return prm.length * Vec<3>(r * cos(phi), r * sin(phi), z);
+  }
+
+  TETHER_HD static Real vertical_angular_momentum(const Vec<3>& q, const Vec<3>& p) {
+    return q[0] * p[1] - q[1] * p[0];
+  }
+};
+
+}  // namespace tether

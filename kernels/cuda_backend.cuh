@@ -1,0 +1,138 @@
+#pragma once
+// cuda: one thread per trajectory running advance_trajectory, the same step
+// code the cpu backend runs; state read once per launch, stepped in
+// registers, written back at output times.
+#include <cuda_runtime.h>
+#include <thrust/execution_policy.h>
+#include <thrust/iterator/counting_iterator.h>
+#include <thrust/transform_reduce.h>
+
+#include <stdexcept>
+#include <string>
+
+#include "engine/cuda_backend.hpp"
+
+namespace tether {
+
+inline void cuda_check(cudaError_t e, const char* what) {
+  if (e != cudaSuccess) throw std::runtime_error(std::string("CUDA error in ") + what + ": " + cudaGetErrorString(e));
+}
+
+template <class S, class M>
+__global__ void advance_kernel(S sys, StepControl ctl, EnsembleView v, int nsteps, std::int64_t steps_before) {
+  const std::int64_t i = std::int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (i < v.count) advance_trajectory<S, M>(sys, ctl, v, i, nsteps, steps_before);
+}
+
+template <class S, class M>
+__global__ void observe_kernel(S sys, EnsembleView v) {
+  const std::int64_t i = std::int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (i < v.count) observe_trajectory<S, M>(sys, v, i);
+}
+
+struct ObservationOf {
+  EnsembleView v;
+  __host__ __device__ Observation operator()(std::int64_t i) const {
+    Observation o;
+    if (v.status[i] != 0) return o;
+    o.ok = 1;
+    o.energy_error_sum = o.energy_error_max = v.energy_error[i];
+    o.constraint_max = v.constraint_violation[i];
+    o.velocity_max = v.velocity_violation[i];
+    return o;
+  }
+};
+
+struct MergeObservations {
+  __host__ __device__ Observation operator()(Observation a, const Observation& b) const {
+    a.merge(b);
+    return a;
+  }
+};
+
+template <class S, class M>
+class CudaBackend final : public Backend<S, M> {
+ public:
+  CudaBackend(const S& sys, const StepControl& ctl) : sys_(sys), ctl_(ctl) {}
+  ~CudaBackend() override { release(); }
+
+  void load(HostEnsemble& h) override {
+    release();
+    dev_.count = h.count;
+    copy_in(dev_.q, h.q);
+    copy_in(dev_.p, h.p);
+    if (h.two_step) copy_in(dev_.q_prev, h.q_prev);
+    copy_in(dev_.energy0, h.energy0);
+    copy_in(dev_.energy_scale, h.energy_scale);
+    copy_in(dev_.status, h.status);
+    copy_in(dev_.failed_step, h.failed_step);
+    copy_in(dev_.iterations_sum, h.iterations_sum);
+    copy_in(dev_.iterations_max, h.iterations_max);
+    copy_in(dev_.energy_error, h.energy_error);
+    copy_in(dev_.constraint_violation, h.constraint_violation);
+    copy_in(dev_.velocity_violation, h.velocity_violation);
+  }
+
+  void advance(int nsteps, std::int64_t steps_before) override {
+    advance_kernel<S, M><<<blocks(), threads>>>(sys_, ctl_, dev_, nsteps, steps_before);
+    cuda_check(cudaGetLastError(), "advance_kernel launch");
+    cuda_check(cudaDeviceSynchronize(), "advance_kernel");
+  }
+
+  Observation observe() override {
+    observe_kernel<S, M><<<blocks(), threads>>>(sys_, dev_);
+    cuda_check(cudaGetLastError(), "observe_kernel launch");
+    return thrust::transform_reduce(thrust::device, thrust::counting_iterator<std::int64_t>(0),
+                                    thrust::counting_iterator<std::int64_t>(dev_.count), ObservationOf{dev_},
+                                    Observation{}, MergeObservations{});
+  }
+
+  void store(HostEnsemble& h) override {
+    copy_out(h.q, dev_.q);
+    copy_out(h.p, dev_.p);
+    if (h.two_step) copy_out(h.q_prev, dev_.q_prev);
+    copy_out(h.status, dev_.status);
+    copy_out(h.failed_step, dev_.failed_step);
+    copy_out(h.iterations_sum, dev_.iterations_sum);
+    copy_out(h.iterations_max, dev_.iterations_max);
+    copy_out(h.energy_error, dev_.energy_error);
+    copy_out(h.constraint_violation, dev_.constraint_violation);
+    copy_out(h.velocity_violation, dev_.velocity_violation);
+  }
+
+ private:
+  static constexpr int threads = 128;
+  unsigned blocks() const { return unsigned((dev_.count + threads - 1) / threads); }
+
+  template <class T>
+  void copy_in(T*& d, const std::vector<T>& h) {
+    cuda_check(cudaMalloc(&d, h.size() * sizeof(T)), "cudaMalloc");
+    cuda_check(cudaMemcpy(d, h.data(), h.size() * sizeof(T), cudaMemcpyHostToDevice), "cudaMemcpy to device");
+  }
+  template <class T>
+  void copy_out(std::vector<T>& h, const T* d) {
+    cuda_check(cudaMemcpy(h.data(), d, h.size() * sizeof(T), cudaMemcpyDeviceToHost), "cudaMemcpy to host");
+  }
+  void release() {
+    for (void* p : {(void*)dev_.q, (void*)dev_.p, (void*)dev_.q_prev, (void*)dev_.energy0, (void*)dev_.energy_scale,
+                    (void*)dev_.status, (void*)dev_.failed_step, (void*)dev_.iterations_sum,
+                    (void*)dev_.iterations_max, (void*)dev_.energy_error, (void*)dev_.constraint_violation,
+                    (void*)dev_.velocity_violation})
+      if (p) cudaFree(p);
+    dev_ = EnsembleView{};
+  }
+
+  S sys_;
+  StepControl ctl_;
+  EnsembleView dev_;
+};
+
+template <class S, class M>
+std::unique_ptr<Backend<S, M>> make_cuda_backend(const S& sys, const StepControl& ctl) {
+  return std::make_unique<CudaBackend<S, M>>(sys, ctl);
+}
+
+}  // namespace tether
+
+#define TETHER_INSTANTIATE_CUDA(S, M) \
+  template std::unique_ptr<::tether::Backend<S, M>> tether::make_cuda_backend<S, M>(const S&, const StepControl&);

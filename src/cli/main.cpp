@@ -1,0 +1,165 @@
+// The `tether` command: run, validate, list.
+#include <CLI/CLI.hpp>
+#include <chrono>
+#include <cstdio>
+#include <iostream>
+#ifdef _OPENMP
+#include <omp.h>
+#endif
+
+#include "config/config.hpp"
+#include "engine/engine.hpp"
+#include "engine/registry.hpp"
+#include "io/output.hpp"
+
+namespace {
+
+constexpr int exit_bad_input = 2;
+constexpr int exit_runtime_error = 1;
+
+// Progress on stderr, at most every two seconds, only for runs long enough to need it.
+class Progress {
+ public:
+  explicit Progress(bool quiet) : quiet_(quiet), start_(clock::now()), last_(start_) {}
+  void operator()(double done, double total) {
+    if (quiet_) return;
+    const auto now = clock::now();
+    if (std::chrono::duration<double>(now - last_).count() < 2.0 && done < total) return;
+    const double elapsed = std::chrono::duration<double>(now - start_).count();
+    if (elapsed < 1.0) return;
+    last_ = now;
+    const double rate = done / elapsed;
+    std::fprintf(stderr, "\r[tether] %5.1f%%  %.3g trajectory-steps/s  eta %.0f s   ", 100.0 * done / total, rate,
+                 rate > 0 ? (total - done) / rate : 0.0);
+    shown_ = true;
+  }
+  ~Progress() {
+    if (shown_) std::fprintf(stderr, "\n");
+  }
+
+ private:
+  using clock = std::chrono::steady_clock;
+  bool quiet_, shown_ = false;
+  clock::time_point start_, last_;
+};
+
+int do_run(const std::string& config_path, const std::string& out, const std::string& backend, long threads,
+           long batch_size, bool quiet) {
+  tether::RunConfig cfg = tether::load_config_file(config_path);
+  if (!backend.empty()) cfg.backend = backend;
+  if (batch_size > 0) cfg.batch_size = batch_size;
+#ifdef _OPENMP
+  if (threads > 0) omp_set_num_threads(int(threads));
+#endif
+  tether::check_config(cfg);
+  cfg.backend = tether::resolve_backend(cfg.backend);
+
+  tether::OutputFolder folder(out);
+  std::unique_ptr<tether::CsvFinalStates> finals;
+  if (cfg.write_final_states)
+    finals = std::make_unique<tether::CsvFinalStates>(folder.partial("final.csv"), tether::system_dof(cfg));
+  tether::RunOptions opt;
+  opt.final_states = finals.get();
+  Progress progress(quiet);
+  opt.progress = [&](double d, double t) { progress(d, t); };
+  const tether::RunResult r = tether::run(cfg, opt);
+  if (finals) {
+    finals->close();
+    folder.commit("final.csv");
+  }
+  tether::write_timeseries(folder.partial("timeseries.csv"), r);
+  folder.commit("timeseries.csv");
+  tether::write_summary(folder.partial("summary.json"), cfg, r);
+  folder.commit("summary.json");
+
+  if (!quiet)
+    std::printf("%s / %s on %s: %lld trajectories x %lld steps in %.3g s (%.3g trajectory-steps/s)\n"
+                "  max |g(q)| %.3g, max |G M^-1 p| %.3g, max relative energy error %.3g, Newton iterations mean %.3g max %d\n"
+                "  wrote %s\n",
+                r.system.c_str(), r.method.c_str(), r.backend.c_str(), (long long)r.trajectories, (long long)r.steps,
+                r.wall_seconds, r.integration_seconds > 0 ? double(r.trajectories) * r.steps / r.integration_seconds : 0.0,
+                r.max_constraint_violation, r.max_velocity_constraint_violation, r.max_relative_energy_error,
+                r.newton_mean, r.newton_max, folder.dir().string().c_str());
+  if (r.failed > 0)
+    std::fprintf(stderr, "warning: %lld of %lld trajectories failed (see failures in summary.json)\n",
+                 (long long)r.failed, (long long)r.trajectories);
+  return 0;
+}
+
+int do_validate(const std::string& path) {
+  const tether::RunConfig cfg = tether::load_config_file(path);
+  tether::check_config(cfg);
+  std::printf("%s: ok (%s, %s, %lld trajectories x %lld steps of dt %g, backend %s)\n", path.c_str(),
+              cfg.system_name.c_str(), cfg.method_name.c_str(), (long long)cfg.size, (long long)cfg.steps, cfg.dt,
+              cfg.backend.c_str());
+  return 0;
+}
+
+void do_list() {
+  std::printf("systems:\n");
+  std::printf("  %-22s q in R^%d, %d constraint\n", "spherical_pendulum", tether::SphericalPendulum::dof,
+              tether::SphericalPendulum::constraint_count);
+  std::printf("  %-22s q in R^%d, %d constraints\n", "double_pendulum", tether::DoublePendulum::dof,
+              tether::DoublePendulum::constraint_count);
+  std::string sizes;
+  for (int n : tether::chain_sizes()) sizes += (sizes.empty() ? "" : ", ") + std::to_string(n);
+  std::printf("  %-22s N beads in R^3, N-1 bonds; N in {%s}\n", "chain", sizes.c_str());
+  std::printf("methods:\n");
+#define TETHER_LIST_METHOD(S, M) std::printf("  %-22s order %d  %s\n", M::name, M::order, M::citation);
+  TETHER_FOR_EACH_METHOD(TETHER_LIST_METHOD, void)
+#undef TETHER_LIST_METHOD
+  std::printf("backends:\n  %-22s serial generic dense Newton on each method's residual\n", "reference");
+  int threads = 1;
+#ifdef _OPENMP
+  threads = omp_get_max_threads();
+#endif
+  std::printf("  %-22s the GPU step code on %d threads\n", "cpu", threads);
+  if (!tether::cuda_built())
+    std::printf("  %-22s not built (no nvcc at configure time)\n", "cuda");
+  else
+    std::printf("  %-22s built; %d device(s) present\n", "cuda", tether::cuda_device_count());
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  CLI::App app{"tether: ensembles of constrained mechanical trajectories, integrated by structure-preserving methods"};
+  app.require_subcommand(1);
+
+  std::string config, out, backend;
+  long threads = 0, batch = 0;
+  bool quiet = false;
+  auto* run = app.add_subcommand("run", "integrate the ensemble a config describes");
+  run->add_option("config", config, "config file (JSON)")->required();
+  run->add_option("--out", out, "output folder")->required();
+  run->add_option("--backend", backend, "auto, cpu, reference or cuda (overrides the config)");
+  run->add_option("--threads", threads, "cpu threads (default: all cores)")->check(CLI::PositiveNumber);
+  run->add_option("--batch-size", batch, "trajectories per batch (overrides the config)")->check(CLI::PositiveNumber);
+  run->add_flag("--quiet", quiet, "no progress or report on the terminal");
+
+  std::string vconfig;
+  auto* validate = app.add_subcommand("validate", "check a config and say what is wrong and where");
+  validate->add_option("config", vconfig, "config file (JSON)")->required();
+
+  auto* list = app.add_subcommand("list", "systems, methods and backends in this build");
+
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    const int code = app.exit(e);
+    return code == 0 ? 0 : exit_bad_input;
+  }
+
+  try {
+    if (*run) return do_run(config, out, backend, threads, batch, quiet);
+    if (*validate) return do_validate(vconfig);
+    if (*list) do_list();
+    return 0;
+  } catch (const tether::ConfigError& e) {
+    std::fprintf(stderr, "error: %s\n", e.what());
+    return exit_bad_input;
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "error: %s\n", e.what());
+    return exit_runtime_error;
+  }
+}

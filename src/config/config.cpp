@@ -1,0 +1,296 @@
+#include "config/config.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <fstream>
+#include <limits>
+#include <optional>
+#include <nlohmann/json.hpp>
+#include <set>
+#include <sstream>
+
+namespace tether {
+
+using nlohmann::json;
+
+const std::vector<std::string>& system_names() {
+  static const std::vector<std::string> v{"spherical_pendulum", "double_pendulum", "chain"};
+  return v;
+}
+const std::vector<std::string>& method_names() {
+  static const std::vector<std::string> v{"symplectic_euler_a", "symplectic_euler_b", "shake", "rattle",
+                                          "constrained_midpoint"};
+  return v;
+}
+const std::vector<int>& chain_sizes() {
+  static const std::vector<int> v{4, 8, 16};
+  return v;
+}
+const std::vector<std::string>& backend_names() {
+  static const std::vector<std::string> v{"auto", "cpu", "reference", "cuda"};
+  return v;
+}
+
+namespace {
+
+std::string join(const std::vector<std::string>& v) {
+  std::string s;
+  for (const auto& x : v) s += (s.empty() ? "" : ", ") + x;
+  return s;
+}
+
+std::string show(const json& j) {
+  std::string s = j.dump();
+  return s.size() > 60 ? s.substr(0, 57) + "..." : s;
+}
+
+// A JSON object together with its path, so every error can say where it is.
+class Node {
+ public:
+  Node(const json& j, std::string path) : j_(j), path_(std::move(path)) {
+    if (!j_.is_object()) throw ConfigError(path_.empty() ? "(top level)" : path_, "must be an object, got " + show(j_));
+  }
+
+  std::string at(const std::string& key) const { return path_.empty() ? key : path_ + "." + key; }
+  bool has(const std::string& key) const { return j_.contains(key); }
+  const json& raw(const std::string& key) const { return j_.at(key); }
+
+  Node object(const std::string& key) const {
+    if (!has(key)) throw ConfigError(at(key), "is missing");
+    return Node(j_.at(key), at(key));
+  }
+  Node object_or_empty(const std::string& key) const {
+    static const json empty = json::object();
+    return has(key) ? Node(j_.at(key), at(key)) : Node(empty, at(key));
+  }
+
+  std::string string(const std::string& key, const std::vector<std::string>& allowed,
+                     const std::string* fallback = nullptr) const {
+    if (!has(key)) {
+      if (fallback) return *fallback;
+      throw ConfigError(at(key), "is missing (one of: " + join(allowed) + ")");
+    }
+    const json& v = j_.at(key);
+    if (!v.is_string()) throw ConfigError(at(key), "must be a string, got " + show(v));
+    const std::string s = v.get<std::string>();
+    if (std::find(allowed.begin(), allowed.end(), s) == allowed.end())
+      throw ConfigError(at(key), "unknown value \"" + s + "\" (one of: " + join(allowed) + ")");
+    return s;
+  }
+
+  Real number(const std::string& key, std::optional<Real> fallback = std::nullopt) const {
+    if (!has(key)) {
+      if (fallback) return *fallback;
+      throw ConfigError(at(key), "is missing");
+    }
+    return as_number(j_.at(key), at(key));
+  }
+  Real positive(const std::string& key, std::optional<Real> fallback = std::nullopt) const {
+    const Real x = number(key, fallback);
+    if (!(x > 0)) throw ConfigError(at(key), "must be positive, got " + show(j_.contains(key) ? j_.at(key) : json(x)));
+    return x;
+  }
+  Real non_negative(const std::string& key, std::optional<Real> fallback = std::nullopt) const {
+    const Real x = number(key, fallback);
+    if (!(x >= 0)) throw ConfigError(at(key), "must be >= 0, got " + show(j_.at(key)));
+    return x;
+  }
+  std::int64_t integer(const std::string& key, std::int64_t lo, std::int64_t hi,
+                       std::optional<std::int64_t> fallback = std::nullopt) const {
+    if (!has(key)) {
+      if (fallback) return *fallback;
+      throw ConfigError(at(key), "is missing");
+    }
+    const json& v = j_.at(key);
+    if (!v.is_number_integer() && !(v.is_number_float() && std::isfinite(v.get<double>()) &&
+                                    v.get<double>() == std::floor(v.get<double>()) && std::fabs(v.get<double>()) < 9e15))
+      throw ConfigError(at(key), "must be an integer, got " + show(v));
+    const std::int64_t x = v.is_number_unsigned() && v.get<std::uint64_t>() > std::uint64_t(INT64_MAX)
+                               ? INT64_MAX
+                               : (v.is_number_integer() ? v.get<std::int64_t>() : std::int64_t(v.get<double>()));
+    if (x < lo || x > hi)
+      throw ConfigError(at(key), "must be between " + std::to_string(lo) + " and " + std::to_string(hi) + ", got " + show(v));
+    return x;
+  }
+  bool boolean(const std::string& key, bool fallback) const {
+    if (!has(key)) return fallback;
+    if (!j_.at(key).is_boolean()) throw ConfigError(at(key), "must be true or false, got " + show(j_.at(key)));
+    return j_.at(key).get<bool>();
+  }
+  std::vector<Real> numbers(const std::string& key) const {
+    if (!has(key)) throw ConfigError(at(key), "is missing");
+    const json& v = j_.at(key);
+    if (!v.is_array()) throw ConfigError(at(key), "must be an array of numbers, got " + show(v));
+    std::vector<Real> out;
+    for (std::size_t i = 0; i < v.size(); ++i) out.push_back(as_number(v[i], at(key) + "[" + std::to_string(i) + "]"));
+    return out;
+  }
+
+  // Typos must not pass silently as defaults.
+  void only(const std::set<std::string>& known) const {
+    for (auto it = j_.begin(); it != j_.end(); ++it) {
+      if (known.count(it.key())) continue;
+      std::string list;
+      for (const auto& k : known) list += (list.empty() ? "" : ", ") + k;
+      throw ConfigError(at(it.key()), "unknown key (expected one of: " + list + ")");
+    }
+  }
+
+  static Real as_number(const json& v, const std::string& path) {
+    if (!v.is_number()) throw ConfigError(path, "must be a number, got " + show(v));
+    const Real x = v.get<Real>();
+    if (!std::isfinite(x)) throw ConfigError(path, "must be finite, got " + show(v));
+    return x;
+  }
+
+ private:
+  const json& j_;
+  std::string path_;
+};
+
+SystemSpec parse_system(const Node& sys, const std::string& name) {
+  const Node prm = sys.object_or_empty("parameters");
+  if (name == "spherical_pendulum") {
+    prm.only({"mass", "length", "gravity"});
+    SphericalPendulum::Parameters p;
+    p.mass = prm.positive("mass", p.mass);
+    p.length = prm.positive("length", p.length);
+    p.gravity = prm.number("gravity", p.gravity);
+    return p;
+  }
+  if (name == "double_pendulum") {
+    prm.only({"mass1", "mass2", "length1", "length2", "gravity"});
+    DoublePendulum::Parameters p;
+    p.mass1 = prm.positive("mass1", p.mass1);
+    p.mass2 = prm.positive("mass2", p.mass2);
+    p.length1 = prm.positive("length1", p.length1);
+    p.length2 = prm.positive("length2", p.length2);
+    p.gravity = prm.number("gravity", p.gravity);
+    return p;
+  }
+  prm.only({"beads", "mass", "bond_length", "bend_stiffness", "bend_angle_degrees", "torsion"});
+  ChainSpec c;
+  c.beads = static_cast<int>(prm.integer("beads", 1, 1 << 20));
+  const auto& sizes = chain_sizes();
+  if (std::find(sizes.begin(), sizes.end(), c.beads) == sizes.end()) {
+    std::string list;
+    for (int s : sizes) list += (list.empty() ? "" : ", ") + std::to_string(s);
+    throw ConfigError(prm.at("beads"), "this build has chains of " + list + " beads, got " + std::to_string(c.beads));
+  }
+  ChainParameters& p = c.parameters;
+  p.mass = prm.positive("mass", p.mass);
+  p.bond_length = prm.positive("bond_length", p.bond_length);
+  p.bend_stiffness = prm.non_negative("bend_stiffness", p.bend_stiffness);
+  const Real deg = prm.number("bend_angle_degrees", p.bend_angle * 180 / M_PI);
+  if (!(deg > 0 && deg <= 180)) throw ConfigError(prm.at("bend_angle_degrees"), "must be in (0, 180]");
+  p.bend_angle = deg * M_PI / 180;
+  if (prm.has("torsion")) {
+    const auto t = prm.numbers("torsion");
+    if (t.size() != 6)
+      throw ConfigError(prm.at("torsion"), "must list the 6 Ryckaert-Bellemans coefficients c0..c5, got " +
+                                               std::to_string(t.size()));
+    std::copy(t.begin(), t.end(), p.torsion);
+    p.has_torsion = std::any_of(t.begin(), t.end(), [](Real x) { return x != 0; });
+  }
+  return c;
+}
+
+ExplicitState parse_state(const Node& s) {
+  s.only({"q", "p"});
+  return ExplicitState{s.numbers("q"), s.numbers("p")};
+}
+
+InitialSpec parse_initial(const Node& ini) {
+  InitialSpec spec;
+  if (ini.has("states")) {
+    ini.only({"states", "project", "tolerance"});
+    spec.kind = InitialSpec::Kind::states;
+    const json& arr = ini.raw("states");
+    if (!arr.is_array() || arr.empty())
+      throw ConfigError(ini.at("states"), "must be a non-empty array of {\"q\": [...], \"p\": [...]}");
+    for (std::size_t i = 0; i < arr.size(); ++i)
+      spec.states.push_back(parse_state(Node(arr[i], ini.at("states") + "[" + std::to_string(i) + "]")));
+    spec.project = ini.boolean("project", false);
+    spec.tolerance = ini.positive("tolerance", spec.tolerance);
+    return spec;
+  }
+  static const std::vector<std::string> samplers{"thermal", "around"};
+  const std::string sampler = ini.string("sampler", samplers);
+  if (sampler == "thermal") {
+    ini.only({"sampler", "temperature"});
+    spec.kind = InitialSpec::Kind::thermal;
+    spec.temperature = ini.non_negative("temperature");
+  } else {
+    ini.only({"sampler", "q", "p", "position_spread", "momentum_spread"});
+    spec.kind = InitialSpec::Kind::around;
+    spec.center = ExplicitState{ini.numbers("q"), ini.numbers("p")};
+    spec.position_spread = ini.non_negative("position_spread", 0.0);
+    spec.momentum_spread = ini.non_negative("momentum_spread", 0.0);
+  }
+  return spec;
+}
+
+}  // namespace
+
+RunConfig parse_config(const std::string& text, const std::string& source) {
+  json j;
+  try {
+    j = json::parse(text);
+  } catch (const json::parse_error& e) {
+    throw ConfigError(source, std::string("is not valid JSON: ") + e.what());
+  }
+  const Node top(j, "");
+  top.only({"system", "method", "ensemble", "output", "backend", "precision"});
+  RunConfig c;
+
+  const Node sys = top.object("system");
+  sys.only({"name", "parameters"});
+  c.system_name = sys.string("name", system_names());
+  c.system = parse_system(sys, c.system_name);
+
+  const Node m = top.object("method");
+  m.only({"name", "dt", "steps", "newton"});
+  c.method_name = m.string("name", method_names());
+  c.dt = m.positive("dt");
+  c.steps = m.integer("steps", 0, std::int64_t(1) << 40);
+  const Node nw = m.object_or_empty("newton");
+  nw.only({"tolerance", "max_iterations"});
+  c.newton.tolerance = nw.positive("tolerance", c.newton.tolerance);
+  c.newton.max_iterations = static_cast<int>(nw.integer("max_iterations", 1, 1000, c.newton.max_iterations));
+
+  const Node ens = top.object("ensemble");
+  ens.only({"size", "seed", "batch_size", "initial"});
+  c.initial = parse_initial(ens.object("initial"));
+  if (c.initial.kind == InitialSpec::Kind::states) {
+    const auto n = static_cast<std::int64_t>(c.initial.states.size());
+    c.size = ens.integer("size", 1, INT64_MAX, n);
+    if (c.size != n)
+      throw ConfigError(ens.at("size"), "is " + std::to_string(c.size) + " but ensemble.initial.states lists " +
+                                            std::to_string(n) + " states");
+  } else {
+    c.size = ens.integer("size", 1, std::int64_t(1) << 34);
+  }
+  c.seed = static_cast<std::uint64_t>(ens.integer("seed", 0, INT64_MAX, 0));
+  c.batch_size = ens.integer("batch_size", 1, std::int64_t(1) << 30, c.batch_size);
+
+  const Node out = top.object_or_empty("output");
+  out.only({"every", "final_states"});
+  c.output_every = out.integer("every", 1, INT64_MAX, std::max<std::int64_t>(1, c.steps / 100));
+  c.write_final_states = out.boolean("final_states", true);
+
+  static const std::string dbl = "double";
+  if (top.has("backend")) c.backend = top.string("backend", backend_names());
+  c.precision = top.has("precision") ? top.string("precision", {"double"}) : dbl;
+  return c;
+}
+
+RunConfig load_config_file(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) throw ConfigError(path, "cannot be read (missing or no permission)");
+  std::stringstream ss;
+  ss << in.rdbuf();
+  if (in.bad()) throw ConfigError(path, "cannot be read");
+  return parse_config(ss.str(), path);
+}
+
+}  // namespace tether

@@ -1,0 +1,65 @@
+#pragma once
+// What every backend does to a batch of trajectories, and the host storage
+// they all load from and store to.
+#include <memory>
+#include <vector>
+
+#include "tether/ensemble/advance.hpp"
+
+namespace tether {
+
+// Host structure-of-arrays storage of one batch (see EnsembleView).
+struct HostEnsemble {
+  std::int64_t count = 0;
+  int dof = 0;
+  bool two_step = false;
+  std::vector<Real> q, p, q_prev, energy0, energy_scale, energy_error, constraint_violation, velocity_violation;
+  std::vector<std::uint8_t> status;
+  std::vector<std::int64_t> failed_step;
+  std::vector<std::uint64_t> iterations_sum;
+  std::vector<std::int32_t> iterations_max;
+
+  HostEnsemble(std::int64_t n, int dof_, bool two_step_)
+      : count(n), dof(dof_), two_step(two_step_),
+        q(std::size_t(n) * dof_), p(std::size_t(n) * dof_), q_prev(two_step_ ? std::size_t(n) * dof_ : 0),
+        energy0(n), energy_scale(n), energy_error(n), constraint_violation(n), velocity_violation(n),
+        status(n, 0), failed_step(n, 0), iterations_sum(n, 0), iterations_max(n, 0) {}
+
+  EnsembleView view() {
+    EnsembleView v;
+    v.count = count;
+    v.q = q.data();
+    v.p = p.data();
+    v.q_prev = two_step ? q_prev.data() : nullptr;
+    v.energy0 = energy0.data();
+    v.energy_scale = energy_scale.data();
+    v.status = status.data();
+    v.failed_step = failed_step.data();
+    v.iterations_sum = iterations_sum.data();
+    v.iterations_max = iterations_max.data();
+    v.energy_error = energy_error.data();
+    v.constraint_violation = constraint_violation.data();
+    v.velocity_violation = velocity_violation.data();
+    return v;
+  }
+};
+
+template <class S, class M>
+class Backend {
+ public:
+  virtual ~Backend() = default;
+  // Takes over a batch prepared on the host (states on T*N, methods started).
+  virtual void load(HostEnsemble& batch) = 0;
+  // Advances every live trajectory by nsteps; steps_before is for failure reports.
+  virtual void advance(int nsteps, std::int64_t steps_before) = 0;
+  // Observes every trajectory and reduces over the live ones.
+  virtual Observation observe() = 0;
+  // Copies states, statuses and counters back into the batch.
+  virtual void store(HostEnsemble& batch) = 0;
+};
+
+// Deterministic reduction of per-trajectory observations (fixed chunks summed
+// in order), so the ensemble mean does not depend on the thread count.
+Observation reduce_observations(const EnsembleView& v);
+
+}  // namespace tether

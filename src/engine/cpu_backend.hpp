@@ -1,0 +1,35 @@
+#pragma once
+// cpu: the very step code the GPU runs (advance_trajectory), on all cores.
+#include "engine/backend.hpp"
+
+namespace tether {
+
+template <class S, class M>
+class CpuBackend final : public Backend<S, M> {
+ public:
+  CpuBackend(const S& sys, const StepControl& ctl) : sys_(sys), ctl_(ctl) {}
+
+  void load(HostEnsemble& batch) override { view_ = batch.view(); }
+
+  void advance(int nsteps, std::int64_t steps_before) override {
+    const EnsembleView v = view_;
+#pragma omp parallel for schedule(dynamic, 64)
+    for (std::int64_t i = 0; i < v.count; ++i) advance_trajectory<S, M>(sys_, ctl_, v, i, nsteps, steps_before);
+  }
+
+  Observation observe() override {
+    const EnsembleView v = view_;
+#pragma omp parallel for schedule(static)
+    for (std::int64_t i = 0; i < v.count; ++i) observe_trajectory<S, M>(sys_, v, i);
+    return reduce_observations(v);
+  }
+
+  void store(HostEnsemble&) override {}  // worked in place
+
+ private:
+  S sys_;
+  StepControl ctl_;
+  EnsembleView view_;
+};
+
+}  // namespace tether

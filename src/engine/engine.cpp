@@ -1,0 +1,147 @@
+#include "engine/engine.hpp"
+
+#include <type_traits>
+
+#include "engine/cpu_backend.hpp"
+#include "engine/reference_backend.hpp"
+#include "engine/registry.hpp"
+#include "engine/runner.hpp"
+#ifdef TETHER_HAVE_CUDA
+#include "engine/cuda_backend.hpp"
+#endif
+
+namespace tether {
+
+Observation reduce_observations(const EnsembleView& v) {
+  constexpr std::int64_t chunk = 4096;
+  const std::int64_t chunks = (v.count + chunk - 1) / chunk;
+  std::vector<Observation> part(static_cast<std::size_t>(chunks));
+#pragma omp parallel for schedule(static)
+  for (std::int64_t b = 0; b < chunks; ++b) {
+    Observation o;
+    for (std::int64_t i = b * chunk; i < std::min(v.count, (b + 1) * chunk); ++i) {
+      if (v.status[i] != 0) continue;
+      Observation one;
+      one.ok = 1;
+      one.energy_error_sum = one.energy_error_max = v.energy_error[i];
+      one.constraint_max = v.constraint_violation[i];
+      one.velocity_max = v.velocity_violation[i];
+      o.merge(one);
+    }
+    part[std::size_t(b)] = o;
+  }
+  Observation total;
+  for (const auto& o : part) total.merge(o);
+  return total;
+}
+
+bool cuda_built() {
+#ifdef TETHER_HAVE_CUDA
+  return true;
+#else
+  return false;
+#endif
+}
+
+int cuda_device_count() {
+#ifdef TETHER_HAVE_CUDA
+  return cuda_runtime_device_count();
+#else
+  return 0;
+#endif
+}
+
+std::string resolve_backend(const std::string& requested) {
+  if (requested == "auto") return cuda_device_count() > 0 ? "cuda" : "cpu";
+  if (requested == "cuda") {
+    if (!cuda_built()) throw ConfigError("backend", "\"cuda\" is not available: this build has no CUDA support");
+    if (cuda_device_count() == 0) throw ConfigError("backend", "\"cuda\" is not available: no CUDA device is present");
+  }
+  if (requested != "cpu" && requested != "reference" && requested != "cuda")
+    throw ConfigError("backend", "unknown backend \"" + requested + "\" (one of: auto, cpu, reference, cuda)");
+  return requested;
+}
+
+namespace {
+
+template <class... F>
+struct Overloaded : F... {
+  using F::operator()...;
+};
+template <class... F>
+Overloaded(F...) -> Overloaded<F...>;
+
+template <class Fn>
+auto with_system(const RunConfig& c, Fn&& fn) {
+  return std::visit(Overloaded{[&](const SphericalPendulum::Parameters& p) {
+                                 SphericalPendulum s;
+                                 s.prm = p;
+                                 return fn(s);
+                               },
+                               [&](const DoublePendulum::Parameters& p) {
+                                 DoublePendulum s;
+                                 s.prm = p;
+                                 return fn(s);
+                               },
+                               [&](const ChainSpec& spec) {
+                                 switch (spec.beads) {
+                                   case 4: { Chain<4> s; s.prm = spec.parameters; return fn(s); }
+                                   case 8: { Chain<8> s; s.prm = spec.parameters; return fn(s); }
+                                   case 16: { Chain<16> s; s.prm = spec.parameters; return fn(s); }
+                                 }
+                                 throw ConfigError("system.parameters.beads", "no chain of this size is built");
+                               }},
+                    c.system);
+}
+
+template <class Fn>
+auto with_method(const std::string& name, Fn&& fn) {
+  if (name == SymplecticEulerA::name) return fn(SymplecticEulerA{});
+  if (name == SymplecticEulerB::name) return fn(SymplecticEulerB{});
+  if (name == Shake::name) return fn(Shake{});
+  if (name == Rattle::name) return fn(Rattle{});
+  if (name == ConstrainedMidpoint::name) return fn(ConstrainedMidpoint{});
+  throw ConfigError("method.name", "unknown method \"" + name + "\"");
+}
+
+template <class S, class M>
+std::unique_ptr<Backend<S, M>> make_backend(const std::string& name, const S& sys, const StepControl& ctl) {
+  if (name == "cpu") return std::make_unique<CpuBackend<S, M>>(sys, ctl);
+  if (name == "reference") return std::make_unique<ReferenceBackend<S, M>>(sys, ctl);
+#ifdef TETHER_HAVE_CUDA
+  if (name == "cuda") return make_cuda_backend<S, M>(sys, ctl);
+#endif
+  throw ConfigError("backend", "backend \"" + name + "\" is not available in this build");
+}
+
+}  // namespace
+
+void check_config(const RunConfig& c) {
+  with_system(c, [&](const auto& sys) {
+    check_initial_states(sys, c);
+    return 0;
+  });
+}
+
+int system_dof(const RunConfig& c) {
+  return with_system(c, [](const auto& sys) { return std::decay_t<decltype(sys)>::dof; });
+}
+
+RunResult run(const RunConfig& c, const RunOptions& opt) {
+  check_config(c);
+  const std::string backend = resolve_backend(c.backend);
+  return with_system(c, [&](const auto& sys) {
+    using S = std::decay_t<decltype(sys)>;
+    return with_method(c.method_name, [&](auto method) {
+      using M = decltype(method);
+      auto be = make_backend<S, M>(backend, sys, StepControl{c.dt, c.newton});
+      RunResult r = run_ensemble<S, M>(sys, c, *be, opt);
+      r.system = c.system_name;
+      r.method = c.method_name;
+      r.backend = backend;
+      return r;
+    });
+  });
+}
+
+}  // namespace tether

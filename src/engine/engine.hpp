@@ -1,0 +1,73 @@
+#pragma once
+// The engine's entry points: check a config against the system's equations,
+// and run an ensemble on a backend.
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "config/config.hpp"
+#include "tether/core/status.hpp"
+
+namespace tether {
+
+struct Failure {
+  std::int64_t id = 0;
+  std::int64_t step = 0;  // 0: the initial state could not be prepared
+  Status reason = Status::ok;
+};
+
+struct TimeseriesRow {
+  std::int64_t step = 0;
+  Real time = 0;
+  std::int64_t live = 0;  // trajectories not failed
+  Real mean_energy_error = 0, max_energy_error = 0;
+  Real max_constraint_violation = 0, max_velocity_constraint_violation = 0;
+};
+
+struct RunResult {
+  std::string system, method, backend;
+  std::int64_t trajectories = 0, steps = 0;
+  Real dt = 0;
+  Real max_constraint_violation = 0, max_velocity_constraint_violation = 0, max_relative_energy_error = 0;
+  Real newton_mean = 0;
+  int newton_max = 0;
+  std::int64_t failed = 0;
+  std::vector<Failure> failures;  // first `failure_report_cap` by id
+  std::vector<TimeseriesRow> timeseries;
+  std::int64_t projected_states = 0;  // explicit states moved onto T*N
+  Real max_projection_distance = 0;
+  Real wall_seconds = 0, integration_seconds = 0;
+};
+
+// Receives every trajectory's final state, in id order.
+class FinalStateSink {
+ public:
+  virtual ~FinalStateSink() = default;
+  virtual void write(std::int64_t id, const std::vector<Real>& q, const std::vector<Real>& p, Status status) = 0;
+};
+
+struct RunOptions {
+  FinalStateSink* final_states = nullptr;
+  // Called after every output interval with (trajectory-steps done, total).
+  std::function<void(double done, double total)> progress;
+  std::size_t failure_report_cap = 100;
+};
+
+// Number of CUDA devices usable by this build (0 when not built with CUDA).
+int cuda_device_count();
+bool cuda_built();
+
+// "auto" -> cuda when built and a device is present, else cpu. Throws
+// ConfigError when the requested backend is not available.
+std::string resolve_backend(const std::string& requested);
+
+// Everything that needs the system itself: explicit states' dimensions and
+// their distance from the constraint manifold. Throws ConfigError.
+void check_config(const RunConfig& config);
+
+RunResult run(const RunConfig& config, const RunOptions& options);
+
+// Dimensions of a configured system (for `tether list` and CSV headers).
+int system_dof(const RunConfig& config);
+
+}  // namespace tether

@@ -1,0 +1,102 @@
+#pragma once
+// Initial conditions on T*N, one pure function of (config, trajectory id):
+// the same ensemble whatever the batch size, thread count or backend.
+#include <cmath>
+#include <string>
+
+#include "config/config.hpp"
+#include "tether/core/random.hpp"
+#include "tether/methods/projection.hpp"
+
+namespace tether {
+
+template <class S>
+Vec<S::dof> to_vec(const std::vector<Real>& v) {
+  Vec<S::dof> r;
+  for (int c = 0; c < S::dof; ++c) r[c] = v[std::size_t(c)];
+  return r;
+}
+
+// Moves (q, p) onto T*N: q along M^-1 G(q)^T (the SHAKE projection), then p
+// M^-1-orthogonally onto the cotangent space.
+template <class S>
+Status project_onto_manifold(const S& sys, const NewtonOptions& opt, PhaseState<S>& s) {
+  Vec<S::dof> q;
+  int iterations = 0;
+  const Status st = solve_position_multipliers(sys, s.q, s.q, opt, q, iterations);
+  if (st != Status::ok) return st;
+  s.q = q;
+  return project_momentum(sys, s.q, s.p);
+}
+
+// `moved` receives how far an explicit state was projected (max-norm over q and p).
+template <class S>
+Status initial_state(const S& sys, const RunConfig& c, std::int64_t id, PhaseState<S>& s, Real& moved) {
+  const InitialSpec& ini = c.initial;
+  moved = 0;
+  s.q_prev = Vec<S::dof>::Zero();
+  if (ini.kind == InitialSpec::Kind::states) {
+    const ExplicitState& e = ini.states[std::size_t(id)];
+    s.q = to_vec<S>(e.q);
+    s.p = to_vec<S>(e.p);
+    if (!ini.project) return Status::ok;
+    const PhaseState<S> before = s;
+    const Status st = project_onto_manifold(sys, c.newton, s);
+    moved = std::max(max_abs(Vec<S::dof>(s.q - before.q)), max_abs(Vec<S::dof>(s.p - before.p)));
+    return st;
+  }
+  CounterRng rng(c.seed, static_cast<std::uint64_t>(id));
+  Vec<S::dof> xi;
+  if (ini.kind == InitialSpec::Kind::thermal) {
+    // Positions: the system's random configuration on N. Momenta: Gaussian
+    // with covariance kT M, projected onto the cotangent space at q.
+    s.q = sys.random_configuration(rng);
+    for (int c2 = 0; c2 < S::dof; ++c2) xi[c2] = rng.normal();
+    s.p = std::sqrt(ini.temperature) * sys.sqrt_mass_times(xi);
+    return project_momentum(sys, s.q, s.p);
+  }
+  // around: a Gaussian cloud about one state, projected onto T*N.
+  for (int c2 = 0; c2 < S::dof; ++c2) xi[c2] = rng.normal();
+  s.q = to_vec<S>(ini.center.q) + ini.position_spread * xi;
+  for (int c2 = 0; c2 < S::dof; ++c2) xi[c2] = rng.normal();
+  s.p = to_vec<S>(ini.center.p) + ini.momentum_spread * xi;
+  return project_onto_manifold(sys, c.newton, s);
+}
+
+inline std::string format_number(Real x) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%.3g", x);
+  return buf;
+}
+
+// Dimension and manifold checks on explicit states, as ConfigErrors.
+template <class S>
+void check_initial_states(const S& sys, const RunConfig& c) {
+  const InitialSpec& ini = c.initial;
+  auto check_dims = [&](const ExplicitState& e, const std::string& path) {
+    for (const auto& [key, v] : {std::pair{"q", &e.q}, std::pair{"p", &e.p}})
+      if (v->size() != std::size_t(S::dof))
+        throw ConfigError(path + "." + key, "has " + std::to_string(v->size()) + " entries, " + c.system_name +
+                                                " needs " + std::to_string(S::dof));
+  };
+  if (ini.kind == InitialSpec::Kind::around) check_dims(ini.center, "ensemble.initial");
+  if (ini.kind != InitialSpec::Kind::states) return;
+  for (std::size_t i = 0; i < ini.states.size(); ++i) {
+    const std::string path = "ensemble.initial.states[" + std::to_string(i) + "]";
+    check_dims(ini.states[i], path);
+    if (ini.project) continue;
+    const Vec<S::dof> q = to_vec<S>(ini.states[i].q), p = to_vec<S>(ini.states[i].p);
+    const Real g = max_abs(sys.constraints(q));
+    if (!(g <= ini.tolerance))
+      throw ConfigError(path + ".q", "is off the constraint manifold: |g(q)| = " + format_number(g) + " > tolerance " +
+                                         format_number(ini.tolerance) +
+                                         " (set ensemble.initial.project to true to project it)");
+    const Real v = max_abs(sys.constraint_jacobian_times(q, sys.inverse_mass_times(p)));
+    if (!(v <= ini.tolerance))
+      throw ConfigError(path + ".p", "violates the hidden constraint: |G(q) M^-1 p| = " + format_number(v) +
+                                         " > tolerance " + format_number(ini.tolerance) +
+                                         " (set ensemble.initial.project to true to project it)");
+  }
+}
+
+}  // namespace tether

@@ -1,0 +1,122 @@
+#pragma once
+// The host loop of a run: batches of trajectories, each prepared on the host,
+// advanced by a backend from one output time to the next, observed, and
+// streamed out. Memory is bounded by the batch size, not the ensemble size.
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+
+#include "engine/backend.hpp"
+#include "engine/engine.hpp"
+#include "engine/initial_state.hpp"
+
+namespace tether {
+
+template <class S, class M>
+void prepare_batch(const S& sys, const RunConfig& c, std::int64_t first_id, HostEnsemble& h, RunResult& result) {
+  const EnsembleView v = h.view();
+  std::int64_t projected = 0;
+  Real farthest = 0;
+#pragma omp parallel for schedule(static) reduction(+ : projected) reduction(max : farthest)
+  for (std::int64_t j = 0; j < h.count; ++j) {
+    PhaseState<S> s;
+    Real moved = 0;
+    const Status st = initial_state<S>(sys, c, first_id + j, s, moved);
+    if (moved > 0) ++projected;
+    farthest = std::max(farthest, moved);
+    if (st != Status::ok) {
+      v.status[j] = static_cast<std::uint8_t>(st);
+      v.failed_step[j] = 0;
+    }
+    M::start(sys, s, c.dt);
+    const Real kinetic = Real(0.5) * s.p.dot(sys.inverse_mass_times(s.p)), potential = sys.potential(s.q);
+    v.energy0[j] = kinetic + potential;
+    const Real scale = kinetic + std::abs(potential) + sys.energy_scale();
+    v.energy_scale[j] = scale > 0 && std::isfinite(scale) ? scale : Real(1);
+    store_state<S, M>(v, j, s);
+  }
+  result.projected_states += projected;
+  result.max_projection_distance = std::max(result.max_projection_distance, farthest);
+}
+
+template <class S, class M>
+RunResult run_ensemble(const S& sys, const RunConfig& c, Backend<S, M>& backend, const RunOptions& opt) {
+  using clock = std::chrono::steady_clock;
+  const auto start = clock::now();
+  RunResult r;
+  r.trajectories = c.size;
+  r.steps = c.steps;
+  r.dt = c.dt;
+
+  const std::int64_t intervals = (c.steps + c.output_every - 1) / c.output_every;
+  std::vector<Observation> rows(std::size_t(intervals + 1));
+  std::uint64_t iterations = 0, steps_taken = 0;
+  double integration = 0;
+  std::vector<Real> q(S::dof), p(S::dof);
+  const double total_work = double(c.size) * double(c.steps);
+  double work_done = 0;
+
+  for (std::int64_t first = 0; first < c.size; first += c.batch_size) {
+    HostEnsemble h(std::min(c.batch_size, c.size - first), S::dof, M::two_step);
+    prepare_batch<S, M>(sys, c, first, h, r);
+    backend.load(h);
+    rows[0].merge(backend.observe());
+    std::int64_t done = 0;
+    for (std::int64_t row = 1; row <= intervals; ++row) {
+      const std::int64_t target = std::min(c.steps, done + c.output_every);
+      while (done < target) {
+        // Bounded work per call keeps progress reports coming on long intervals.
+        const std::int64_t chunk = std::clamp<std::int64_t>(std::int64_t(5e7) / h.count, 1, target - done);
+        const auto t = clock::now();
+        backend.advance(static_cast<int>(std::min<std::int64_t>(chunk, 1 << 30)), done);
+        integration += std::chrono::duration<double>(clock::now() - t).count();
+        done += std::min<std::int64_t>(chunk, 1 << 30);
+        work_done += double(std::min<std::int64_t>(chunk, 1 << 30)) * double(h.count);
+        if (opt.progress) opt.progress(work_done, total_work);
+      }
+      rows[std::size_t(row)].merge(backend.observe());
+    }
+    backend.store(h);
+
+    for (std::int64_t j = 0; j < h.count; ++j) {
+      const auto st = static_cast<Status>(h.status[j]);
+      iterations += h.iterations_sum[j];
+      r.newton_max = std::max(r.newton_max, int(h.iterations_max[j]));
+      steps_taken += std::uint64_t(st == Status::ok ? c.steps : std::max<std::int64_t>(0, h.failed_step[j] - 1));
+      if (st != Status::ok) {
+        ++r.failed;
+        if (r.failures.size() < opt.failure_report_cap) r.failures.push_back({first + j, h.failed_step[j], st});
+      }
+      if (opt.final_states) {
+        for (int k = 0; k < S::dof; ++k) {
+          q[k] = h.q[std::size_t(k) * h.count + j];
+          p[k] = h.p[std::size_t(k) * h.count + j];
+        }
+        opt.final_states->write(first + j, q, p, st);
+      }
+    }
+  }
+
+  for (std::int64_t row = 0; row <= intervals; ++row) {
+    const Observation& o = rows[std::size_t(row)];
+    TimeseriesRow t;
+    t.step = std::min(c.steps, row * c.output_every);
+    t.time = Real(t.step) * c.dt;
+    t.live = o.ok;
+    t.mean_energy_error = o.ok > 0 ? o.energy_error_sum / Real(o.ok) : 0;
+    t.max_energy_error = o.energy_error_max;
+    t.max_constraint_violation = o.constraint_max;
+    t.max_velocity_constraint_violation = o.velocity_max;
+    r.max_relative_energy_error = std::max(r.max_relative_energy_error, t.max_energy_error);
+    r.max_constraint_violation = std::max(r.max_constraint_violation, t.max_constraint_violation);
+    r.max_velocity_constraint_violation =
+        std::max(r.max_velocity_constraint_violation, t.max_velocity_constraint_violation);
+    r.timeseries.push_back(t);
+  }
+  r.newton_mean = steps_taken > 0 ? double(iterations) / double(steps_taken) : 0;
+  r.integration_seconds = integration;
+  r.wall_seconds = std::chrono::duration<double>(clock::now() - start).count();
+  return r;
+}
+
+}  // namespace tether
