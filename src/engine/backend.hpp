@@ -58,6 +58,10 @@ class Backend {
   virtual void store(HostEnsemble& batch) = 0;
 };
 
+// Below this many trajectories a parallel region costs more than it saves
+// (and, on a loaded machine, spinning threads cost far more).
+constexpr std::int64_t parallel_threshold = 512;
+
 // Deterministic reduction of per-trajectory observations (fixed chunks summed
 // in order), so the ensemble mean does not depend on the thread count.
 Observation reduce_observations(const EnsembleView& v);

@@ -13,13 +13,13 @@ class CpuBackend final : public Backend<S, M> {
 
   void advance(int nsteps, std::int64_t steps_before) override {
     const EnsembleView v = view_;
-#pragma omp parallel for schedule(dynamic, 64)
+#pragma omp parallel for schedule(dynamic, 64) if (v.count >= parallel_threshold)
     for (std::int64_t i = 0; i < v.count; ++i) advance_trajectory<S, M>(sys_, ctl_, v, i, nsteps, steps_before);
   }
 
   Observation observe() override {
     const EnsembleView v = view_;
-#pragma omp parallel for schedule(static)
+#pragma omp parallel for schedule(static) if (v.count >= parallel_threshold)
     for (std::int64_t i = 0; i < v.count; ++i) observe_trajectory<S, M>(sys_, v, i);
     return reduce_observations(v);
   }

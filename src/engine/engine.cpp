@@ -16,7 +16,7 @@ Observation reduce_observations(const EnsembleView& v) {
   constexpr std::int64_t chunk = 4096;
   const std::int64_t chunks = (v.count + chunk - 1) / chunk;
   std::vector<Observation> part(static_cast<std::size_t>(chunks));
-#pragma omp parallel for schedule(static)
+#pragma omp parallel for schedule(static) if (v.count >= parallel_threshold)
   for (std::int64_t b = 0; b < chunks; ++b) {
     Observation o;
     for (std::int64_t i = b * chunk; i < std::min(v.count, (b + 1) * chunk); ++i) {

@@ -17,7 +17,8 @@ void prepare_batch(const S& sys, const RunConfig& c, std::int64_t first_id, Host
   const EnsembleView v = h.view();
   std::int64_t projected = 0;
   Real farthest = 0;
-#pragma omp parallel for schedule(static) reduction(+ : projected) reduction(max : farthest)
+#pragma omp parallel for schedule(static) reduction(+ : projected) reduction(max : farthest) \
+    if (h.count >= parallel_threshold)
   for (std::int64_t j = 0; j < h.count; ++j) {
     PhaseState<S> s;
     Real moved = 0;

@@ -1,0 +1,569 @@
+// tether_bench: trajectory-steps per second for every (backend, system,
+// method, ensemble size), printed as one JSON document on stdout. Progress
+// goes to stderr. See bench/README.md.
+//
+// Rate = trajectories * steps / RunResult::integration_seconds, i.e. the time
+// spent inside Backend::advance only (initial-state preparation, observation
+// and host<->device copies are excluded). Each point is run --repeats times and
+// the median (default) or best time is reported; every repeat's time is kept.
+#include <CLI/CLI.hpp>
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <ctime>
+#include <fstream>
+#include <iostream>
+#include <map>
+#include <nlohmann/json.hpp>
+#include <set>
+#include <sstream>
+#include <string>
+#include <thread>
+#include <utility>
+#include <vector>
+
+#include <sched.h>
+#include <unistd.h>
+#ifdef _OPENMP
+#include <omp.h>
+#endif
+
+#include "config/config.hpp"
+#include "engine/engine.hpp"
+
+#ifndef TETHER_BENCH_GIT_COMMIT
+#define TETHER_BENCH_GIT_COMMIT "unknown"
+#endif
+#ifndef TETHER_BENCH_GIT_DIRTY
+#define TETHER_BENCH_GIT_DIRTY -1
+#endif
+#ifndef TETHER_BENCH_BUILD_TYPE
+#define TETHER_BENCH_BUILD_TYPE "unknown"
+#endif
+
+namespace {
+
+using json = nlohmann::ordered_json;
+
+// ---------------------------------------------------------------- the cases
+
+struct SystemCase {
+  std::string label;        // what records call it: spherical_pendulum, double_pendulum, chain4, ...
+  std::string engine_name;  // system.name in the config
+  int beads = 0;            // chains only
+  double dt = 0;
+  double temperature = 0;
+  json parameters;
+};
+
+// Parameters and step sizes follow configs/*.json (the chain uses the
+// parameters of configs/chain16.json at every bead count).
+std::vector<SystemCase> all_systems() {
+  std::vector<SystemCase> v;
+  v.push_back({"spherical_pendulum", "spherical_pendulum", 0, 0.01, 0.5,
+               json{{"mass", 1.0}, {"length", 1.0}, {"gravity", 9.81}}});
+  v.push_back({"double_pendulum", "double_pendulum", 0, 0.005, 0.5,
+               json{{"mass1", 1.0}, {"mass2", 1.0}, {"length1", 1.0}, {"length2", 1.0}, {"gravity", 9.81}}});
+  for (int beads : tether::chain_sizes()) {
+    json p{{"beads", beads},
+           {"mass", 1.0},
+           {"bond_length", 1.0},
+           {"bend_stiffness", 60.0},
+           {"bend_angle_degrees", 112.0},
+           {"torsion", {1.116, 1.462, -1.578, -0.368, 3.156, -3.788}}};
+    v.push_back({"chain" + std::to_string(beads), "chain", beads, 0.002, 1.0, p});
+  }
+  return v;
+}
+
+std::string config_text(const SystemCase& s, const std::string& method, const std::string& backend,
+                        std::int64_t trajectories, std::int64_t steps, std::uint64_t seed) {
+  json c;
+  c["system"] = json{{"name", s.engine_name}, {"parameters", s.parameters}};
+  c["method"] = json{{"name", method}, {"dt", s.dt}, {"steps", steps}};
+  c["ensemble"] = json{{"size", trajectories},
+                       {"seed", seed},
+                       {"initial", json{{"sampler", "thermal"}, {"temperature", s.temperature}}}};
+  c["output"] = json{{"every", std::max<std::int64_t>(1, steps)}, {"final_states", false}};
+  c["backend"] = backend;
+  return c.dump();
+}
+
+// ---------------------------------------------------------------- helpers
+
+std::vector<std::string> split_list(const std::vector<std::string>& in) {
+  std::vector<std::string> out;
+  for (const auto& item : in) {
+    std::stringstream ss(item);
+    std::string tok;
+    while (std::getline(ss, tok, ',')) {
+      tok.erase(0, tok.find_first_not_of(" \t"));
+      tok.erase(tok.find_last_not_of(" \t") + 1);
+      if (!tok.empty()) out.push_back(tok);
+    }
+  }
+  return out;
+}
+
+// "1000", "1e5", "1E6", "250k" -> integer count.
+std::int64_t parse_count(const std::string& s, const std::string& what) {
+  std::string t = s;
+  double mult = 1;
+  if (!t.empty() && (t.back() == 'k' || t.back() == 'K')) mult = 1e3, t.pop_back();
+  else if (!t.empty() && (t.back() == 'm' || t.back() == 'M')) mult = 1e6, t.pop_back();
+  std::size_t used = 0;
+  double x = 0;
+  try {
+    x = std::stod(t, &used);
+  } catch (...) {
+    used = 0;
+  }
+  x *= mult;
+  if (used != t.size() || t.empty() || !(x >= 1) || x > 1e12 || x != std::floor(x))
+    throw CLI::ValidationError(what, "\"" + s + "\" is not a positive integer count (e.g. 1000, 1e5, 250k)");
+  return static_cast<std::int64_t>(x);
+}
+
+std::string shell_quote(const std::string& a) {
+  if (!a.empty() && a.find_first_not_of("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_-+=./:,@%") ==
+                        std::string::npos)
+    return a;
+  std::string q = "'";
+  for (char ch : a) q += ch == '\'' ? std::string("'\\''") : std::string(1, ch);
+  return q + "'";
+}
+
+std::string read_file(const std::string& path) {
+  std::ifstream in(path);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+std::string trim(std::string s) {
+  s.erase(0, s.find_first_not_of(" \t\r\n"));
+  s.erase(s.find_last_not_of(" \t\r\n") + 1);
+  return s;
+}
+
+json machine_info() {
+  json m;
+  char host[256] = {0};
+  m["hostname"] = gethostname(host, sizeof host - 1) == 0 ? std::string(host) : std::string("unknown");
+
+  // CPU model and physical cores from /proc/cpuinfo (x86 "model name";
+  // aarch64 kernels often list no model, then "unknown").
+  std::string model = "unknown";
+  std::set<std::pair<std::string, std::string>> cores;
+  std::string phys, core;
+  std::istringstream info(read_file("/proc/cpuinfo"));
+  for (std::string line; std::getline(info, line);) {
+    const auto colon = line.find(':');
+    if (colon == std::string::npos) continue;
+    const std::string key = trim(line.substr(0, colon)), value = trim(line.substr(colon + 1));
+    if (model == "unknown" && (key == "model name" || key == "Model" || key == "cpu model") && !value.empty())
+      model = value;
+    if (key == "physical id") phys = value;
+    if (key == "core id") {
+      core = value;
+      cores.insert({phys, core});
+    }
+  }
+  m["cpu_model"] = model;
+  m["logical_cpus"] = std::thread::hardware_concurrency();
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  if (sched_getaffinity(0, sizeof set, &set) == 0)
+    m["available_cpus"] = CPU_COUNT(&set);
+  else
+    m["available_cpus"] = nullptr;
+  if (!cores.empty())
+    m["physical_cores"] = cores.size();
+  else
+    m["physical_cores"] = nullptr;
+  int threads = 1;
+#ifdef _OPENMP
+  threads = omp_get_max_threads();
+#endif
+  m["omp_max_threads"] = threads;
+  {
+    std::istringstream mem(read_file("/proc/meminfo"));
+    for (std::string line; std::getline(mem, line);)
+      if (line.rfind("MemTotal:", 0) == 0) {
+        m["memory_gib"] = std::round(std::stod(line.substr(9)) / (1024.0 * 1024.0) * 10) / 10;
+        break;
+      }
+  }
+  m["cuda_built"] = tether::cuda_built();
+  m["cuda_devices"] = tether::cuda_device_count();
+  return m;
+}
+
+json build_info() {
+  json b;
+  b["git_commit"] = TETHER_BENCH_GIT_COMMIT;
+  const int dirty = TETHER_BENCH_GIT_DIRTY;
+  if (dirty < 0)
+    b["git_dirty"] = nullptr;
+  else
+    b["git_dirty"] = dirty != 0;
+  b["build_type"] = TETHER_BENCH_BUILD_TYPE;
+#if defined(__clang__)
+  b["compiler"] = std::string("clang ") + __clang_version__;
+#elif defined(__GNUC__)
+  b["compiler"] = std::string("gcc ") + __VERSION__;
+#else
+  b["compiler"] = "unknown";
+#endif
+#ifdef NDEBUG
+  b["ndebug"] = true;
+#else
+  b["ndebug"] = false;
+#endif
+  return b;
+}
+
+std::string utc_now() {
+  const std::time_t t = std::time(nullptr);
+  std::tm tm{};
+  gmtime_r(&t, &tm);
+  char buf[32];
+  std::strftime(buf, sizeof buf, "%Y-%m-%dT%H:%M:%SZ", &tm);
+  return buf;
+}
+
+double median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  const std::size_t n = v.size();
+  return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+}
+
+// ---------------------------------------------------------------- measuring
+
+struct Measurement {
+  std::vector<double> seconds, wall;
+  std::int64_t failed = 0;
+  double newton_mean = 0;
+};
+
+Measurement measure(const SystemCase& s, const std::string& method, const std::string& backend,
+                    std::int64_t trajectories, std::int64_t steps, int repeats, std::uint64_t seed) {
+  const tether::RunConfig cfg = tether::parse_config(config_text(s, method, backend, trajectories, steps, seed),
+                                                     "bench:" + s.label + "/" + method);
+  Measurement m;
+  tether::RunOptions opt;  // no sink, no progress callback
+  for (int r = 0; r < repeats; ++r) {
+    const tether::RunResult res = tether::run(cfg, opt);
+    m.seconds.push_back(res.integration_seconds);
+    m.wall.push_back(res.wall_seconds);
+    m.failed = std::max(m.failed, res.failed);
+    m.newton_mean = res.newton_mean;
+  }
+  return m;
+}
+
+std::string fmt_count(std::int64_t n) {
+  char buf[32];
+  const double l = std::log10(double(n));
+  if (n >= 1000 && l == std::floor(l))
+    std::snprintf(buf, sizeof buf, "1e%d", int(l));
+  else
+    std::snprintf(buf, sizeof buf, "%lld", (long long)n);
+  return buf;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  std::string command_line;
+  for (int i = 0; i < argc; ++i) command_line += (i ? " " : "") + shell_quote(argv[i]);
+
+  CLI::App app{"tether_bench: trajectory-steps per second per backend, system, method and ensemble size (JSON on stdout)"};
+  std::vector<std::string> backends_arg, methods_arg, systems_arg, sizes_arg;
+  std::int64_t steps = 0, reference_steps = 0;
+  std::string reference_size_arg, statistic = "median", output_path;
+  int repeats = 0, reference_repeats = 0, threads = 0;
+  bool quick = false, no_warmup = false, quiet = false;
+  std::uint64_t seed = 1;
+
+  app.add_option("--backends", backends_arg,
+                 "comma list of reference, cpu, cuda (default: reference,cpu and cuda when a device is present)")
+      ->delimiter(',');
+  app.add_option("--methods", methods_arg, "comma list of methods (default: all five)")->delimiter(',');
+  app.add_option("--systems", systems_arg,
+                 "comma list of spherical_pendulum, double_pendulum, chain4, chain8, chain16; "
+                 "\"chain\" = all three chains (default: all)")
+      ->delimiter(',');
+  app.add_option("--sizes", sizes_arg,
+                 "comma list of ensemble sizes, e.g. 1e3,1e4 (default 1e3,1e4,1e5,1e6; --quick 1e3,1e4,1e5)")
+      ->delimiter(',');
+  app.add_option("--steps", steps, "steps per run for cpu and cuda (default 100; --quick 10)")
+      ->check(CLI::Range(std::int64_t(1), std::int64_t(1) << 30));
+  app.add_option("--repeats", repeats, "runs per point for cpu and cuda (default 5; --quick 3)")
+      ->check(CLI::Range(1, 1000));
+  app.add_option("--statistic", statistic, "median or best of the repeats")
+      ->check(CLI::IsMember({"median", "best"}));
+  app.add_option("--reference-size", reference_size_arg,
+                 "trajectories for the reference backend (default: the smallest of --sizes)");
+  app.add_option("--reference-steps", reference_steps, "steps for the reference backend (default 5; --quick 2)")
+      ->check(CLI::Range(std::int64_t(1), std::int64_t(1) << 30));
+  app.add_option("--reference-repeats", reference_repeats, "runs per reference point (default 3; --quick 1)")
+      ->check(CLI::Range(1, 1000));
+  app.add_option("--threads", threads, "OpenMP threads for the cpu backend (default: all)")
+      ->check(CLI::PositiveNumber);
+  app.add_option("--seed", seed, "ensemble seed (thermal sampler)");
+  app.add_option("-o,--output", output_path, "also write the JSON document to this file");
+  app.add_flag("--quick", quick,
+               "small preset for a 2-core CPU machine: sizes 1e3,1e4,1e5, 10 steps, 3 repeats; "
+               "reference 2 steps, 1 repeat (explicit options still win)");
+  app.add_flag("--no-warmup", no_warmup, "skip the untimed warm-up run per (backend, system, method)");
+  app.add_flag("-q,--quiet", quiet, "no progress on stderr");
+
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    const int code = app.exit(e);
+    return code == 0 ? 0 : 2;
+  }
+
+  try {
+    // ---- resolve the plan
+    if (sizes_arg.empty())
+      sizes_arg = quick ? std::vector<std::string>{"1e3", "1e4", "1e5"}
+                        : std::vector<std::string>{"1e3", "1e4", "1e5", "1e6"};
+    std::vector<std::int64_t> sizes;
+    for (const auto& s : split_list(sizes_arg)) sizes.push_back(parse_count(s, "--sizes"));
+    std::sort(sizes.begin(), sizes.end());
+    sizes.erase(std::unique(sizes.begin(), sizes.end()), sizes.end());
+    if (sizes.empty()) throw CLI::ValidationError("--sizes", "no sizes given");
+    if (steps == 0) steps = quick ? 10 : 100;
+    if (repeats == 0) repeats = quick ? 3 : 5;
+    if (reference_steps == 0) reference_steps = quick ? 2 : 5;
+    if (reference_repeats == 0) reference_repeats = quick ? 1 : 3;
+    const std::int64_t reference_size =
+        reference_size_arg.empty() ? sizes.front() : parse_count(reference_size_arg, "--reference-size");
+
+    std::vector<std::string> backends = split_list(backends_arg);
+    if (backends.empty()) {
+      backends = {"reference", "cpu"};
+      if (tether::cuda_device_count() > 0) backends.push_back("cuda");
+    }
+    for (const auto& b : backends) {
+      if (b != "reference" && b != "cpu" && b != "cuda")
+        throw CLI::ValidationError("--backends", "unknown backend \"" + b + "\" (reference, cpu, cuda)");
+      tether::resolve_backend(b);  // throws ConfigError when cuda is not built / no device
+    }
+
+    std::vector<std::string> methods = split_list(methods_arg);
+    if (methods.empty()) methods = tether::method_names();
+    for (const auto& m : methods) {
+      const auto& known = tether::method_names();
+      if (std::find(known.begin(), known.end(), m) == known.end())
+        throw CLI::ValidationError("--methods", "unknown method \"" + m + "\"");
+    }
+
+    const std::vector<SystemCase> known_systems = all_systems();
+    std::vector<SystemCase> systems;
+    std::vector<std::string> wanted = split_list(systems_arg);
+    if (wanted.empty())
+      systems = known_systems;
+    else
+      for (const auto& w : wanted) {
+        bool found = false;
+        for (const auto& s : known_systems)
+          if (s.label == w || (w == "chain" && s.engine_name == "chain")) {
+            if (std::none_of(systems.begin(), systems.end(), [&](const SystemCase& x) { return x.label == s.label; }))
+              systems.push_back(s);
+            found = true;
+          }
+        if (!found) throw CLI::ValidationError("--systems", "unknown system \"" + w + "\"");
+      }
+
+#ifdef _OPENMP
+    if (threads > 0) omp_set_num_threads(threads);
+#endif
+
+    std::string backend_set;
+    for (const auto& b : backends) backend_set += (backend_set.empty() ? "" : "+") + b;
+
+    json doc;
+    doc["benchmark"] = "tether_bench";
+    doc["started_utc"] = utc_now();
+    doc["command_line"] = command_line;
+    doc["machine"] = machine_info();
+    doc["build"] = build_info();
+    doc["backend_set"] = backend_set;
+    json settings;
+    settings["quick"] = quick;
+    settings["backends"] = backends;
+    settings["systems"] = json::array();
+    for (const auto& s : systems)
+      settings["systems"].push_back(json{{"name", s.label},
+                                         {"dt", s.dt},
+                                         {"temperature", s.temperature},
+                                         {"parameters", s.parameters}});
+    settings["methods"] = methods;
+    settings["sizes"] = sizes;
+    settings["steps"] = steps;
+    settings["repeats"] = repeats;
+    settings["reference_trajectories"] = reference_size;
+    settings["reference_steps"] = reference_steps;
+    settings["reference_repeats"] = reference_repeats;
+    settings["statistic"] = statistic;
+    settings["warmup"] = !no_warmup;
+    settings["seed"] = seed;
+    settings["sampler"] = "thermal";
+    settings["rate"] = "trajectories * steps / RunResult.integration_seconds (time inside Backend::advance only)";
+    doc["settings"] = settings;
+
+    // ---- run
+    json records = json::array(), errors = json::array();
+    const auto bench_start = std::chrono::steady_clock::now();
+    for (const auto& backend : backends) {
+      const bool is_reference = backend == "reference";
+      const std::vector<std::int64_t> these_sizes =
+          is_reference ? std::vector<std::int64_t>{reference_size} : sizes;
+      const std::int64_t these_steps = is_reference ? reference_steps : steps;
+      const int these_repeats = is_reference ? reference_repeats : repeats;
+      for (const auto& sys : systems)
+        for (const auto& method : methods) {
+          try {
+            if (!no_warmup)
+              measure(sys, method, backend, std::min<std::int64_t>(64, these_sizes.front()), 1, 1, seed);
+            for (std::int64_t n : these_sizes) {
+              const Measurement m = measure(sys, method, backend, n, these_steps, these_repeats, seed);
+              const double secs =
+                  statistic == "best" ? *std::min_element(m.seconds.begin(), m.seconds.end()) : median(m.seconds);
+              const double work = double(n) * double(these_steps);
+              json r;
+              r["backend"] = backend;
+              r["system"] = sys.label;
+              r["method"] = method;
+              r["trajectories"] = n;
+              r["steps"] = these_steps;
+              r["seconds"] = secs;
+              if (secs > 0)
+                r["trajectory_steps_per_second"] = work / secs;
+              else
+                r["trajectory_steps_per_second"] = nullptr;
+              r["dt"] = sys.dt;
+              r["repeats"] = these_repeats;
+              r["statistic"] = statistic;
+              r["seconds_each"] = m.seconds;
+              r["wall_seconds_median"] = median(m.wall);
+              r["failed_trajectories"] = m.failed;
+              r["newton_mean"] = m.newton_mean;
+              records.push_back(r);
+              if (!quiet)
+                std::fprintf(stderr, "[bench] %-9s %-18s %-20s %6s x %-5lld %10.4g s  %10.4g traj-steps/s%s\n",
+                             backend.c_str(), sys.label.c_str(), method.c_str(), fmt_count(n).c_str(),
+                             (long long)these_steps, secs, secs > 0 ? work / secs : 0.0,
+                             m.failed ? "  (some trajectories failed)" : "");
+              if (m.failed > 0 && !quiet)
+                std::fprintf(stderr, "[bench]   warning: %lld of %lld trajectories failed; the rate counts them as full\n",
+                             (long long)m.failed, (long long)n);
+            }
+          } catch (const std::exception& e) {
+            errors.push_back(json{{"backend", backend}, {"system", sys.label}, {"method", method}, {"error", e.what()}});
+            if (!quiet)
+              std::fprintf(stderr, "[bench] %s %s %s: error: %s\n", backend.c_str(), sys.label.c_str(), method.c_str(),
+                           e.what());
+          }
+        }
+    }
+    doc["total_seconds"] = std::chrono::duration<double>(std::chrono::steady_clock::now() - bench_start).count();
+    doc["records"] = records;
+
+    // ---- ratios, from this run only
+    auto find = [&](const std::string& backend, const std::string& sys, const std::string& method,
+                    std::int64_t n) -> const json* {
+      for (const auto& r : records)
+        if (r["backend"] == backend && r["system"] == sys && r["method"] == method &&
+            (n < 0 || r["trajectories"].get<std::int64_t>() == n) && r["trajectory_steps_per_second"].is_number())
+          return &r;
+      return nullptr;
+    };
+    auto best = [&](const std::string& backend, const std::string& sys, const std::string& method) -> const json* {
+      const json* b = nullptr;
+      for (const auto& r : records)
+        if (r["backend"] == backend && r["system"] == sys && r["method"] == method &&
+            r["trajectory_steps_per_second"].is_number() &&
+            (!b || r["trajectory_steps_per_second"].get<double>() > (*b)["trajectory_steps_per_second"].get<double>()))
+          b = &r;
+      return b;
+    };
+    auto rate = [](const json* r) { return (*r)["trajectory_steps_per_second"].get<double>(); };
+
+    json ratios;
+    json cpu_ref = json::array();
+    for (const auto& sys : systems)
+      for (const auto& method : methods) {
+        const json* ref = find("reference", sys.label, method, -1);
+        const json* cpu_same = ref ? find("cpu", sys.label, method, (*ref)["trajectories"].get<std::int64_t>()) : nullptr;
+        const json* cpu_best = best("cpu", sys.label, method);
+        if (!ref || !cpu_best) continue;
+        json x;
+        x["system"] = sys.label;
+        x["method"] = method;
+        x["reference_trajectories"] = (*ref)["trajectories"];
+        x["reference_steps"] = (*ref)["steps"];
+        x["reference_trajectory_steps_per_second"] = rate(ref);
+        if (cpu_same) {
+          x["cpu_steps"] = (*cpu_same)["steps"];
+          x["cpu_trajectory_steps_per_second"] = rate(cpu_same);
+          x["cpu_over_reference"] = rate(cpu_same) / rate(ref);
+        } else {
+          x["cpu_steps"] = nullptr;
+          x["cpu_trajectory_steps_per_second"] = nullptr;
+          x["cpu_over_reference"] = nullptr;
+        }
+        x["cpu_best_trajectories"] = (*cpu_best)["trajectories"];
+        x["cpu_best_trajectory_steps_per_second"] = rate(cpu_best);
+        x["cpu_best_over_reference"] = rate(cpu_best) / rate(ref);
+        cpu_ref.push_back(x);
+      }
+    ratios["cpu_over_reference_note"] =
+        "cpu_over_reference: cpu at the reference's ensemble size; cpu_best_over_reference: cpu's fastest size. "
+        "Both measured in this run.";
+    ratios["cpu_over_reference"] = cpu_ref;
+
+    json cuda_cpu = json::array();
+    for (const auto& sys : systems)
+      for (const auto& method : methods)
+        for (std::int64_t n : sizes) {
+          const json* g = find("cuda", sys.label, method, n);
+          const json* c = find("cpu", sys.label, method, n);
+          if (!g || !c) continue;
+          cuda_cpu.push_back(json{{"system", sys.label},
+                                  {"method", method},
+                                  {"trajectories", n},
+                                  {"cuda_over_cpu", rate(g) / rate(c)}});
+        }
+    if (!cuda_cpu.empty()) ratios["cuda_over_cpu"] = cuda_cpu;
+    doc["ratios"] = ratios;
+    doc["errors"] = errors;
+
+    const std::string text = doc.dump(2) + "\n";
+    std::fwrite(text.data(), 1, text.size(), stdout);
+    std::fflush(stdout);
+    if (!output_path.empty()) {
+      std::ofstream out(output_path, std::ios::binary);
+      out << text;
+      if (!out) {
+        std::fprintf(stderr, "error: cannot write %s\n", output_path.c_str());
+        return 1;
+      }
+    }
+    return errors.empty() ? 0 : 1;
+  } catch (const CLI::ValidationError& e) {
+    std::fprintf(stderr, "error: %s\n", e.what());
+    return 2;
+  } catch (const tether::ConfigError& e) {
+    std::fprintf(stderr, "error: %s\n", e.what());
+    return 2;
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "error: %s\n", e.what());
+    return 1;
+  }
+}

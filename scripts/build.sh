@@ -1,0 +1,10 @@
+#!/usr/bin/env bash
+# Configures and builds tether in build/ (Release). The cuda backend is built
+# when nvcc is found (for sm_90 unless CMAKE_CUDA_ARCHITECTURES says otherwise).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+if ! command -v nvcc >/dev/null 2>&1 && [ -x /usr/local/cuda/bin/nvcc ]; then
+  export CUDACXX=/usr/local/cuda/bin/nvcc
+fi
+cmake -S . -B build -DCMAKE_BUILD_TYPE=Release "$@" >/dev/null
+cmake --build build -j"$(nproc)"

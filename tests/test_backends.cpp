@@ -1,0 +1,554 @@
+// Cross-backend agreement and the engine's ensemble contracts: determinism
+// under thread count and batch size, failure reporting, explicit states,
+// samplers and the timeseries layout.
+#include <omp.h>
+
+#include <cmath>
+#include <cstring>
+#include <nlohmann/json.hpp>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "support.hpp"
+
+namespace tether::test {
+namespace {
+
+using nlohmann::json;
+
+const json torsion = {1.116, 1.462, -1.578, -0.368, 3.156, -3.788};
+
+json system_json(const std::string& name) {
+  if (name == "chain4") return {{"name", "chain"}, {"parameters", {{"beads", 4}, {"torsion", torsion}}}};
+  if (name == "chain16")
+    return {{"name", "chain"},
+            {"parameters", {{"beads", 16}, {"bend_stiffness", 60.0}, {"bend_angle_degrees", 112.0}, {"torsion", torsion}}}};
+  return {{"name", name}};
+}
+
+// A thermal ensemble config; tests edit the returned JSON further.
+json thermal_config(const std::string& system, const std::string& method, double dt, long steps, long size,
+                    const std::string& backend = "cpu", long seed = 5, double temperature = 0.5) {
+  return {{"system", system_json(system)},
+          {"method", {{"name", method}, {"dt", dt}, {"steps", steps}}},
+          {"ensemble", {{"size", size}, {"seed", seed}, {"initial", {{"sampler", "thermal"}, {"temperature", temperature}}}}},
+          {"output", {{"every", std::max(1L, steps / 4)}}},
+          {"backend", backend}};
+}
+
+struct Outcome {
+  RunResult result;
+  MemorySink sink;
+};
+
+Outcome run_cfg(const json& cfg) {
+  Outcome o;
+  o.result = run_json(cfg.dump(), &o.sink);
+  return o;
+}
+
+// Rows arrive in id order, exactly once each.
+void expect_ids_complete(const MemorySink& sink, std::int64_t size) {
+  ASSERT_EQ(std::int64_t(sink.rows.size()), size);
+  for (std::int64_t i = 0; i < size; ++i) EXPECT_EQ(sink.rows[std::size_t(i)].id, i);
+}
+
+Real max_abs_diff(const std::vector<Real>& a, const std::vector<Real>& b) {
+  EXPECT_EQ(a.size(), b.size());
+  Real d = 0;
+  for (std::size_t k = 0; k < std::min(a.size(), b.size()); ++k) d = std::max(d, std::abs(a[k] - b[k]));
+  return d;
+}
+
+// Bitwise, not ==: also distinguishes -0.0 and catches NaN == NaN.
+bool same_bits(const std::vector<Real>& a, const std::vector<Real>& b) {
+  return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * sizeof(Real)) == 0;
+}
+bool same_bits(Real a, Real b) { return std::memcmp(&a, &b, sizeof(Real)) == 0; }
+
+void expect_same_final_states(const MemorySink& a, const MemorySink& b, const std::string& what) {
+  ASSERT_EQ(a.rows.size(), b.rows.size()) << what;
+  for (std::size_t i = 0; i < a.rows.size(); ++i) {
+    EXPECT_EQ(a.rows[i].id, b.rows[i].id) << what;
+    EXPECT_TRUE(same_bits(a.rows[i].q, b.rows[i].q)) << what << ": q of trajectory " << i;
+    EXPECT_TRUE(same_bits(a.rows[i].p, b.rows[i].p)) << what << ": p of trajectory " << i;
+    EXPECT_EQ(a.rows[i].status, b.rows[i].status) << what;
+  }
+}
+
+void expect_same_timeseries(const RunResult& a, const RunResult& b, const std::string& what) {
+  ASSERT_EQ(a.timeseries.size(), b.timeseries.size()) << what;
+  for (std::size_t r = 0; r < a.timeseries.size(); ++r) {
+    const TimeseriesRow &x = a.timeseries[r], &y = b.timeseries[r];
+    EXPECT_EQ(x.step, y.step) << what;
+    EXPECT_EQ(x.live, y.live) << what;
+    EXPECT_TRUE(same_bits(x.time, y.time)) << what << " row " << r;
+    EXPECT_TRUE(same_bits(x.mean_energy_error, y.mean_energy_error))
+        << what << " row " << r << ": mean energy error " << x.mean_energy_error << " vs " << y.mean_energy_error;
+    EXPECT_TRUE(same_bits(x.max_energy_error, y.max_energy_error)) << what << " row " << r;
+    EXPECT_TRUE(same_bits(x.max_constraint_violation, y.max_constraint_violation)) << what << " row " << r;
+    EXPECT_TRUE(same_bits(x.max_velocity_constraint_violation, y.max_velocity_constraint_violation))
+        << what << " row " << r;
+  }
+  EXPECT_EQ(a.failed, b.failed) << what;
+  EXPECT_TRUE(same_bits(a.newton_mean, b.newton_mean)) << what;
+  EXPECT_EQ(a.newton_max, b.newton_max) << what;
+}
+
+// ---------------------------------------------------------------- reference vs cpu
+
+struct CrossCase {
+  std::string system;
+  double dt;
+  long steps, size;
+};
+
+class ReferenceVsCpu : public ::testing::TestWithParam<std::tuple<CrossCase, std::string>> {};
+
+TEST_P(ReferenceVsCpu, FinalStatesAgree) {
+  const auto& [c, method] = GetParam();
+  json cfg = thermal_config(c.system, method, c.dt, c.steps, c.size, "reference", 21, c.system.starts_with("chain") ? 1.0 : 0.5);
+  const Outcome ref = run_cfg(cfg);
+  cfg["backend"] = "cpu";
+  const Outcome cpu = run_cfg(cfg);
+  EXPECT_EQ(ref.result.backend, "reference");
+  EXPECT_EQ(cpu.result.backend, "cpu");
+
+  expect_ids_complete(ref.sink, c.size);
+  expect_ids_complete(cpu.sink, c.size);
+  Real dq = 0, dp = 0;
+  for (std::size_t i = 0; i < ref.sink.rows.size() && i < cpu.sink.rows.size(); ++i) {
+    EXPECT_EQ(ref.sink.rows[i].status, Status::ok) << "reference, trajectory " << i;
+    EXPECT_EQ(cpu.sink.rows[i].status, Status::ok) << "cpu, trajectory " << i;
+    dq = std::max(dq, max_abs_diff(ref.sink.rows[i].q, cpu.sink.rows[i].q));
+    dp = std::max(dp, max_abs_diff(ref.sink.rows[i].p, cpu.sink.rows[i].p));
+  }
+  EXPECT_LT(dq, 1e-10);
+  EXPECT_LT(dp, 1e-10);
+  EXPECT_EQ(ref.result.failed, 0);
+  EXPECT_EQ(cpu.result.failed, 0);
+  EXPECT_LT(ref.result.max_constraint_violation, 1e-12);
+  EXPECT_LT(cpu.result.max_constraint_violation, 1e-12);
+  // Both observe the same trajectories: the energy drift must agree too.
+  EXPECT_NEAR(ref.result.max_relative_energy_error, cpu.result.max_relative_energy_error, 1e-9);
+}
+
+std::string cross_name(const ::testing::TestParamInfo<ReferenceVsCpu::ParamType>& info) {
+  return std::get<0>(info.param).system + "_" + std::get<1>(info.param);
+}
+
+INSTANTIATE_TEST_SUITE_P(AllMethods, ReferenceVsCpu,
+                         ::testing::Combine(::testing::Values(CrossCase{"spherical_pendulum", 0.01, 200, 8},
+                                                              CrossCase{"double_pendulum", 0.005, 200, 8},
+                                                              CrossCase{"chain4", 0.002, 100, 6},
+                                                              CrossCase{"chain16", 0.002, 50, 4}),
+                                            ::testing::Values("symplectic_euler_a", "symplectic_euler_b", "shake",
+                                                              "rattle", "constrained_midpoint")),
+                         cross_name);
+
+// ---------------------------------------------------------------- determinism
+
+class Determinism : public ::testing::TestWithParam<std::tuple<std::string, std::string>> {
+ protected:
+  void TearDown() override { omp_set_num_threads(saved_threads_); }
+  int saved_threads_ = omp_get_max_threads();
+};
+
+TEST_P(Determinism, ThreadCountAndBatchSizeDoNotChangeResults) {
+  const auto& [system, method] = GetParam();
+  // 61 trajectories: not a multiple of 7, so the last batch is partial.
+  json cfg = thermal_config(system, method, system == "chain16" ? 0.002 : 0.01, 120, 61, "cpu", 99,
+                            system.starts_with("chain") ? 1.0 : 0.5);
+  cfg["output"]["every"] = 25;  // 0, 25, ..., 100, 120
+
+  omp_set_num_threads(1);
+  const Outcome base = run_cfg(cfg);
+  expect_ids_complete(base.sink, 61);
+  ASSERT_EQ(base.result.failed, 0);
+
+  omp_set_num_threads(2);
+  expect_same_final_states(base.sink, run_cfg(cfg).sink, "2 threads");
+  {
+    const Outcome two = run_cfg(cfg);
+    expect_same_timeseries(base.result, two.result, "2 threads");
+  }
+  for (long batch : {1L, 7L, 1L << 20}) {
+    json b = cfg;
+    b["ensemble"]["batch_size"] = batch;
+    const Outcome o = run_cfg(b);
+    const std::string what = "batch_size " + std::to_string(batch);
+    expect_same_final_states(base.sink, o.sink, what);
+    expect_same_timeseries(base.result, o.result, what);
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Systems, Determinism,
+                         ::testing::Values(std::tuple{"spherical_pendulum", "rattle"},
+                                           std::tuple{"double_pendulum", "shake"},
+                                           std::tuple{"chain16", "constrained_midpoint"}),
+                         [](const auto& info) { return std::get<0>(info.param) + "_" + std::get<1>(info.param); });
+
+// The reference backend is serial, but it shares the batch loop.
+TEST(Determinism, ReferenceBackendIndependentOfBatchSize) {
+  json cfg = thermal_config("double_pendulum", "symplectic_euler_b", 0.01, 40, 9, "reference");
+  const Outcome base = run_cfg(cfg);
+  cfg["ensemble"]["batch_size"] = 4;
+  const Outcome split = run_cfg(cfg);
+  expect_same_final_states(base.sink, split.sink, "reference, batch_size 4");
+}
+
+// ---------------------------------------------------------------- failures
+
+// Spherical pendulum states on T*N: slow ones (|p| = 0.3) survive a coarse
+// step, fast ones (|p| = 40) cannot be solved in two Newton iterations.
+json pendulum_state(double angle, double speed) {
+  const double c = std::cos(angle), s = std::sin(angle);
+  // q on the unit sphere, p horizontal and tangent (q . p = 0).
+  return {{"q", {s, 0.0, -c}}, {"p", {0.0, speed, 0.0}}};
+}
+
+json states_config(const json& states, const std::string& method, double dt, long steps, int max_iterations,
+                   const std::string& backend = "cpu") {
+  return {{"system", {{"name", "spherical_pendulum"}}},
+          {"method", {{"name", method}, {"dt", dt}, {"steps", steps}, {"newton", {{"max_iterations", max_iterations}}}}},
+          {"ensemble", {{"initial", {{"states", states}}}}},
+          {"output", {{"every", 10}}},
+          {"backend", backend}};
+}
+
+class Failures : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(Failures, FailedTrajectoriesAreReportedKeptAndIsolated) {
+  const std::string backend = GetParam();
+  const std::vector<bool> fast{false, true, false, false, true, false, true, false};
+  json states = json::array(), survivors = json::array();
+  for (std::size_t i = 0; i < fast.size(); ++i) {
+    const json s = pendulum_state(0.2 + 0.1 * double(i), fast[i] ? 40.0 : 0.3);
+    states.push_back(s);
+    if (!fast[i]) survivors.push_back(s);
+  }
+  const json cfg = states_config(states, "rattle", 0.05, 60, 3, backend);
+  const Outcome mixed = run_cfg(cfg);
+  const RunResult& r = mixed.result;
+
+  // Never dropped: every id exactly once, in order.
+  expect_ids_complete(mixed.sink, std::int64_t(fast.size()));
+  std::int64_t expected_failed = 0;
+  for (bool f : fast) expected_failed += f;
+  EXPECT_EQ(r.failed, expected_failed);
+  ASSERT_EQ(std::int64_t(r.failures.size()), expected_failed);
+  std::set<std::int64_t> failed_ids;
+  for (const Failure& f : r.failures) {
+    failed_ids.insert(f.id);
+    ASSERT_GE(f.id, 0);
+    ASSERT_LT(f.id, std::int64_t(fast.size()));
+    EXPECT_TRUE(fast[std::size_t(f.id)]) << "trajectory " << f.id << " should not fail";
+    EXPECT_GT(f.step, 0) << "trajectory " << f.id;
+    EXPECT_LE(f.step, 60);
+    EXPECT_NE(f.reason, Status::ok);
+    EXPECT_EQ(mixed.sink.rows[std::size_t(f.id)].status, f.reason);
+    // The last good state is kept, and it is a real state.
+    for (Real x : mixed.sink.rows[std::size_t(f.id)].q) EXPECT_TRUE(std::isfinite(x));
+    for (Real x : mixed.sink.rows[std::size_t(f.id)].p) EXPECT_TRUE(std::isfinite(x));
+  }
+  EXPECT_EQ(std::int64_t(failed_ids.size()), expected_failed) << "each failure listed once";
+  if (backend == "cpu") {
+    for (const Failure& f : r.failures) EXPECT_EQ(f.reason, Status::newton_not_converged);
+  }
+
+  // Statistics over the live trajectories only: no NaN, and the live count drops.
+  ASSERT_EQ(r.timeseries.size(), 7u);
+  EXPECT_EQ(r.timeseries.front().live, std::int64_t(fast.size()));
+  EXPECT_EQ(r.timeseries.back().live, std::int64_t(fast.size()) - expected_failed);
+  for (const TimeseriesRow& t : r.timeseries) {
+    EXPECT_TRUE(std::isfinite(t.mean_energy_error)) << "step " << t.step;
+    EXPECT_TRUE(std::isfinite(t.max_energy_error)) << "step " << t.step;
+    EXPECT_TRUE(std::isfinite(t.max_constraint_violation)) << "step " << t.step;
+    EXPECT_TRUE(std::isfinite(t.max_velocity_constraint_violation)) << "step " << t.step;
+    EXPECT_LT(t.max_constraint_violation, 1e-12) << "step " << t.step;
+  }
+  EXPECT_TRUE(std::isfinite(r.max_relative_energy_error));
+  EXPECT_TRUE(std::isfinite(r.newton_mean));
+  EXPECT_LT(r.max_constraint_violation, 1e-12);
+
+  // The survivors are unaffected: same bits as a run where nothing fails.
+  const Outcome clean = run_cfg(states_config(survivors, "rattle", 0.05, 60, 3, backend));
+  EXPECT_EQ(clean.result.failed, 0);
+  std::size_t k = 0;
+  for (std::size_t i = 0; i < fast.size(); ++i) {
+    if (fast[i]) continue;
+    ASSERT_LT(k, clean.sink.rows.size());
+    EXPECT_EQ(mixed.sink.rows[i].status, Status::ok);
+    EXPECT_TRUE(same_bits(mixed.sink.rows[i].q, clean.sink.rows[k].q)) << "trajectory " << i;
+    EXPECT_TRUE(same_bits(mixed.sink.rows[i].p, clean.sink.rows[k].p)) << "trajectory " << i;
+    ++k;
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Backends, Failures, ::testing::Values("cpu", "reference"));
+
+// A huge step on a thermal ensemble: whatever fails is reported with a step,
+// and the final states still list every trajectory.
+TEST(Failures, HugeStepOnThermalEnsemble) {
+  json cfg = thermal_config("double_pendulum", "constrained_midpoint", 0.5, 20, 16, "cpu", 3, 5.0);
+  cfg["method"]["newton"] = {{"max_iterations", 4}};
+  cfg["ensemble"]["batch_size"] = 5;
+  const Outcome o = run_cfg(cfg);
+  expect_ids_complete(o.sink, 16);
+  EXPECT_GT(o.result.failed, 0) << "the step should be too large for some trajectories";
+  EXPECT_EQ(std::int64_t(o.result.failures.size()), o.result.failed);
+  std::int64_t not_ok = 0;
+  for (const auto& row : o.sink.rows) not_ok += row.status != Status::ok;
+  EXPECT_EQ(not_ok, o.result.failed);
+  for (const Failure& f : o.result.failures) {
+    EXPECT_GT(f.step, 0);
+    EXPECT_EQ(o.sink.rows[std::size_t(f.id)].status, f.reason);
+  }
+  for (std::size_t i = 1; i < o.result.failures.size(); ++i)
+    EXPECT_LT(o.result.failures[i - 1].id, o.result.failures[i].id) << "failures listed by id";
+  for (const TimeseriesRow& t : o.result.timeseries) {
+    EXPECT_TRUE(std::isfinite(t.mean_energy_error));
+    EXPECT_TRUE(std::isfinite(t.max_energy_error));
+    EXPECT_TRUE(std::isfinite(t.max_constraint_violation));
+    EXPECT_TRUE(std::isfinite(t.max_velocity_constraint_violation));
+  }
+}
+
+// The failure list is capped, the count is not.
+TEST(Failures, ReportCapLimitsListNotCount) {
+  json states = json::array();
+  for (int i = 0; i < 6; ++i) states.push_back(pendulum_state(0.3, 40.0));
+  MemorySink sink;
+  RunOptions opt;
+  opt.final_states = &sink;
+  opt.failure_report_cap = 2;
+  const RunResult r = run(parse_config(states_config(states, "rattle", 0.05, 10, 3).dump(), "test"), opt);
+  EXPECT_EQ(r.failed, 6);
+  ASSERT_EQ(r.failures.size(), 2u);
+  EXPECT_EQ(r.failures[0].id, 0);
+  EXPECT_EQ(r.failures[1].id, 1);
+  // All failed: the statistics have no live trajectory to average, and must not divide by zero.
+  for (const TimeseriesRow& t : r.timeseries) EXPECT_TRUE(std::isfinite(t.mean_energy_error));
+  EXPECT_EQ(r.timeseries.back().live, 0);
+}
+
+// ---------------------------------------------------------------- explicit states
+
+json on_manifold_states() {
+  return json::array({{{"q", {1.0, 0.0, 0.0}}, {"p", {0.0, 1.0, 0.0}}},
+                      {{"q", {0.0, 0.6, -0.8}}, {"p", {0.5, 0.0, 0.0}}},
+                      {{"q", {0.0, 0.0, -1.0}}, {"p", {1.0, 1.0, 0.0}}}});
+}
+
+// Runs a config expected to be rejected; returns the ConfigError's path.
+std::string rejected_path(const json& cfg) {
+  const RunConfig c = parse_config(cfg.dump(), "test");
+  try {
+    check_config(c);
+  } catch (const ConfigError& e) {
+    // run() must reject it the same way, not integrate it.
+    try {
+      run(c, RunOptions{});
+      ADD_FAILURE() << "run() accepted what check_config rejected";
+    } catch (const ConfigError& e2) {
+      EXPECT_EQ(e2.path(), e.path());
+    }
+    return e.path();
+  }
+  ADD_FAILURE() << "check_config accepted " << cfg.dump();
+  return "";
+}
+
+TEST(ExplicitStates, OnManifoldStatesAreAcceptedAsGiven) {
+  json cfg = states_config(on_manifold_states(), "shake", 0.01, 0, 50);
+  const Outcome o = run_cfg(cfg);
+  expect_ids_complete(o.sink, 3);
+  EXPECT_EQ(o.result.trajectories, 3);
+  EXPECT_EQ(o.result.projected_states, 0);
+  EXPECT_EQ(o.result.max_projection_distance, 0);
+  // steps = 0: final states are the given states, bit for bit.
+  for (std::size_t i = 0; i < 3; ++i) {
+    EXPECT_EQ(o.sink.rows[i].q, on_manifold_states()[i]["q"].get<std::vector<Real>>());
+    EXPECT_EQ(o.sink.rows[i].p, on_manifold_states()[i]["p"].get<std::vector<Real>>());
+  }
+  cfg["method"]["steps"] = 100;
+  const Outcome moved = run_cfg(cfg);
+  EXPECT_EQ(moved.result.failed, 0);
+  EXPECT_LT(moved.result.max_constraint_violation, 1e-12);
+}
+
+TEST(ExplicitStates, OffManifoldPositionRejectedWithPath) {
+  json states = on_manifold_states();
+  states[2]["q"] = {0.0, 0.0, -1.1};
+  EXPECT_EQ(rejected_path(states_config(states, "rattle", 0.01, 10, 50)), "ensemble.initial.states[2].q");
+}
+
+TEST(ExplicitStates, OffTangentMomentumRejectedWithPath) {
+  json states = on_manifold_states();
+  states[1]["p"] = {0.5, 0.1, 0.0};  // q . p = 0.06
+  EXPECT_EQ(rejected_path(states_config(states, "rattle", 0.01, 10, 50)), "ensemble.initial.states[1].p");
+}
+
+TEST(ExplicitStates, WrongDimensionRejectedWithPath) {
+  json states = on_manifold_states();
+  states[1]["q"] = {0.0, 1.0};
+  EXPECT_EQ(rejected_path(states_config(states, "rattle", 0.01, 10, 50)), "ensemble.initial.states[1].q");
+  states = on_manifold_states();
+  states[0]["p"] = {0.0, 1.0, 0.0, 0.0};
+  EXPECT_EQ(rejected_path(states_config(states, "rattle", 0.01, 10, 50)), "ensemble.initial.states[0].p");
+  // Dimensions are checked even when projection is asked for.
+  states = on_manifold_states();
+  states[2]["q"] = {1.0};
+  json cfg = states_config(states, "rattle", 0.01, 10, 50);
+  cfg["ensemble"]["initial"]["project"] = true;
+  EXPECT_EQ(rejected_path(cfg), "ensemble.initial.states[2].q");
+}
+
+TEST(ExplicitStates, ProjectMovesStatesOntoTheManifold) {
+  json states = on_manifold_states();
+  states[0] = {{"q", {1.2, 0.1, 0.0}}, {"p", {0.3, 1.0, 0.0}}};  // off in q and p
+  states[2]["q"] = {0.0, 0.0, -0.9};                             // off in q only
+  json cfg = states_config(states, "rattle", 0.01, 0, 50);
+  cfg["ensemble"]["initial"]["project"] = true;
+  const Outcome start = run_cfg(cfg);
+  EXPECT_EQ(start.result.failed, 0);
+  EXPECT_GE(start.result.projected_states, 2);
+  EXPECT_LE(start.result.projected_states, 3);
+  EXPECT_GT(start.result.max_projection_distance, 0.05);  // state 0 moved ~0.2 in q
+  EXPECT_LT(start.result.max_projection_distance, 1.0);
+  SphericalPendulum sys;
+  for (const auto& row : start.sink.rows) {
+    const Vec<3> q(row.q[0], row.q[1], row.q[2]), p(row.p[0], row.p[1], row.p[2]);
+    EXPECT_LT(std::abs(sys.constraints(q)[0]), 1e-12) << "trajectory " << row.id;
+    EXPECT_LT(std::abs(sys.constraint_jacobian_times(q, p)[0]), 1e-12) << "trajectory " << row.id;
+  }
+  // The on-manifold state is (at most negligibly) moved.
+  EXPECT_LT(max_abs_diff(start.sink.rows[1].q, {0.0, 0.6, -0.8}), 1e-12);
+
+  cfg["method"]["steps"] = 200;
+  const Outcome o = run_cfg(cfg);
+  EXPECT_EQ(o.result.failed, 0);
+  EXPECT_LT(o.result.max_constraint_violation, 1e-12);
+  EXPECT_LT(o.result.max_velocity_constraint_violation, 1e-12);
+}
+
+TEST(ExplicitStates, SizeMustMatchTheStateList) {
+  json cfg = states_config(on_manifold_states(), "rattle", 0.01, 10, 50);
+  cfg["ensemble"]["size"] = 4;
+  try {
+    parse_config(cfg.dump(), "test");
+    ADD_FAILURE() << "size 4 with 3 states accepted";
+  } catch (const ConfigError& e) {
+    EXPECT_EQ(e.path(), "ensemble.size");
+  }
+}
+
+// ---------------------------------------------------------------- samplers
+
+json around_config(long seed) {
+  return {{"system", system_json("double_pendulum")},
+          {"method", {{"name", "constrained_midpoint"}, {"dt", 0.005}, {"steps", 0}}},
+          {"ensemble",
+           {{"size", 40},
+            {"seed", seed},
+            {"initial",
+             {{"sampler", "around"},
+              {"q", {0.0, -1.0, 1.0, -1.0}},
+              {"p", {0.0, 0.0, 0.0, 0.0}},
+              {"position_spread", 0.05},
+              {"momentum_spread", 0.1}}}}},
+          {"backend", "cpu"}};
+}
+
+TEST(Samplers, AroundSamplerStatesLieOnTheCotangentBundle) {
+  const Outcome o = run_cfg(around_config(3));
+  expect_ids_complete(o.sink, 40);
+  DoublePendulum sys;
+  Real spread = 0;
+  for (const auto& row : o.sink.rows) {
+    EXPECT_EQ(row.status, Status::ok);
+    const Vec<4> q(row.q[0], row.q[1], row.q[2], row.q[3]), p(row.p[0], row.p[1], row.p[2], row.p[3]);
+    EXPECT_LT(max_abs(sys.constraints(q)), 1e-12) << "trajectory " << row.id;
+    EXPECT_LT(max_abs(sys.constraint_jacobian_times(q, sys.inverse_mass_times(p))), 1e-12) << "trajectory " << row.id;
+    // A cloud about the centre, not the centre itself.
+    EXPECT_LT(max_abs_diff(row.q, {0.0, -1.0, 1.0, -1.0}), 0.5);
+    spread = std::max(spread, max_abs_diff(row.p, {0, 0, 0, 0}));
+  }
+  EXPECT_GT(spread, 0.01);
+  // steps = 0: the one timeseries row is the initial observation.
+  ASSERT_EQ(o.result.timeseries.size(), 1u);
+  EXPECT_LT(o.result.timeseries[0].max_constraint_violation, 1e-12);
+}
+
+TEST(Samplers, SeedSelectsTheEnsembleReproducibly) {
+  const Outcome a = run_cfg(around_config(3)), again = run_cfg(around_config(3)), b = run_cfg(around_config(4));
+  expect_same_final_states(a.sink, again.sink, "same seed");
+  std::size_t differ = 0;
+  for (std::size_t i = 0; i < a.sink.rows.size(); ++i) differ += !same_bits(a.sink.rows[i].q, b.sink.rows[i].q);
+  EXPECT_EQ(differ, a.sink.rows.size()) << "a new seed must give every trajectory a new state";
+
+  // Trajectories differ from each other within one ensemble too.
+  EXPECT_FALSE(same_bits(a.sink.rows[0].q, a.sink.rows[1].q));
+
+  // The thermal sampler likewise.
+  const json t = thermal_config("chain4", "rattle", 0.002, 0, 10, "cpu", 8, 1.0);
+  json t2 = t;
+  t2["ensemble"]["seed"] = 9;
+  const Outcome x = run_cfg(t), y = run_cfg(t), z = run_cfg(t2);
+  expect_same_final_states(x.sink, y.sink, "thermal, same seed");
+  EXPECT_FALSE(same_bits(x.sink.rows[0].q, z.sink.rows[0].q));
+  EXPECT_FALSE(same_bits(x.sink.rows[0].p, z.sink.rows[0].p));
+}
+
+// ---------------------------------------------------------------- timeseries
+
+std::vector<std::int64_t> timeseries_steps(long steps, long every) {
+  json cfg = thermal_config("spherical_pendulum", "rattle", 0.01, steps, 3);
+  if (every > 0)
+    cfg["output"]["every"] = every;
+  else
+    cfg.erase("output");
+  const RunResult r = run_json(cfg.dump());
+  std::vector<std::int64_t> out;
+  for (const auto& t : r.timeseries) {
+    EXPECT_DOUBLE_EQ(t.time, double(t.step) * 0.01);
+    EXPECT_EQ(t.live, 3);
+    out.push_back(t.step);
+  }
+  return out;
+}
+
+TEST(Timeseries, RowsAtEveryOutputStepAndTheLastStep) {
+  using V = std::vector<std::int64_t>;
+  EXPECT_EQ(timeseries_steps(30, 10), (V{0, 10, 20, 30}));
+  EXPECT_EQ(timeseries_steps(25, 10), (V{0, 10, 20, 25}));  // last partial interval
+  EXPECT_EQ(timeseries_steps(7, 10), (V{0, 7}));
+  EXPECT_EQ(timeseries_steps(5, 1), (V{0, 1, 2, 3, 4, 5}));
+  EXPECT_EQ(timeseries_steps(0, 10), (V{0}));
+  // Default: every steps/100.
+  const V d = timeseries_steps(250, 0);
+  ASSERT_EQ(d.size(), 126u);
+  EXPECT_EQ(d[1], 2);
+  EXPECT_EQ(d.back(), 250);
+}
+
+TEST(Timeseries, SummaryMaximaAreTheTimeseriesMaxima) {
+  json cfg = thermal_config("double_pendulum", "shake", 0.01, 50, 8);
+  cfg["output"]["every"] = 7;
+  const RunResult r = run_json(cfg.dump());
+  Real e = 0, g = 0, v = 0;
+  for (const auto& t : r.timeseries) {
+    e = std::max(e, t.max_energy_error);
+    g = std::max(g, t.max_constraint_violation);
+    v = std::max(v, t.max_velocity_constraint_violation);
+    EXPECT_LE(t.mean_energy_error, t.max_energy_error);
+  }
+  EXPECT_EQ(r.max_relative_energy_error, e);
+  EXPECT_EQ(r.max_constraint_violation, g);
+  EXPECT_EQ(r.max_velocity_constraint_violation, v);
+  EXPECT_EQ(r.timeseries.front().max_energy_error, 0);  // nothing has moved yet
+}
+
+}  // namespace
+}  // namespace tether::test

@@ -1,0 +1,65 @@
+// gpu-labelled: the cuda backend against the cpu backend on the same
+// ensembles. Skipped where no device is present, unless TETHER_REQUIRE_GPU=1
+// (set it on GPU machines so a broken driver cannot pass as a skip).
+#include <cmath>
+#include <cstdlib>
+
+#include "support.hpp"
+
+namespace tether {
+namespace {
+
+void require_device() {
+  if (cuda_device_count() > 0) return;
+  const char* req = std::getenv("TETHER_REQUIRE_GPU");
+  if (req && std::string(req) == "1") FAIL() << "TETHER_REQUIRE_GPU=1 but no CUDA device is usable";
+  GTEST_SKIP() << (cuda_built() ? "no CUDA device present" : "built without CUDA");
+}
+
+std::string config(const std::string& system, const std::string& method, const std::string& backend) {
+  return R"({"system": )" + system + R"(, "method": {"name": ")" + method +
+         R"(", "dt": 0.005, "steps": 400}, "ensemble": {"size": 1000, "seed": 5, "batch_size": 300,
+           "initial": {"sampler": "thermal", "temperature": 1.0}}, "output": {"every": 100}, "backend": ")" +
+         backend + R"("})";
+}
+
+class CudaAgreesWithCpu : public ::testing::TestWithParam<std::tuple<std::string, std::string>> {};
+
+TEST_P(CudaAgreesWithCpu, FinalStatesAndStatistics) {
+  require_device();
+  const auto& [system, method] = GetParam();
+  test::MemorySink cpu, gpu;
+  const RunResult rc = test::run_json(config(system, method, "cpu"), &cpu);
+  const RunResult rg = test::run_json(config(system, method, "cuda"), &gpu);
+  EXPECT_EQ(rg.backend, "cuda");
+  ASSERT_EQ(cpu.rows.size(), gpu.rows.size());
+  EXPECT_EQ(rc.failed, rg.failed);
+  Real worst = 0;
+  for (std::size_t i = 0; i < cpu.rows.size(); ++i) {
+    ASSERT_EQ(cpu.rows[i].status, gpu.rows[i].status) << "trajectory " << i;
+    for (std::size_t c = 0; c < cpu.rows[i].q.size(); ++c) {
+      worst = std::max(worst, std::abs(cpu.rows[i].q[c] - gpu.rows[i].q[c]));
+      worst = std::max(worst, std::abs(cpu.rows[i].p[c] - gpu.rows[i].p[c]));
+    }
+  }
+  // Same step code; only fused multiply-adds and libm differ.
+  EXPECT_LT(worst, 1e-9);
+  EXPECT_LT(rg.max_constraint_violation, 1e-12);
+  EXPECT_LT(rg.max_velocity_constraint_violation, 1e-12);
+  EXPECT_NEAR(rg.max_relative_energy_error, rc.max_relative_energy_error, 1e-9);
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    AllMethods, CudaAgreesWithCpu,
+    ::testing::Combine(::testing::Values(R"({"name": "spherical_pendulum"})", R"({"name": "double_pendulum"})",
+                                         R"({"name": "chain", "parameters": {"beads": 16, "torsion": [1.116, 1.462, -1.578, -0.368, 3.156, -3.788]}})"),
+                       ::testing::Values("symplectic_euler_a", "symplectic_euler_b", "shake", "rattle",
+                                         "constrained_midpoint")));
+
+TEST(Cuda, AutoPicksCudaWhenADeviceIsPresent) {
+  require_device();
+  EXPECT_EQ(resolve_backend("auto"), "cuda");
+}
+
+}  // namespace
+}  // namespace tether

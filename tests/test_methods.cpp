@@ -1,0 +1,511 @@
+// Property tests of the five holonomic integrators (seed 000 §5.1-5.2):
+// observed order, the constraint and hidden constraint, energy behaviour,
+// first integrals, time reversibility, symplecticity on T*N, and the
+// equivalence of SHAKE and RATTLE positions. Every expected value below is
+// derived from the mathematics of the method, not read off its output.
+#include <Eigen/Dense>
+
+#include <algorithm>
+#include <cmath>
+#include <string>
+#include <vector>
+
+#include "engine/initial_state.hpp"
+#include "support.hpp"
+#include "tether/ensemble/view.hpp"
+#include "tether/methods/constrained_midpoint.hpp"
+#include "tether/methods/rattle.hpp"
+#include "tether/methods/shake.hpp"
+#include "tether/methods/symplectic_euler_a.hpp"
+#include "tether/methods/symplectic_euler_b.hpp"
+#include "tether/systems/chain.hpp"
+#include "tether/systems/double_pendulum.hpp"
+#include "tether/systems/spherical_pendulum.hpp"
+
+namespace tether {
+namespace {
+
+using test::integrate;
+using Eigen::MatrixXd;
+using Eigen::VectorXd;
+
+// ---------------------------------------------------------------------------
+// What the paper says about each method, written down independently of the
+// headers' own constants.
+template <class M>
+struct Expected;
+template <>
+struct Expected<SymplecticEulerA> {  // seed 000 §5.1.1
+  static constexpr int order = 1;
+  static constexpr bool symmetric = false;
+};
+template <>
+struct Expected<SymplecticEulerB> {  // seed 000 §5.1.2, eqs. (5.3)-(5.6)
+  static constexpr int order = 1;
+  static constexpr bool symmetric = false;
+};
+template <>
+struct Expected<Shake> {  // seed 000 §5.1.2, the two-step form after (5.2)
+  static constexpr int order = 2;
+  static constexpr bool symmetric = true;
+};
+template <>
+struct Expected<Rattle> {  // seed 000 eqs. (5.16)-(5.18)
+  static constexpr int order = 2;
+  static constexpr bool symmetric = true;
+};
+template <>
+struct Expected<ConstrainedMidpoint> {  // seed 000 §5.1.3
+  static constexpr int order = 2;
+  static constexpr bool symmetric = true;
+};
+
+using AllMethods = ::testing::Types<SymplecticEulerA, SymplecticEulerB, Shake, Rattle, ConstrainedMidpoint>;
+struct MethodName {
+  template <class M>
+  static std::string GetName(int) { return M::name; }
+};
+
+template <class M>
+class MethodTest : public ::testing::Test {};
+TYPED_TEST_SUITE(MethodTest, AllMethods, MethodName);
+
+// ---------------------------------------------------------------------------
+// Systems and initial states on T*N.
+
+template <class S>
+void put_on_manifold(const S& sys, PhaseState<S>& s) {
+  s.q_prev = s.q;
+  ASSERT_EQ(project_onto_manifold(sys, NewtonOptions{}, s), Status::ok);
+}
+
+// 1 rad off the downward vertical, moving both around and across: a
+// precessing, non-planar orbit with L_z != 0.
+PhaseState<SphericalPendulum> pendulum_state(const SphericalPendulum& sys) {
+  const Real th = 1.0, L = sys.prm.length;
+  PhaseState<SphericalPendulum> s;
+  s.q = L * Vec3(std::sin(th), 0, -std::cos(th));
+  // 0.5 along e_theta = (cos th, 0, sin th) plus 2 along e_phi = (0, 1, 0): tangent.
+  s.p = sys.prm.mass * (0.5 * Vec3(std::cos(th), 0, std::sin(th)) + 2.0 * Vec3(0, 1, 0));
+  put_on_manifold(sys, s);
+  return s;
+}
+
+// Rod angles (th1, th2) from the downward vertical, angular rates (w1, w2).
+PhaseState<DoublePendulum> double_pendulum_state(const DoublePendulum& sys, Real th1, Real th2, Real w1, Real w2) {
+  const auto& c = sys.prm;
+  const Vec<2> r1(c.length1 * std::sin(th1), -c.length1 * std::cos(th1));
+  const Vec<2> r2 = r1 + Vec<2>(c.length2 * std::sin(th2), -c.length2 * std::cos(th2));
+  const Vec<2> v1 = c.length1 * w1 * Vec<2>(std::cos(th1), std::sin(th1));
+  const Vec<2> v2 = v1 + c.length2 * w2 * Vec<2>(std::cos(th2), std::sin(th2));
+  PhaseState<DoublePendulum> s;
+  s.q << r1, r2;
+  s.p << c.mass1 * v1, c.mass2 * v2;
+  put_on_manifold(sys, s);
+  return s;
+}
+PhaseState<DoublePendulum> double_pendulum_state(const DoublePendulum& sys) {
+  return double_pendulum_state(sys, 1.0, -0.4, 0.5, -1.5);
+}
+
+// Bend and torsion both on; the torsion coefficients are generic (no
+// accidental symmetry of the dihedral potential).
+template <int N>
+Chain<N> make_chain() {
+  Chain<N> sys;
+  sys.prm.bend_stiffness = 20;
+  const Real c[6] = {1.116, 1.462, -1.578, -0.368, 3.156, -3.788};
+  std::copy(c, c + 6, sys.prm.torsion);
+  sys.prm.has_torsion = true;
+  return sys;
+}
+
+// A deterministic conformation with bond angles near theta0 and assorted
+// dihedrals (no two consecutive bonds collinear, so the torsion is smooth),
+// and momenta sin(1.7 j + 0.3) projected onto the cotangent space.
+template <int N>
+PhaseState<Chain<N>> chain_state(const Chain<N>& sys) {
+  const Real L = sys.prm.bond_length;
+  Vec3 d[N - 1];
+  d[0] = L * Vec3(1, 0, 0);
+  for (int i = 1; i < N - 1; ++i) {
+    const Real theta = sys.prm.bend_angle + 0.15 * std::sin(1.3 * i), phi = 2.0 * i + 0.5;
+    const Vec3 b = d[i - 1].normalized();
+    const Vec3 ref = i >= 2 ? d[i - 2] : Vec3(0, 1, 0);
+    const Vec3 n = ref.cross(b).normalized(), m = n.cross(b);
+    // -b.d_i / L = cos(theta): the bond angle at bead i is theta.
+    d[i] = L * (-std::cos(theta) * b + std::sin(theta) * (std::cos(phi) * m + std::sin(phi) * n));
+  }
+  PhaseState<Chain<N>> s;
+  Vec3 r(0.1, -0.2, 0.3);
+  for (int i = 0; i < N; ++i) {
+    for (int c = 0; c < 3; ++c) s.q[3 * i + c] = r[c];
+    if (i < N - 1) r += d[i];
+  }
+  for (int j = 0; j < 3 * N; ++j) s.p[j] = sys.prm.mass * 0.7 * std::sin(1.7 * j + 0.3);
+  put_on_manifold(sys, s);
+  return s;
+}
+
+// ---------------------------------------------------------------------------
+// Small helpers.
+
+template <class S>
+VectorXd pack(const PhaseState<S>& s) {
+  VectorXd x(2 * S::dof);
+  x << s.q, s.p;
+  return x;
+}
+template <class S>
+PhaseState<S> unpack(const VectorXd& x) {
+  PhaseState<S> s;
+  s.q = x.head<S::dof>();
+  s.p = x.tail<S::dof>();
+  s.q_prev = s.q;
+  return s;
+}
+
+// One step of M; for SHAKE from (q, p) alone (start() builds q_{-1} from p).
+template <class M, class S>
+Status one_step(const S& sys, PhaseState<S>& s, Real h, const NewtonOptions& opt = {}) {
+  int it = 0;
+  return M::step(sys, s, h, opt, it);
+}
+
+template <class S>
+Real constraint_residual(const S& sys, const PhaseState<S>& s) {
+  return max_abs(sys.constraints(s.q));
+}
+template <class S>
+Real hidden_constraint_residual(const S& sys, const PhaseState<S>& s) {
+  return max_abs(sys.constraint_jacobian_times(s.q, sys.inverse_mass_times(s.p)));
+}
+
+// ---------------------------------------------------------------------------
+// 0. The headers declare the orders the paper proves.
+
+TYPED_TEST(MethodTest, DeclaresThePapersOrder) {
+  EXPECT_EQ(TypeParam::order, Expected<TypeParam>::order);
+}
+
+// ---------------------------------------------------------------------------
+// 1. Observed order by step halving. With y_h = Phi_h^{T/h}(y0) = y(T) + C h^p
+// + O(h^{p+1}), log2(|y_h - y_{h/2}| / |y_{h/2} - y_{h/4}|) -> p.
+
+template <class M, class S>
+std::vector<Real> observed_orders(const S& sys, const PhaseState<S>& x0, Real T, long n0, int levels) {
+  std::vector<VectorXd> y;
+  for (int l = 0; l < levels; ++l) {
+    const long n = n0 << l;
+    y.push_back(pack(integrate<M>(sys, x0, T / Real(n), n)));
+  }
+  std::vector<Real> p;
+  for (int l = 0; l + 2 < levels; ++l) p.push_back(std::log2((y[l] - y[l + 1]).norm() / (y[l + 1] - y[l + 2]).norm()));
+  return p;
+}
+
+template <class M, class S>
+void expect_order(const S& sys, const PhaseState<S>& x0, Real T, long n0) {
+  const std::vector<Real> p = observed_orders<M>(sys, x0, T, n0, 6);
+  std::string all;
+  for (Real v : p) all += " " + std::to_string(v);
+  SCOPED_TRACE(std::string(M::name) + " on " + S::name + ", observed orders:" + all);
+  // The last two ratios (smallest steps) are in the asymptotic regime.
+  for (std::size_t i = p.size() - 2; i < p.size(); ++i) EXPECT_NEAR(p[i], Expected<M>::order, 0.2);
+}
+
+TYPED_TEST(MethodTest, OrderOnSphericalPendulum) {
+  const SphericalPendulum sys;
+  expect_order<TypeParam>(sys, pendulum_state(sys), 1.0, 20);
+}
+
+TYPED_TEST(MethodTest, OrderOnDoublePendulum) {
+  const DoublePendulum sys;
+  expect_order<TypeParam>(sys, double_pendulum_state(sys), 1.0, 20);
+}
+
+TYPED_TEST(MethodTest, OrderOnChain4WithBendAndTorsion) {
+  const Chain<4> sys = make_chain<4>();
+  expect_order<TypeParam>(sys, chain_state(sys), 1.0, 20);
+}
+
+// ---------------------------------------------------------------------------
+// 2. g(q) = 0 and G(q) M^-1 p = 0 at every step (seed 000 eq. (5.18)): the
+// position solve stops at |g| <= tol = 1e-13 and the momentum projection is
+// a linear solve, so both stay at roundoff for as long as we integrate.
+
+template <class M, class S>
+void expect_on_manifold(const S& sys, PhaseState<S> s, Real h, long steps) {
+  const NewtonOptions opt;
+  M::start(sys, s, h);
+  Real worst_g = 0, worst_v = 0;
+  for (long n = 0; n < steps; ++n) {
+    const Status st = one_step<M>(sys, s, h, opt);
+    ASSERT_EQ(st, Status::ok) << M::name << " failed at step " << n;
+    worst_g = std::max(worst_g, constraint_residual(sys, s));
+    worst_v = std::max(worst_v, hidden_constraint_residual(sys, s));
+  }
+  EXPECT_LT(worst_g, 1e-12) << M::name << " on " << S::name;
+  EXPECT_LT(worst_v, 1e-12) << M::name << " on " << S::name;
+}
+
+TYPED_TEST(MethodTest, StaysOnManifoldSphericalPendulum) {
+  const SphericalPendulum sys;
+  expect_on_manifold<TypeParam>(sys, pendulum_state(sys), 0.01, 100000);
+}
+
+TYPED_TEST(MethodTest, StaysOnManifoldChain8) {
+  const Chain<8> sys = make_chain<8>();
+  expect_on_manifold<TypeParam>(sys, chain_state(sys), 0.005, 100000);
+}
+
+// ---------------------------------------------------------------------------
+// 3. RATTLE's energy error on the spherical pendulum is O(h^2) and does not
+// drift (symplectic, backward error analysis): the worst error over the last
+// 1e5 of 1e6 steps is no larger than over the first 1e5.
+
+// Max |H - H0| over each consecutive window of `window` steps.
+template <class M, class S>
+std::vector<Real> energy_error_windows(const S& sys, PhaseState<S> s, Real h, long steps, long window) {
+  const Real h0 = total_energy(sys, s.q, s.p);
+  std::vector<Real> out(std::size_t(steps / window), 0.0);
+  M::start(sys, s, h);
+  for (long n = 0; n < steps; ++n) {
+    EXPECT_EQ(one_step<M>(sys, s, h), Status::ok);
+    Real& w = out[std::size_t(n / window)];
+    w = std::max(w, std::abs(total_energy(sys, s.q, s.p) - h0));
+  }
+  return out;
+}
+
+TEST(RattleEnergy, BoundedWithoutDriftOverMillionSteps) {
+  const SphericalPendulum sys;
+  const Real scale = sys.energy_scale();  // m g L
+  const std::vector<Real> w = energy_error_windows<Rattle>(sys, pendulum_state(sys), 0.01, 1000000, 100000);
+  const Real first = w.front(), last = w.back(), worst = *std::max_element(w.begin(), w.end());
+  RecordProperty("first_window_max_rel", std::to_string(first / scale));
+  RecordProperty("last_window_max_rel", std::to_string(last / scale));
+  EXPECT_GT(first, 0.0);
+  EXPECT_LE(last, 2 * first + 1e-12 * scale) << "energy error grows: first " << first << " last " << last;
+  EXPECT_LT(worst, 1e-2 * scale);
+
+  // O(h^2): halving the step divides the error bound by ~4.
+  const std::vector<Real> w2 = energy_error_windows<Rattle>(sys, pendulum_state(sys), 0.005, 200000, 200000);
+  const Real ratio = first / w2.front();
+  EXPECT_GT(ratio, 3.0);
+  EXPECT_LT(ratio, 5.0);
+}
+
+// ---------------------------------------------------------------------------
+// 4. First integrals from symmetries (discrete Noether). The constraint
+// forces G^T lambda are radial (pendulum) or along bonds (chain) and grad V
+// is vertical (pendulum) or invariant under translations and rotations
+// (chain), so these are conserved exactly whatever the multipliers; only
+// roundoff remains. Roundoff enters p through M (q1 - q0)/h at ~eps |q| / h
+// per step, a random walk: ~ sqrt(steps) eps |q| |p| / (h |p|) relative.
+
+TYPED_TEST(MethodTest, ConservesVerticalAngularMomentumOnSphericalPendulum) {
+  const SphericalPendulum sys;
+  const Real h = 0.01;
+  PhaseState<SphericalPendulum> s = pendulum_state(sys);
+  const Real lz0 = SphericalPendulum::vertical_angular_momentum(s.q, s.p);
+  ASSERT_GT(std::abs(lz0), 1.0);  // a genuinely rotating orbit
+  TypeParam::start(sys, s, h);
+  Real worst = 0;
+  for (long n = 0; n < 100000; ++n) {
+    ASSERT_EQ(one_step<TypeParam>(sys, s, h), Status::ok);
+    worst = std::max(worst, std::abs(SphericalPendulum::vertical_angular_momentum(s.q, s.p) - lz0));
+  }
+  EXPECT_LT(worst / std::abs(lz0), 1e-12) << TypeParam::name;
+}
+
+TEST(RattleMomenta, Chain8ConservesLinearAndAngularMomentum) {
+  const Chain<8> sys = make_chain<8>();
+  const Real h = 0.005;
+  PhaseState<Chain<8>> s = chain_state(sys);
+  const Vec3 P0 = Chain<8>::linear_momentum(s.p), L0 = Chain<8>::angular_momentum(s.q, s.p);
+  const Real p_scale = s.p.norm(), l_scale = s.q.norm() * s.p.norm();
+  ASSERT_GT(P0.norm(), 0.1 * p_scale);  // nonzero, so "conserved" is not "stays zero"
+  ASSERT_GT(L0.norm(), 0.1 * l_scale);
+  Real worst_p = 0, worst_l = 0;
+  for (long n = 0; n < 100000; ++n) {
+    ASSERT_EQ(one_step<Rattle>(sys, s, h), Status::ok);
+    worst_p = std::max(worst_p, (Chain<8>::linear_momentum(s.p) - P0).norm());
+    worst_l = std::max(worst_l, (Chain<8>::angular_momentum(s.q, s.p) - L0).norm());
+  }
+  EXPECT_LT(worst_p / p_scale, 1e-12);
+  EXPECT_LT(worst_l / l_scale, 1e-12);
+}
+
+// ---------------------------------------------------------------------------
+// 5. Time reversibility: for a symmetric method Phi_{-h} = Phi_h^{-1}, so N
+// steps with h then N with -h return to the start up to roundoff and the
+// Newton tolerance. The non-symmetric Euler methods (Phi_{-h} = (Phi_h^*)^{-1}
+// != Phi_h^{-1}) must not, which shows the check has teeth.
+
+template <class M, class S>
+Real reversal_error(const S& sys, const PhaseState<S>& x0, Real h, long steps) {
+  const PhaseState<S> fwd = integrate<M>(sys, x0, h, steps);
+  const PhaseState<S> back = integrate<M>(sys, fwd, -h, steps);
+  return (pack(back) - pack(x0)).cwiseAbs().maxCoeff() / pack(x0).cwiseAbs().maxCoeff();
+}
+
+TYPED_TEST(MethodTest, TimeReversibility) {
+  using M = TypeParam;
+  const SphericalPendulum sp;
+  const DoublePendulum dp;
+  // A low-energy double pendulum: regular, so roundoff is not amplified
+  // exponentially on the way back.
+  const Real e_sp = reversal_error<M>(sp, pendulum_state(sp), 0.01, 1000);
+  const Real e_dp = reversal_error<M>(dp, double_pendulum_state(dp, 0.3, 0.2, 0.1, -0.2), 0.01, 1000);
+  if constexpr (Expected<M>::symmetric) {
+    EXPECT_LT(e_sp, 1e-10) << M::name;
+    EXPECT_LT(e_dp, 1e-10) << M::name;
+  } else {
+    // Each step back misses by O(h^2) (the method differs from its adjoint
+    // at second order), accumulated over 1000 steps.
+    EXPECT_GT(e_sp, 1e-4) << M::name;
+    EXPECT_GT(e_dp, 1e-4) << M::name;
+  }
+}
+
+// ---------------------------------------------------------------------------
+// 6. Symplecticity on T*N. T*N = {F(x) = (g(q), G(q) M^-1 p) = 0} is a
+// symplectic submanifold of (R^2n, J) (seed 000 §5.1, Leg(TN)). With xi_j a
+// basis of ker DF(x) and the chart psi(u) = project(x + Xi u), B = D psi(0)
+// spans T_x(T*N) and A = D(Phi o psi)(0) = D Phi B; Phi is symplectic on T*N
+// iff A^T J A = B^T J B. Derivatives by central differences.
+
+template <class S>
+VectorXd manifold_equations(const S& sys, const VectorXd& x) {
+  const PhaseState<S> s = unpack<S>(x);
+  VectorXd f(2 * S::constraint_count);
+  f << sys.constraints(s.q), sys.constraint_jacobian_times(s.q, sys.inverse_mass_times(s.p));
+  return f;
+}
+
+// Orthonormal basis of ker DF(x): 2(n - k) columns. F is quadratic in x for
+// every system here, so the central difference is exact up to roundoff.
+template <class S>
+MatrixXd tangent_basis(const S& sys, const VectorXd& x) {
+  constexpr int n = S::dof, k = S::constraint_count;
+  MatrixXd dF(2 * k, 2 * n);
+  const Real eps = 1e-4;
+  for (int j = 0; j < 2 * n; ++j) {
+    VectorXd e = VectorXd::Zero(2 * n);
+    e[j] = eps;
+    dF.col(j) = (manifold_equations(sys, x + e) - manifold_equations(sys, x - e)) / (2 * eps);
+  }
+  Eigen::FullPivLU<MatrixXd> lu(dF);
+  EXPECT_EQ(lu.rank(), 2 * k) << "constraints not independent at the base point";
+  Eigen::JacobiSVD<MatrixXd> svd(dF, Eigen::ComputeFullV);
+  return svd.matrixV().rightCols(2 * n - 2 * k);
+}
+
+MatrixXd canonical_j(int n) {
+  MatrixXd J = MatrixXd::Zero(2 * n, 2 * n);
+  J.topRightCorner(n, n).setIdentity();
+  J.bottomLeftCorner(n, n) = -MatrixXd::Identity(n, n);
+  return J;
+}
+
+// max |A^T J A - B^T J B| / max |B^T J B| for the one-step map `phi`.
+template <class S, class Map>
+Real symplecticity_defect(const S& sys, const PhaseState<S>& x0, Map phi) {
+  constexpr int n = S::dof, k = S::constraint_count, d = 2 * (n - k);
+  const VectorXd x = pack(x0);
+  const MatrixXd xi = tangent_basis(sys, x);
+  const NewtonOptions opt;
+  auto chart = [&](const VectorXd& u) {
+    PhaseState<S> s = unpack<S>(x + xi * u);
+    EXPECT_EQ(project_onto_manifold(sys, opt, s), Status::ok);
+    return s;
+  };
+  const Real eps = 1e-6;
+  MatrixXd A(2 * n, d), B(2 * n, d);
+  for (int j = 0; j < d; ++j) {
+    VectorXd u = VectorXd::Zero(d);
+    u[j] = eps;
+    const PhaseState<S> sp = chart(u), sm = chart(-u);
+    B.col(j) = (pack(sp) - pack(sm)) / (2 * eps);
+    A.col(j) = (pack(phi(sp)) - pack(phi(sm))) / (2 * eps);
+  }
+  const MatrixXd J = canonical_j(n);
+  const MatrixXd wb = B.transpose() * J * B, wa = A.transpose() * J * A;
+  return (wa - wb).cwiseAbs().maxCoeff() / wb.cwiseAbs().maxCoeff();
+}
+
+// The one-step map of M on T*N. SHAKE's map is start() (q_{-1} from p) then
+// one step, so it is checked as a map of (q, p) too; its multi-step form is
+// tied to RATTLE by the SHAKE == RATTLE test below.
+template <class M, class S>
+auto method_map(const S& sys, Real h) {
+  return [&sys, h](PhaseState<S> s) {
+    M::start(sys, s, h);
+    EXPECT_EQ(one_step<M>(sys, s, h), Status::ok);
+    return s;
+  };
+}
+
+TYPED_TEST(MethodTest, SymplecticOnManifoldSphericalPendulum) {
+  const SphericalPendulum sys;
+  EXPECT_LT(symplecticity_defect(sys, pendulum_state(sys), method_map<TypeParam>(sys, 0.1)), 1e-7);
+}
+
+TYPED_TEST(MethodTest, SymplecticOnManifoldDoublePendulum) {
+  const DoublePendulum sys;
+  EXPECT_LT(symplecticity_defect(sys, double_pendulum_state(sys), method_map<TypeParam>(sys, 0.05)), 1e-7);
+}
+
+TYPED_TEST(MethodTest, SymplecticOnManifoldChain4) {
+  const Chain<4> sys = make_chain<4>();
+  EXPECT_LT(symplecticity_defect(sys, chain_state(sys), method_map<TypeParam>(sys, 0.05)), 1e-7);
+}
+
+// Negative control: RATTLE followed by p <- 1.01 p (re-projected) maps T*N to
+// itself but scales omega by ~1.01, so the same check must see a ~1e-2 defect.
+template <class S>
+Real scaled_rattle_defect(const S& sys, const PhaseState<S>& x0, Real h) {
+  return symplecticity_defect(sys, x0, [&sys, h](PhaseState<S> s) {
+    EXPECT_EQ(one_step<Rattle>(sys, s, h), Status::ok);
+    s.p *= 1.01;
+    EXPECT_EQ(project_momentum(sys, s.q, s.p), Status::ok);
+    return s;
+  });
+}
+
+TEST(SymplecticityCheck, DetectsANonSymplecticMap) {
+  const SphericalPendulum sp;
+  const DoublePendulum dp;
+  EXPECT_GT(scaled_rattle_defect(sp, pendulum_state(sp), 0.1), 1e-3);
+  EXPECT_GT(scaled_rattle_defect(dp, double_pendulum_state(dp), 0.05), 1e-3);
+}
+
+// ---------------------------------------------------------------------------
+// 7. SHAKE and RATTLE compute the same positions in exact arithmetic (seed
+// 000 §5.1.2: eliminating p from (5.16)-(5.17) gives the two-step form with
+// mu = lambda~^(0) + lambda^(1)). Over 1000 steps they agree to roundoff and
+// Newton tolerance, far below the O(h^2) discretisation error that would
+// separate two merely second-order methods.
+
+TEST(ShakeRattle, SamePositionsOnDoublePendulum) {
+  const DoublePendulum sys;
+  const Real h = 0.005;
+  // Moderate energy, regular motion: no exponential amplification of roundoff.
+  const PhaseState<DoublePendulum> x0 = double_pendulum_state(sys, 0.6, -0.3, 0.4, 0.8);
+  PhaseState<DoublePendulum> r = x0, s = x0;
+  Shake::start(sys, s, h);
+  Real worst = 0;
+  for (int n = 0; n < 1000; ++n) {
+    ASSERT_EQ(one_step<Rattle>(sys, r, h), Status::ok);
+    ASSERT_EQ(one_step<Shake>(sys, s, h), Status::ok);
+    worst = std::max(worst, max_abs(Vec<4>(r.q - s.q)));
+  }
+  EXPECT_LT(worst, 1e-9);
+  // Scale of a genuine O(h^2) difference: RATTLE with h against h/2.
+  const PhaseState<DoublePendulum> half = integrate<Rattle>(sys, x0, h / 2, 2000);
+  EXPECT_GT(max_abs(Vec<4>(half.q - r.q)), 1e3 * 1e-9);
+}
+
+}  // namespace
+}  // namespace tether
