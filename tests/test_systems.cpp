@@ -3,9 +3,11 @@
 #include <gtest/gtest.h>
 
 #include <Eigen/Dense>
-#include <Eigen/Geometry>
+#include <Eigen/Geometry>  // also defines cross(), which chain.hpp uses without including it
 #include <cmath>
 #include <limits>
+#include <string>
+#include <type_traits>
 
 #include "tether/core/random.hpp"
 #include "tether/core/small_solve.hpp"
@@ -394,7 +396,7 @@ TYPED_TEST(ChainTest, TransZigZagIsTheMinimum) {
   EXPECT_LE(max_abs<C::dof>(this->sys.potential_gradient(q)), 1e-12 * es / b);
   // Both terms are non-negative, so nothing nearby is lower.
   for (int k = 0; k < 32; ++k) {
-    const auto qp = q + 0.05 * b * normal_vec<C::dof>(this->rng);
+    const typename C::Q qp = q + 0.05 * b * normal_vec<C::dof>(this->rng);  // not auto: an Eigen expression would dangle
     EXPECT_GT(this->sys.potential(qp), 0) << "perturbation " << k;
   }
 }

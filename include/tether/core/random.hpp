@@ -21,9 +21,10 @@ class CounterRng {
     const std::uint32_t hi = buf_[4 - have_--];
     if (have_ == 0) refill();
     const std::uint32_t lo = buf_[4 - have_--];
-    const std::uint64_t bits = (static_cast<std::uint64_t>(hi) << 21) ^ (lo >> 11);  // 53 bits
-    return (static_cast<Real>(bits & ((std::uint64_t(1) << 53) - 1)) + Real(0.5)) *
-           Real(1.0 / 9007199254740992.0);
+    // 52 bits and the cell midpoint: (k + 1/2) 2^-52 is exact in double, so
+    // the result is strictly inside (0, 1) (with 53 bits it could round to 1).
+    const std::uint64_t bits = ((static_cast<std::uint64_t>(hi) << 20) ^ (lo >> 12)) & ((std::uint64_t(1) << 52) - 1);
+    return (static_cast<Real>(bits) + Real(0.5)) * Real(1.0 / 4503599627370496.0);
   }
 
   // Standard normal (Box-Muller; the second value is kept for the next call).

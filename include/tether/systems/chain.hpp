@@ -4,6 +4,7 @@
 // potential on each dihedral: the united-atom alkane of Ryckaert, Ciccotti &
 // Berendsen (J. Comput. Phys. 23, 1977) with its bond lengths constrained.
 // q = (r_0, ..., r_{N-1}) stacked; d_i = r_{i+1} - r_i are the bonds.
+#include <Eigen/Geometry>  // Vec3::cross
 #include <cmath>
 
 #include "tether/core/small_solve.hpp"
