@@ -36,7 +36,7 @@ struct ObservationOf {
     Observation o;
     if (v.status[i] != 0) return o;
     o.ok = 1;
-    o.energy_error_sum = o.energy_error_max = v.energy_error[i];
+    o.energy_error_max = v.energy_error[i];
     o.constraint_max = v.constraint_violation[i];
     o.velocity_max = v.velocity_violation[i];
     return o;
@@ -50,11 +50,28 @@ struct MergeObservations {
   }
 };
 
+// One thread per chunk sums its trajectories' energy errors in id order (the
+// order the cpu backend uses). A template like the other kernels, so each
+// translation unit's instantiation is a weak symbol.
+template <class S>
+__global__ void chunk_sum_kernel(EnsembleView v, Real* sums, std::int64_t chunks) {
+  const std::int64_t b = std::int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (b >= chunks) return;
+  Real s = 0;
+  const std::int64_t end = (b + 1) * observation_chunk < v.count ? (b + 1) * observation_chunk : v.count;
+  for (std::int64_t i = b * observation_chunk; i < end; ++i)
+    if (v.status[i] == 0) s += v.energy_error[i];
+  sums[b] = s;
+}
+
 template <class S, class M>
 class CudaBackend final : public Backend<S, M> {
  public:
   CudaBackend(const S& sys, const StepControl& ctl) : sys_(sys), ctl_(ctl) {}
-  ~CudaBackend() override { release(); }
+  ~CudaBackend() override {
+    release();
+    if (chunk_sums_) cudaFree(chunk_sums_);
+  }
 
   void load(HostEnsemble& h) override {
     release();
@@ -79,9 +96,21 @@ class CudaBackend final : public Backend<S, M> {
     cuda_check(cudaDeviceSynchronize(), "advance_kernel");
   }
 
-  Observation observe() override {
+  Observation observe(std::vector<Real>& chunk_sums) override {
     observe_kernel<S, M><<<blocks(), threads>>>(sys_, dev_);
     cuda_check(cudaGetLastError(), "observe_kernel launch");
+    const std::int64_t chunks = (dev_.count + observation_chunk - 1) / observation_chunk;
+    if (chunk_capacity_ < chunks) {
+      if (chunk_sums_) cudaFree(chunk_sums_);
+      chunk_sums_ = nullptr;
+      cuda_check(cudaMalloc(&chunk_sums_, std::size_t(chunks) * sizeof(Real)), "cudaMalloc");
+      chunk_capacity_ = chunks;
+    }
+    chunk_sum_kernel<S><<<unsigned((chunks + threads - 1) / threads), threads>>>(dev_, chunk_sums_, chunks);
+    cuda_check(cudaGetLastError(), "chunk_sum_kernel launch");
+    chunk_sums.resize(std::size_t(chunks));
+    cuda_check(cudaMemcpy(chunk_sums.data(), chunk_sums_, std::size_t(chunks) * sizeof(Real), cudaMemcpyDeviceToHost),
+               "cudaMemcpy chunk sums");
     return thrust::transform_reduce(thrust::device, thrust::counting_iterator<std::int64_t>(0),
                                     thrust::counting_iterator<std::int64_t>(dev_.count), ObservationOf{dev_},
                                     Observation{}, MergeObservations{});
@@ -125,6 +154,8 @@ class CudaBackend final : public Backend<S, M> {
   S sys_;
   StepControl ctl_;
   EnsembleView dev_;
+  Real* chunk_sums_ = nullptr;
+  std::int64_t chunk_capacity_ = 0;
 };
 
 template <class S, class M>

@@ -1,1 +1,467 @@
+// The `tether` command as a user meets it: the real binary, run in a fresh
+// temporary folder per test, exit codes (2 bad input, 1 runtime error), one
+// clear error line, and the files a run leaves behind.
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cctype>
+#include <cmath>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <functional>
+#include <nlohmann/json.hpp>
+#include <sstream>
+#include <string>
+#include <vector>
+
 #include "support.hpp"
+
+namespace tether::test {
+namespace {
+
+namespace fs = std::filesystem;
+using nlohmann::json;
+
+std::string quote(const std::string& s) {
+  std::string r = "'";
+  for (char c : s) r += c == '\'' ? std::string("'\\''") : std::string(1, c);
+  return r + "'";
+}
+
+std::string read_file(const fs::path& p) {
+  std::ifstream in(p, std::ios::binary);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+std::vector<std::string> lines(const std::string& text) {
+  std::vector<std::string> v;
+  std::stringstream ss(text);
+  for (std::string l; std::getline(ss, l);) v.push_back(l);
+  return v;
+}
+
+std::vector<std::string> split(const std::string& line, char sep) {
+  std::vector<std::string> v;
+  std::stringstream ss(line);
+  for (std::string x; std::getline(ss, x, sep);) v.push_back(x);
+  return v;
+}
+
+// A small valid run (milliseconds): tests edit it into the case they need.
+json base_config() {
+  return json::parse(R"({
+    "system":   {"name": "spherical_pendulum"},
+    "method":   {"name": "rattle", "dt": 0.01, "steps": 30},
+    "ensemble": {"size": 5, "seed": 1, "initial": {"sampler": "thermal", "temperature": 0.5}},
+    "output":   {"every": 10},
+    "backend":  "cpu"})");
+}
+
+json states_ensemble(const json& states) { return {{"initial", {{"states", states}}}}; }
+
+struct Cli {
+  int code = -1;
+  std::string out, err;
+};
+
+class CliTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    const auto* info = ::testing::UnitTest::GetInstance()->current_test_info();
+    std::string name = std::string(info->test_suite_name()) + "_" + info->name();
+    for (char& c : name)
+      if (!std::isalnum(static_cast<unsigned char>(c))) c = '_';
+    dir_ = fs::temp_directory_path() / ("tether_cli_" + name + "_" + std::to_string(::getpid()));
+    fs::remove_all(dir_);
+    fs::create_directories(dir_);
+  }
+  void TearDown() override {
+    std::error_code ec;
+    fs::remove_all(dir_, ec);
+  }
+
+  fs::path write(const std::string& name, const std::string& text) const {
+    std::ofstream(dir_ / name, std::ios::binary) << text;
+    return dir_ / name;
+  }
+  fs::path write(const std::string& name, const json& j) const { return write(name, j.dump(2)); }
+
+  // Runs the binary with `args` (already quoted); stdout and stderr captured apart.
+  Cli tether(const std::string& args) const {
+    const fs::path out = dir_ / "cli.stdout", err = dir_ / "cli.stderr";
+    const std::string cmd = quote(TETHER_BINARY) + " " + args + " >" + quote(out) + " 2>" + quote(err);
+    const int rc = std::system(cmd.c_str());
+    Cli r;
+    r.code = rc != -1 && WIFEXITED(rc) ? WEXITSTATUS(rc) : -1;
+    r.out = read_file(out);
+    r.err = read_file(err);
+    return r;
+  }
+  Cli run(const fs::path& config, const fs::path& out, const std::string& extra = "") const {
+    return tether("run " + quote(config) + " --out " + quote(out) + " --quiet " + extra);
+  }
+
+  fs::path dir_;
+};
+
+// The one line a bad input earns: "error: ..." and nothing else.
+std::string one_error_line(const Cli& r) {
+  const auto ls = lines(r.err);
+  EXPECT_EQ(ls.size(), 1u) << "stderr:\n" << r.err;
+  if (ls.empty()) return "";
+  EXPECT_EQ(ls[0].rfind("error: ", 0), 0u) << ls[0];
+  return ls[0];
+}
+
+// ---------------------------------------------------------------- list, validate
+
+TEST_F(CliTest, ListNamesEverySystemMethodAndBackend) {
+  const Cli r = tether("list");
+  EXPECT_EQ(r.code, 0) << r.err;
+  for (const auto& s : system_names()) EXPECT_NE(r.out.find(s), std::string::npos) << s;
+  for (const auto& m : method_names()) EXPECT_NE(r.out.find(m), std::string::npos) << m;
+  // "auto" is a choice among these, not a backend of its own.
+  for (const char* b : {"reference", "cpu", "cuda"}) EXPECT_NE(r.out.find(b), std::string::npos) << b;
+  EXPECT_NE(r.out.find("4, 8, 16"), std::string::npos) << "chain sizes";
+}
+
+TEST_F(CliTest, ValidateShippedConfigs) {
+  for (const char* name : {"spherical_pendulum", "double_pendulum", "chain16", "pendulum_states"}) {
+    const fs::path cfg = fs::path(TETHER_SOURCE_DIR) / "configs" / (std::string(name) + ".json");
+    const Cli r = tether("validate " + quote(cfg));
+    EXPECT_EQ(r.code, 0) << name << ": " << r.err;
+    EXPECT_NE(r.out.find("ok"), std::string::npos) << r.out;
+    EXPECT_EQ(r.err, "");
+  }
+}
+
+// ---------------------------------------------------------------- bad input
+
+struct BadInput {
+  std::string name;
+  std::function<std::string()> config;  // the file's text
+  std::vector<std::string> expect;      // the JSON path and the value, in the error line
+  std::string extra_args = "";
+};
+
+void PrintTo(const BadInput& b, std::ostream* os) { *os << b.name; }
+
+std::string edited(const std::function<void(json&)>& edit) {
+  json j = base_config();
+  edit(j);
+  return j.dump(2);
+}
+
+const json on_sphere = json::array({{{"q", {1.0, 0.0, 0.0}}, {"p", {0.0, 1.0, 0.0}}},
+                                    {{"q", {0.0, 0.0, -1.0}}, {"p", {1.0, 0.0, 0.0}}}});
+
+std::vector<BadInput> bad_inputs() {
+  std::vector<BadInput> v;
+  auto add = [&](std::string name, std::function<void(json&)> edit, std::vector<std::string> expect,
+                 std::string extra = "") {
+    v.push_back({std::move(name), [edit] { return edited(edit); }, std::move(expect), std::move(extra)});
+  };
+  v.push_back({"invalid_json", [] { return std::string(R"({"system": {"name": "spherical_pendulum",})"); },
+               {"config.json", "not valid JSON"}});
+  add("unknown_top_level_key", [](json& j) { j["outputs"] = j["output"]; }, {"outputs", "unknown key"});
+  add("unknown_nested_key", [](json& j) { j["method"]["newton"] = {{"tol", 1e-12}}; },
+      {"method.newton.tol", "unknown key"});
+  add("unknown_system", [](json& j) { j["system"]["name"] = "triple_pendulum"; }, {"system.name", "triple_pendulum"});
+  add("unknown_method", [](json& j) { j["method"]["name"] = "verlet"; }, {"method.name", "verlet"});
+  add("missing_method", [](json& j) { j.erase("method"); }, {"method", "missing"});
+  add("negative_dt", [](json& j) { j["method"]["dt"] = -0.01; }, {"method.dt", "-0.01"});
+  add("zero_dt", [](json& j) { j["method"]["dt"] = 0; }, {"method.dt", "got 0"});
+  add("string_dt", [](json& j) { j["method"]["dt"] = "0.01"; }, {"method.dt", "\"0.01\""});
+  add("fractional_steps", [](json& j) { j["method"]["steps"] = 10.5; }, {"method.steps", "10.5"});
+  add("string_steps", [](json& j) { j["method"]["steps"] = "ten"; }, {"method.steps", "\"ten\""});
+  add("negative_steps", [](json& j) { j["method"]["steps"] = -3; }, {"method.steps", "-3"});
+  add("zero_size", [](json& j) { j["ensemble"]["size"] = 0; }, {"ensemble.size", "got 0"});
+  add("negative_temperature", [](json& j) { j["ensemble"]["initial"]["temperature"] = -1; },
+      {"ensemble.initial.temperature", "-1"});
+  add("unbuilt_chain", [](json& j) { j["system"] = {{"name", "chain"}, {"parameters", {{"beads", 5}}}}; },
+      {"system.parameters.beads", "5"});
+  add("newton_max_iterations_zero", [](json& j) { j["method"]["newton"] = {{"max_iterations", 0}}; },
+      {"method.newton.max_iterations", "got 0"});
+  add("wrong_state_dimension",
+      [](json& j) {
+        json s = on_sphere;
+        s[1]["q"] = {0.0, -1.0};
+        j["ensemble"] = states_ensemble(s);
+      },
+      {"ensemble.initial.states[1].q", "2 entries"});
+  add("off_manifold_state",
+      [](json& j) {
+        json s = on_sphere;
+        s[0]["q"] = {1.5, 0.0, 0.0};
+        j["ensemble"] = states_ensemble(s);
+      },
+      {"ensemble.initial.states[0].q", "off the constraint manifold"});
+  add("off_tangent_momentum",
+      [](json& j) {
+        json s = on_sphere;
+        s[1]["p"] = {1.0, 0.0, 0.2};
+        j["ensemble"] = states_ensemble(s);
+      },
+      {"ensemble.initial.states[1].p", "hidden constraint"});
+  add("unknown_backend", [](json& j) { j["backend"] = "gpu"; }, {"backend", "\"gpu\""});
+  add("unknown_backend_option", [](json&) {}, {"backend", "\"gpu\""}, "--backend gpu");
+  add("unknown_precision", [](json& j) { j["precision"] = "single"; }, {"precision", "single"});
+  // The value is quoted as JSON, so an escaped newline in it cannot split the error line.
+  add("system_name_with_newline", [](json& j) { j["system"]["name"] = "spherical\npendulum"; },
+      {"system.name", "spherical"});
+  // JSON has no literal for infinity; an overflowing number is the way to write one.
+  v.push_back({"non_finite_number",
+               [] {
+                 std::string t = base_config().dump();
+                 const std::string dt = "\"dt\":0.01";
+                 t.replace(t.find(dt), dt.size(), "\"dt\":1e999");
+                 return t;
+               },
+               {"config.json", "1e999"}});
+  return v;
+}
+
+class BadInputTest : public CliTest, public ::testing::WithParamInterface<BadInput> {};
+
+TEST_P(BadInputTest, ExitsTwoWithOneErrorLineAndNoSummary) {
+  const BadInput& c = GetParam();
+  const fs::path cfg = write("config.json", c.config()), out = dir_ / "out";
+  const Cli r = run(cfg, out, c.extra_args);
+  EXPECT_EQ(r.code, 2) << r.err;
+  const std::string line = one_error_line(r);
+  for (const auto& s : c.expect) EXPECT_NE(line.find(s), std::string::npos) << "expected \"" << s << "\" in: " << line;
+  // Rejected before anything is written: no folder, so certainly no summary.json.
+  EXPECT_FALSE(fs::exists(out / "summary.json"));
+  EXPECT_FALSE(fs::exists(out)) << "a rejected config should leave no trace";
+
+  // validate reports the same problem, the same way (backend overrides are run-only).
+  if (c.extra_args.empty()) {
+    const Cli v = tether("validate " + quote(cfg));
+    EXPECT_EQ(v.code, 2) << v.out;
+    EXPECT_EQ(one_error_line(v), line);
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Cases, BadInputTest, ::testing::ValuesIn(bad_inputs()),
+                         [](const auto& info) { return info.param.name; });
+
+TEST_F(CliTest, MissingConfigFile) {
+  const fs::path missing = dir_ / "missing.json", out = dir_ / "out";
+  const Cli r = run(missing, out);
+  EXPECT_EQ(r.code, 2);
+  const std::string line = one_error_line(r);
+  EXPECT_NE(line.find(missing.string()), std::string::npos) << line;
+  EXPECT_NE(line.find("cannot be read"), std::string::npos) << line;
+  EXPECT_FALSE(fs::exists(out));
+  EXPECT_EQ(tether("validate " + quote(missing)).code, 2);
+}
+
+TEST_F(CliTest, CudaBackendUnavailable) {
+  if (cuda_device_count() > 0) GTEST_SKIP() << "a CUDA device is present";
+  json j = base_config();
+  j["backend"] = "cuda";
+  const fs::path cfg = write("config.json", j), out = dir_ / "out";
+  for (const std::string extra : {"", "--backend cuda"}) {
+    const fs::path c = extra.empty() ? cfg : write("cpu.json", base_config());
+    const Cli r = run(c, out, extra);
+    EXPECT_EQ(r.code, 2) << extra;
+    const std::string line = one_error_line(r);
+    EXPECT_NE(line.find("backend"), std::string::npos) << line;
+    EXPECT_NE(line.find("cuda"), std::string::npos) << line;
+    EXPECT_NE(line.find(cuda_built() ? "no CUDA device" : "no CUDA support"), std::string::npos) << line;
+    EXPECT_FALSE(fs::exists(out / "summary.json"));
+  }
+}
+
+TEST_F(CliTest, BadUsageExitsTwo) {
+  const fs::path cfg = write("config.json", base_config()), out = dir_ / "out";
+  for (const std::string& args : std::vector<std::string>{"",                                          // no subcommand
+                                 "run " + quote(cfg),                                        // no --out
+                                 "run --out " + quote(out),                                  // no config
+                                 "frobnicate",                                               // unknown subcommand
+                                 "run " + quote(cfg) + " --out " + quote(out) + " --threads 0",
+                                 "run " + quote(cfg) + " --out " + quote(out) + " --batch-size -4",
+                                 "run " + quote(cfg) + " --out " + quote(out) + " --bogus",
+                                 "validate"}) {
+    const Cli r = tether(args);
+    EXPECT_EQ(r.code, 2) << "tether " << args << "\n" << r.err;
+    EXPECT_FALSE(r.err.empty()) << "tether " << args << " should say what is wrong";
+    EXPECT_FALSE(fs::exists(out / "summary.json")) << "tether " << args;
+  }
+  EXPECT_EQ(tether("--help").code, 0);
+}
+
+// A rejected config must not touch an existing run's folder: the old
+// summary.json still describes the complete files beside it, and a typo in a
+// new config should not destroy finished results.
+TEST_F(CliTest, RejectedConfigLeavesAnEarlierRunIntact) {
+  const fs::path out = dir_ / "out";
+  const Cli first = run(write("good.json", base_config()), out);
+  ASSERT_EQ(first.code, 0) << first.err;
+  const std::string summary = read_file(out / "summary.json"), finals = read_file(out / "final.csv");
+  ASSERT_FALSE(summary.empty());
+
+  json bad = base_config();
+  bad["method"]["dt"] = -1;
+  const Cli r = run(write("bad.json", bad), out);
+  EXPECT_EQ(r.code, 2);
+  one_error_line(r);
+  EXPECT_EQ(read_file(out / "summary.json"), summary);
+  EXPECT_EQ(read_file(out / "final.csv"), finals);
+}
+
+// A run that passed validation and then fails must not leave the previous
+// run's summary.json behind, where it would vouch for this run's files.
+TEST_F(CliTest, RuntimeFailureRemovesTheOldSummary) {
+  const fs::path out = dir_ / "out";
+  fs::create_directories(out / "final.csv.partial");  // a directory: final.csv cannot be written
+  std::ofstream(out / "summary.json") << "{\"old\": true}\n";
+  const Cli r = run(write("config.json", base_config()), out);
+  EXPECT_EQ(r.code, 1) << r.err;
+  const std::string line = one_error_line(r);
+  EXPECT_NE(line.find("final.csv"), std::string::npos) << line;
+  EXPECT_FALSE(fs::exists(out / "summary.json"));
+}
+
+TEST_F(CliTest, UncreatableOutputFolderIsARuntimeError) {
+  const fs::path file = write("plain_file", std::string("x"));
+  const Cli r = run(write("config.json", base_config()), file / "out");
+  EXPECT_EQ(r.code, 1) << r.err;
+  const std::string line = one_error_line(r);
+  EXPECT_NE(line.find("output folder"), std::string::npos) << line;
+}
+
+// ---------------------------------------------------------------- successful runs
+
+TEST_F(CliTest, RunWritesTheContractFiles) {
+  const fs::path out = dir_ / "out";
+  const Cli r = run(write("config.json", base_config()), out);
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_EQ(r.err, "");
+  EXPECT_EQ(r.out, "") << "--quiet";
+
+  const json s = json::parse(read_file(out / "summary.json"));
+  for (const char* key : {"system", "method", "backend", "precision", "trajectories", "steps", "dt",
+                          "max_constraint_violation", "max_velocity_constraint_violation", "max_relative_energy_error",
+                          "newton_iterations", "failed_trajectories", "failures", "wall_seconds",
+                          "trajectory_steps_per_second"})
+    EXPECT_TRUE(s.contains(key)) << key;
+  EXPECT_EQ(s.value("system", ""), "spherical_pendulum");
+  EXPECT_EQ(s.value("method", ""), "rattle");
+  EXPECT_EQ(s.value("backend", ""), "cpu");
+  EXPECT_EQ(s.value("precision", ""), "double");
+  EXPECT_EQ(s.value("trajectories", -1), 5);
+  EXPECT_EQ(s.value("steps", -1), 30);
+  EXPECT_DOUBLE_EQ(s.value("dt", 0.0), 0.01);
+  EXPECT_LT(s.value("max_constraint_violation", 1.0), 1e-12);
+  EXPECT_LT(s.value("max_velocity_constraint_violation", 1.0), 1e-12);
+  EXPECT_LT(s.value("max_relative_energy_error", 1.0), 1e-2);
+  ASSERT_TRUE(s["newton_iterations"].is_object());
+  EXPECT_TRUE(s["newton_iterations"]["mean"].is_number());
+  EXPECT_TRUE(s["newton_iterations"]["max"].is_number_integer());
+  EXPECT_GT(s["newton_iterations"]["mean"].get<double>(), 0);
+  EXPECT_GE(s["newton_iterations"]["max"].get<double>(), s["newton_iterations"]["mean"].get<double>());
+  EXPECT_EQ(s.value("failed_trajectories", -1), 0);
+  EXPECT_TRUE(s["failures"].is_array() && s["failures"].empty());
+  EXPECT_GE(s.value("wall_seconds", -1.0), 0);
+  EXPECT_GT(s.value("trajectory_steps_per_second", -1.0), 0);
+
+  const auto f = lines(read_file(out / "final.csv"));
+  ASSERT_EQ(f.size(), 6u);
+  EXPECT_EQ(f[0], "id,q0,q1,q2,p0,p1,p2,status");
+  for (int i = 0; i < 5; ++i) {
+    const auto cells = split(f[std::size_t(i) + 1], ',');
+    ASSERT_EQ(cells.size(), 8u) << f[std::size_t(i) + 1];
+    EXPECT_EQ(cells[0], std::to_string(i));
+    EXPECT_EQ(cells[7], "ok");
+    // Round-trip decimals: the written state is still on the sphere.
+    const double x = std::stod(cells[1]), y = std::stod(cells[2]), z = std::stod(cells[3]);
+    EXPECT_NEAR(x * x + y * y + z * z, 1.0, 1e-12);
+  }
+
+  const auto t = lines(read_file(out / "timeseries.csv"));
+  ASSERT_EQ(t.size(), 5u);  // header + steps 0, 10, 20, 30
+  EXPECT_EQ(t[0].rfind("step,time,", 0), 0u) << t[0];
+  EXPECT_EQ(split(t[1], ',')[0], "0");
+  EXPECT_EQ(split(t[4], ',')[0], "30");
+  EXPECT_EQ(split(t[4], ',')[2], "5");  // live trajectories
+
+  for (const auto& e : fs::directory_iterator(out))
+    EXPECT_NE(e.path().extension(), ".partial") << e.path();
+}
+
+TEST_F(CliTest, OverridesAndOptionalFinalStates) {
+  json j = base_config();
+  j["system"] = {{"name", "chain"}, {"parameters", {{"beads", 4}}}};
+  j["method"]["dt"] = 0.002;
+  j["backend"] = "auto";
+  const fs::path out = dir_ / "out";
+  Cli r = run(write("chain.json", j), out, "--backend reference --threads 1 --batch-size 2");
+  ASSERT_EQ(r.code, 0) << r.err;
+  json s = json::parse(read_file(out / "summary.json"));
+  EXPECT_EQ(s.value("backend", ""), "reference");
+  const auto f = lines(read_file(out / "final.csv"));
+  ASSERT_EQ(f.size(), 6u);
+  EXPECT_EQ(split(f[0], ',').size(), 1u + 12 + 12 + 1) << f[0];
+  EXPECT_EQ(split(f[0], ',')[12], "q11");
+  EXPECT_EQ(split(f[0], ',')[13], "p0");
+
+  // "auto" resolves to a real backend in the summary; final states can be switched off.
+  j["output"]["final_states"] = false;
+  const fs::path out2 = dir_ / "out2";
+  r = run(write("chain2.json", j), out2);
+  ASSERT_EQ(r.code, 0) << r.err;
+  s = json::parse(read_file(out2 / "summary.json"));
+  EXPECT_EQ(s.value("backend", ""), cuda_device_count() > 0 ? "cuda" : "cpu");
+  EXPECT_FALSE(fs::exists(out2 / "final.csv"));
+  EXPECT_TRUE(fs::exists(out2 / "timeseries.csv"));
+}
+
+// Reusing a folder: a run that writes no final states must not leave the
+// previous run's final.csv beside its own summary.json, where it would pass
+// for this run's final states.
+TEST_F(CliTest, RerunWithoutFinalStatesLeavesNoStaleFinalCsv) {
+  const fs::path out = dir_ / "out";
+  ASSERT_EQ(run(write("first.json", base_config()), out).code, 0);
+  ASSERT_TRUE(fs::exists(out / "final.csv"));
+  json j = base_config();
+  j["ensemble"]["size"] = 2;
+  j["output"]["final_states"] = false;
+  const Cli r = run(write("second.json", j), out);
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_EQ(json::parse(read_file(out / "summary.json")).value("trajectories", -1), 2);
+  EXPECT_FALSE(fs::exists(out / "final.csv")) << "final.csv of the earlier 5-trajectory run is still there";
+}
+
+// Failed trajectories are not bad input: the run completes (exit 0), warns,
+// and lists them.
+TEST_F(CliTest, FailedTrajectoriesAreReportedNotFatal) {
+  json j = base_config();
+  j["ensemble"] = states_ensemble(json::array({{{"q", {1.0, 0.0, 0.0}}, {"p", {0.0, 0.3, 0.0}}},
+                                               {{"q", {0.0, 0.0, -1.0}}, {"p", {40.0, 0.0, 0.0}}}}));
+  j["method"]["dt"] = 0.05;
+  // h|p| = 2 > L: the second state's first step has no solution.
+  const fs::path out = dir_ / "out";
+  const Cli r = run(write("config.json", j), out);
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_NE(r.err.find("warning: 1 of 2 trajectories failed"), std::string::npos) << r.err;
+  const json s = json::parse(read_file(out / "summary.json"));
+  EXPECT_EQ(s.value("failed_trajectories", -1), 1);
+  ASSERT_EQ(s["failures"].size(), 1u);
+  EXPECT_EQ(s["failures"][0].value("id", -1), 1);
+  EXPECT_GT(s["failures"][0].value("step", 0), 0);
+  EXPECT_EQ(s["failures"][0].value("reason", ""), "newton_not_converged");
+  const auto f = lines(read_file(out / "final.csv"));
+  ASSERT_EQ(f.size(), 3u);
+  EXPECT_EQ(split(f[1], ',').back(), "ok");
+  EXPECT_EQ(split(f[2], ',').back(), "newton_not_converged");
+  // No NaN reaches the files.
+  EXPECT_EQ(read_file(out / "timeseries.csv").find("nan"), std::string::npos);
+  EXPECT_EQ(read_file(out / "summary.json").find("null"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace tether::test

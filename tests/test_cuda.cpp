@@ -9,12 +9,24 @@
 namespace tether {
 namespace {
 
-void require_device() {
-  if (cuda_device_count() > 0) return;
-  const char* req = std::getenv("TETHER_REQUIRE_GPU");
-  if (req && std::string(req) == "1") FAIL() << "TETHER_REQUIRE_GPU=1 but no CUDA device is usable";
-  GTEST_SKIP() << (cuda_built() ? "no CUDA device present" : "built without CUDA");
+// Why no device can be used, or nullptr when one can.
+const char* missing_device() {
+  if (!cuda_built()) return "built without CUDA";
+  if (cuda_device_count() == 0) return "no CUDA device present";
+  return nullptr;
 }
+
+bool gpu_required() {
+  const char* req = std::getenv("TETHER_REQUIRE_GPU");
+  return req && std::string(req) == "1";
+}
+
+// GTEST_SKIP/FAIL must run in the test body itself to end it.
+#define TETHER_REQUIRE_DEVICE()                                                          \
+  if (const char* why = missing_device()) {                                              \
+    if (gpu_required()) FAIL() << "TETHER_REQUIRE_GPU=1 but the device is unusable: " << why; \
+    GTEST_SKIP() << why;                                                                 \
+  }
 
 std::string config(const std::string& system, const std::string& method, const std::string& backend) {
   return R"({"system": )" + system + R"(, "method": {"name": ")" + method +
@@ -26,7 +38,7 @@ std::string config(const std::string& system, const std::string& method, const s
 class CudaAgreesWithCpu : public ::testing::TestWithParam<std::tuple<std::string, std::string>> {};
 
 TEST_P(CudaAgreesWithCpu, FinalStatesAndStatistics) {
-  require_device();
+  TETHER_REQUIRE_DEVICE();
   const auto& [system, method] = GetParam();
   test::MemorySink cpu, gpu;
   const RunResult rc = test::run_json(config(system, method, "cpu"), &cpu);
@@ -57,7 +69,7 @@ INSTANTIATE_TEST_SUITE_P(
                                          "constrained_midpoint")));
 
 TEST(Cuda, AutoPicksCudaWhenADeviceIsPresent) {
-  require_device();
+  TETHER_REQUIRE_DEVICE();
   EXPECT_EQ(resolve_backend("auto"), "cuda");
 }
 

@@ -92,6 +92,12 @@ int do_validate(const std::string& path) {
   std::printf("%s: ok (%s, %s, %lld trajectories x %lld steps of dt %g, backend %s)\n", path.c_str(),
               cfg.system_name.c_str(), cfg.method_name.c_str(), (long long)cfg.size, (long long)cfg.steps, cfg.dt,
               cfg.backend.c_str());
+  // A config may be meant for another machine: say so, but it is not an error.
+  try {
+    tether::resolve_backend(cfg.backend);
+  } catch (const tether::ConfigError& e) {
+    std::printf("note: on this machine, %s\n", e.what());
+  }
   return 0;
 }
 
@@ -108,7 +114,8 @@ void do_list() {
 #define TETHER_LIST_METHOD(S, M) std::printf("  %-22s order %d  %s\n", M::name, M::order, M::citation);
   TETHER_FOR_EACH_METHOD(TETHER_LIST_METHOD, void)
 #undef TETHER_LIST_METHOD
-  std::printf("backends:\n  %-22s serial generic dense Newton on each method's residual\n", "reference");
+  std::printf("backends:\n  %-22s cuda when a device is present, else cpu (the default)\n", "auto");
+  std::printf("  %-22s serial generic dense Newton on each method's residual\n", "reference");
   int threads = 1;
 #ifdef _OPENMP
   threads = omp_get_max_threads();

@@ -74,7 +74,7 @@ class Node {
     if (!v.is_string()) throw ConfigError(at(key), "must be a string, got " + show(v));
     const std::string s = v.get<std::string>();
     if (std::find(allowed.begin(), allowed.end(), s) == allowed.end())
-      throw ConfigError(at(key), "unknown value \"" + s + "\" (one of: " + join(allowed) + ")");
+      throw ConfigError(at(key), "unknown value " + show(v) + " (one of: " + join(allowed) + ")");
     return s;
   }
 
@@ -102,9 +102,10 @@ class Node {
       throw ConfigError(at(key), "is missing");
     }
     const json& v = j_.at(key);
-    if (!v.is_number_integer() && !(v.is_number_float() && std::isfinite(v.get<double>()) &&
-                                    v.get<double>() == std::floor(v.get<double>()) && std::fabs(v.get<double>()) < 9e15))
-      throw ConfigError(at(key), "must be an integer, got " + show(v));
+    const bool integral_float = v.is_number_float() && v.get<double>() == std::floor(v.get<double>());
+    if (!v.is_number_integer() && !integral_float) throw ConfigError(at(key), "must be an integer, got " + show(v));
+    if (integral_float && !(std::fabs(v.get<double>()) < 9e15))
+      throw ConfigError(at(key), "must be between " + std::to_string(lo) + " and " + std::to_string(hi) + ", got " + show(v));
     const std::int64_t x = v.is_number_unsigned() && v.get<std::uint64_t>() > std::uint64_t(INT64_MAX)
                                ? INT64_MAX
                                : (v.is_number_integer() ? v.get<std::int64_t>() : std::int64_t(v.get<double>()));
@@ -132,7 +133,8 @@ class Node {
       if (known.count(it.key())) continue;
       std::string list;
       for (const auto& k : known) list += (list.empty() ? "" : ", ") + k;
-      throw ConfigError(at(it.key()), "unknown key (expected one of: " + list + ")");
+      const std::string quoted = json(it.key()).dump();  // escapes control characters
+      throw ConfigError(at(quoted.substr(1, quoted.size() - 2)), "unknown key (expected one of: " + list + ")");
     }
   }
 
@@ -236,7 +238,7 @@ RunConfig parse_config(const std::string& text, const std::string& source) {
   json j;
   try {
     j = json::parse(text);
-  } catch (const json::parse_error& e) {
+  } catch (const json::exception& e) {  // parse errors, and number overflow (out_of_range)
     throw ConfigError(source, std::string("is not valid JSON: ") + e.what());
   }
   const Node top(j, "");

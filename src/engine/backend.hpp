@@ -52,8 +52,9 @@ class Backend {
   virtual void load(HostEnsemble& batch) = 0;
   // Advances every live trajectory by nsteps; steps_before is for failure reports.
   virtual void advance(int nsteps, std::int64_t steps_before) = 0;
-  // Observes every trajectory and reduces over the live ones.
-  virtual Observation observe() = 0;
+  // Observes every trajectory and reduces over the live ones; chunk_sums
+  // receives the energy-error sum of each observation_chunk of trajectories.
+  virtual Observation observe(std::vector<Real>& chunk_sums) = 0;
   // Copies states, statuses and counters back into the batch.
   virtual void store(HostEnsemble& batch) = 0;
 };
@@ -62,8 +63,7 @@ class Backend {
 // (and, on a loaded machine, spinning threads cost far more).
 constexpr std::int64_t parallel_threshold = 512;
 
-// Deterministic reduction of per-trajectory observations (fixed chunks summed
-// in order), so the ensemble mean does not depend on the thread count.
-Observation reduce_observations(const EnsembleView& v);
+// Maxima over the live trajectories, and their energy-error sums per chunk.
+Observation reduce_observations(const EnsembleView& v, std::vector<Real>& chunk_sums);
 
 }  // namespace tether

@@ -17,11 +17,11 @@ class CpuBackend final : public Backend<S, M> {
     for (std::int64_t i = 0; i < v.count; ++i) advance_trajectory<S, M>(sys_, ctl_, v, i, nsteps, steps_before);
   }
 
-  Observation observe() override {
+  Observation observe(std::vector<Real>& chunk_sums) override {
     const EnsembleView v = view_;
 #pragma omp parallel for schedule(static) if (v.count >= parallel_threshold)
     for (std::int64_t i = 0; i < v.count; ++i) observe_trajectory<S, M>(sys_, v, i);
-    return reduce_observations(v);
+    return reduce_observations(v, chunk_sums);
   }
 
   void store(HostEnsemble&) override {}  // worked in place

@@ -12,23 +12,26 @@
 
 namespace tether {
 
-Observation reduce_observations(const EnsembleView& v) {
-  constexpr std::int64_t chunk = 4096;
-  const std::int64_t chunks = (v.count + chunk - 1) / chunk;
+Observation reduce_observations(const EnsembleView& v, std::vector<Real>& chunk_sums) {
+  const std::int64_t chunks = (v.count + observation_chunk - 1) / observation_chunk;
+  chunk_sums.assign(static_cast<std::size_t>(chunks), 0);
   std::vector<Observation> part(static_cast<std::size_t>(chunks));
 #pragma omp parallel for schedule(static) if (v.count >= parallel_threshold)
   for (std::int64_t b = 0; b < chunks; ++b) {
     Observation o;
-    for (std::int64_t i = b * chunk; i < std::min(v.count, (b + 1) * chunk); ++i) {
+    Real sum = 0;
+    for (std::int64_t i = b * observation_chunk; i < std::min(v.count, (b + 1) * observation_chunk); ++i) {
       if (v.status[i] != 0) continue;
       Observation one;
       one.ok = 1;
-      one.energy_error_sum = one.energy_error_max = v.energy_error[i];
+      one.energy_error_max = v.energy_error[i];
       one.constraint_max = v.constraint_violation[i];
       one.velocity_max = v.velocity_violation[i];
       o.merge(one);
+      sum += v.energy_error[i];
     }
     part[std::size_t(b)] = o;
+    chunk_sums[std::size_t(b)] = sum;
   }
   Observation total;
   for (const auto& o : part) total.merge(o);

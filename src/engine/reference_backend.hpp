@@ -54,7 +54,7 @@ Status reference_step(const S& sys, PhaseState<S>& s, Real h, const NewtonOption
   }
   const Vec<S::dof> q1 = L::q1(x), p1 = L::p1(x);
   if (!all_finite(q1) || !all_finite(p1)) return Status::non_finite;
-  if (max_abs(sys.constraints(q1)) > opt.tolerance) return Status::newton_not_converged;
+  if (max_abs(sys.constraints(q1)) > attainable_tolerance(opt, max_abs(q1))) return Status::newton_not_converged;
   s.q_prev = s.q;
   s.q = q1;
   s.p = p1;
@@ -89,9 +89,9 @@ class ReferenceBackend final : public Backend<S, M> {
     }
   }
 
-  Observation observe() override {
+  Observation observe(std::vector<Real>& chunk_sums) override {
     for (std::int64_t i = 0; i < view_.count; ++i) observe_trajectory<S, M>(sys_, view_, i);
-    return reduce_observations(view_);
+    return reduce_observations(view_, chunk_sums);
   }
 
   void store(HostEnsemble&) override {}

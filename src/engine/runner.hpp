@@ -51,17 +51,25 @@ RunResult run_ensemble(const S& sys, const RunConfig& c, Backend<S, M>& backend,
 
   const std::int64_t intervals = (c.steps + c.output_every - 1) / c.output_every;
   std::vector<Observation> rows(std::size_t(intervals + 1));
+  std::vector<Real> energy_sums(std::size_t(intervals + 1), 0), chunk_sums;
+  // Whole chunks per batch, so chunk sums are the same whatever the batch size.
+  const std::int64_t batch =
+      c.batch_size >= c.size ? c.size : (c.batch_size + observation_chunk - 1) / observation_chunk * observation_chunk;
+  auto observe = [&](std::int64_t row) {
+    rows[std::size_t(row)].merge(backend.observe(chunk_sums));
+    for (Real x : chunk_sums) energy_sums[std::size_t(row)] += x;  // in trajectory order
+  };
   std::uint64_t iterations = 0, steps_taken = 0;
   double integration = 0;
   std::vector<Real> q(S::dof), p(S::dof);
   const double total_work = double(c.size) * double(c.steps);
   double work_done = 0;
 
-  for (std::int64_t first = 0; first < c.size; first += c.batch_size) {
-    HostEnsemble h(std::min(c.batch_size, c.size - first), S::dof, M::two_step);
+  for (std::int64_t first = 0; first < c.size; first += batch) {
+    HostEnsemble h(std::min(batch, c.size - first), S::dof, M::two_step);
     prepare_batch<S, M>(sys, c, first, h, r);
     backend.load(h);
-    rows[0].merge(backend.observe());
+    observe(0);
     std::int64_t done = 0;
     for (std::int64_t row = 1; row <= intervals; ++row) {
       const std::int64_t target = std::min(c.steps, done + c.output_every);
@@ -75,7 +83,7 @@ RunResult run_ensemble(const S& sys, const RunConfig& c, Backend<S, M>& backend,
         work_done += double(std::min<std::int64_t>(chunk, 1 << 30)) * double(h.count);
         if (opt.progress) opt.progress(work_done, total_work);
       }
-      rows[std::size_t(row)].merge(backend.observe());
+      observe(row);
     }
     backend.store(h);
 
@@ -104,7 +112,7 @@ RunResult run_ensemble(const S& sys, const RunConfig& c, Backend<S, M>& backend,
     t.step = std::min(c.steps, row * c.output_every);
     t.time = Real(t.step) * c.dt;
     t.live = o.ok;
-    t.mean_energy_error = o.ok > 0 ? o.energy_error_sum / Real(o.ok) : 0;
+    t.mean_energy_error = o.ok > 0 ? energy_sums[std::size_t(row)] / Real(o.ok) : 0;
     t.max_energy_error = o.energy_error_max;
     t.max_constraint_violation = o.constraint_max;
     t.max_velocity_constraint_violation = o.velocity_max;

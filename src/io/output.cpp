@@ -26,8 +26,11 @@ OutputFolder::OutputFolder(const fs::path& dir) : dir_(dir) {
   std::error_code ec;
   fs::create_directories(dir_, ec);
   if (ec || !fs::is_directory(dir_)) throw std::runtime_error("cannot create output folder " + dir_.string());
-  fs::remove(dir_ / "summary.json", ec);
-  if (ec) throw std::runtime_error("cannot remove the old " + (dir_ / "summary.json").string());
+  // A previous run's files must not sit beside this run's summary.
+  for (const char* name : {"summary.json", "final.csv", "timeseries.csv"}) {
+    fs::remove(dir_ / name, ec);
+    if (ec) throw std::runtime_error("cannot remove the old " + (dir_ / name).string());
+  }
 }
 
 void OutputFolder::commit(const std::string& name) const {

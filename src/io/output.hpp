@@ -13,8 +13,9 @@ namespace tether {
 
 class OutputFolder {
  public:
-  // Creates the folder and removes a previous run's summary.json, so stale
-  // results never look like this run's. Throws std::runtime_error.
+  // Creates the folder and removes a previous run's summary.json, final.csv
+  // and timeseries.csv, so stale results never look like this run's.
+  // Throws std::runtime_error.
   explicit OutputFolder(const std::filesystem::path& dir);
 
   std::filesystem::path partial(const std::string& name) const { return dir_ / (name + ".partial"); }

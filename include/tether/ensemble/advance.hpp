@@ -45,17 +45,20 @@ TETHER_HD void observe_trajectory(const S& sys, const EnsembleView& v, std::int6
   v.velocity_violation[i] = max_abs(sys.constraint_jacobian_times(s.q, sys.inverse_mass_times(s.p)));
 }
 
-// Ensemble statistics of one observation (trajectories that failed excluded).
+// Trajectories per partial sum of energy errors. The ensemble mean is the
+// in-order sum of these chunk sums, so it does not depend on thread count or
+// batch size (batches are whole chunks).
+constexpr std::int64_t observation_chunk = 64;
+
+// Ensemble maxima of one observation (trajectories that failed excluded).
 struct Observation {
   std::int64_t ok = 0;
-  Real energy_error_sum = 0;
   Real energy_error_max = 0;
   Real constraint_max = 0;
   Real velocity_max = 0;
 
   TETHER_HD void merge(const Observation& o) {
     ok += o.ok;
-    energy_error_sum += o.energy_error_sum;
     energy_error_max = energy_error_max > o.energy_error_max ? energy_error_max : o.energy_error_max;
     constraint_max = constraint_max > o.constraint_max ? constraint_max : o.constraint_max;
     velocity_max = velocity_max > o.velocity_max ? velocity_max : o.velocity_max;

@@ -29,7 +29,7 @@ TETHER_HD Status solve_position_multipliers(const System& sys, const Vec<System:
   for (int it = 0;; ++it) {
     const Vec<k> g = sys.constraints(q);
     if (!all_finite(g)) return Status::non_finite;
-    if (max_abs(g) <= opt.tolerance) return Status::ok;
+    if (max_abs(g) <= attainable_tolerance(opt, max_abs(q))) return Status::ok;
     if (it >= opt.max_iterations) return Status::newton_not_converged;
     Vec<k> step;
     if (!sys.gram(q, q_dir).solve(-g, step)) return Status::singular_matrix;
