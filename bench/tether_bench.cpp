@@ -247,14 +247,20 @@ struct Measurement {
   double newton_mean = 0;
 };
 
+// Runs `repeats` times, then on (up to 20 x repeats runs in all) while the
+// timed seconds add up to less than min_seconds, so that short points are not
+// decided by one noisy sub-millisecond run.
 Measurement measure(const SystemCase& s, const std::string& method, const std::string& backend,
-                    std::int64_t trajectories, std::int64_t steps, int repeats, std::uint64_t seed) {
+                    std::int64_t trajectories, std::int64_t steps, int repeats, std::uint64_t seed,
+                    double min_seconds = 0) {
   const tether::RunConfig cfg = tether::parse_config(config_text(s, method, backend, trajectories, steps, seed),
                                                      "bench:" + s.label + "/" + method);
   Measurement m;
   tether::RunOptions opt;  // no sink, no progress callback
-  for (int r = 0; r < repeats; ++r) {
+  double total = 0;
+  for (int r = 0; r < 20 * repeats && (r < repeats || total < min_seconds); ++r) {
     const tether::RunResult res = tether::run(cfg, opt);
+    total += res.integration_seconds;
     m.seconds.push_back(res.integration_seconds);
     m.wall.push_back(res.wall_seconds);
     m.failed = std::max(m.failed, res.failed);
@@ -262,6 +268,18 @@ Measurement measure(const SystemCase& s, const std::string& method, const std::s
   }
   return m;
 }
+
+// Largest 1, 2 or 5 times a power of ten not above x (at least 1).
+std::int64_t nice_floor(double x) {
+  if (!(x >= 1)) return 1;
+  if (x > 1e15) x = 1e15;
+  double p = std::pow(10.0, std::floor(std::log10(x)));
+  for (double m : {5.0, 2.0, 1.0})
+    if (m * p <= x) return static_cast<std::int64_t>(m * p);
+  return static_cast<std::int64_t>(p);
+}
+
+std::string loadavg() { return trim(read_file("/proc/loadavg")); }
 
 std::string fmt_count(std::int64_t n) {
   char buf[32];
@@ -284,6 +302,7 @@ int main(int argc, char** argv) {
   std::int64_t steps = 0, reference_steps = 0;
   std::string reference_size_arg, statistic = "median", output_path;
   int repeats = 0, reference_repeats = 0, threads = 0;
+  double reference_budget = -1, min_time = -1;
   bool quick = false, no_warmup = false, quiet = false;
   std::uint64_t seed = 1;
 
@@ -298,25 +317,33 @@ int main(int argc, char** argv) {
   app.add_option("--sizes", sizes_arg,
                  "comma list of ensemble sizes, e.g. 1e3,1e4 (default 1e3,1e4,1e5,1e6; --quick 1e3,1e4,1e5)")
       ->delimiter(',');
-  app.add_option("--steps", steps, "steps per run for cpu and cuda (default 100; --quick 10)")
+  app.add_option("--steps", steps, "steps per run for cpu and cuda (default 100; --quick 5)")
       ->check(CLI::Range(std::int64_t(1), std::int64_t(1) << 30));
   app.add_option("--repeats", repeats, "runs per point for cpu and cuda (default 5; --quick 3)")
       ->check(CLI::Range(1, 1000));
+  app.add_option("--min-time", min_time,
+                 "cpu/cuda: keep repeating a point (up to 20 x --repeats runs) until its runs add up to this many "
+                 "seconds (default 0.5; --quick 0.2)")
+      ->check(CLI::NonNegativeNumber);
   app.add_option("--statistic", statistic, "median or best of the repeats")
       ->check(CLI::IsMember({"median", "best"}));
   app.add_option("--reference-size", reference_size_arg,
-                 "trajectories for the reference backend (default: the smallest of --sizes)");
+                 "largest trajectory count for the reference backend (default: the smallest of --sizes)");
   app.add_option("--reference-steps", reference_steps, "steps for the reference backend (default 5; --quick 2)")
       ->check(CLI::Range(std::int64_t(1), std::int64_t(1) << 30));
-  app.add_option("--reference-repeats", reference_repeats, "runs per reference point (default 3; --quick 1)")
+  app.add_option("--reference-repeats", reference_repeats, "runs per reference point (default 3)")
       ->check(CLI::Range(1, 1000));
+  app.add_option("--reference-budget", reference_budget,
+                 "seconds per reference point, all repeats together: a pilot run sets the trajectory count, "
+                 "at most --reference-size (default 20; --quick 3; 0: always --reference-size)")
+      ->check(CLI::NonNegativeNumber);
   app.add_option("--threads", threads, "OpenMP threads for the cpu backend (default: all)")
       ->check(CLI::PositiveNumber);
   app.add_option("--seed", seed, "ensemble seed (thermal sampler)");
   app.add_option("-o,--output", output_path, "also write the JSON document to this file");
   app.add_flag("--quick", quick,
-               "small preset for a 2-core CPU machine: sizes 1e3,1e4,1e5, 10 steps, 3 repeats; "
-               "reference 2 steps, 1 repeat (explicit options still win)");
+               "small preset for a 2-core CPU machine: sizes 1e3,1e4,1e5, 5 steps, 3 repeats; "
+               "reference 2 steps within 3 s per point (explicit options still win)");
   app.add_flag("--no-warmup", no_warmup, "skip the untimed warm-up run per (backend, system, method)");
   app.add_flag("-q,--quiet", quiet, "no progress on stderr");
 
@@ -337,10 +364,12 @@ int main(int argc, char** argv) {
     std::sort(sizes.begin(), sizes.end());
     sizes.erase(std::unique(sizes.begin(), sizes.end()), sizes.end());
     if (sizes.empty()) throw CLI::ValidationError("--sizes", "no sizes given");
-    if (steps == 0) steps = quick ? 10 : 100;
+    if (steps == 0) steps = quick ? 5 : 100;
+    if (min_time < 0) min_time = quick ? 0.2 : 0.5;
     if (repeats == 0) repeats = quick ? 3 : 5;
     if (reference_steps == 0) reference_steps = quick ? 2 : 5;
-    if (reference_repeats == 0) reference_repeats = quick ? 1 : 3;
+    if (reference_repeats == 0) reference_repeats = 3;
+    if (reference_budget < 0) reference_budget = quick ? 3 : 20;
     const std::int64_t reference_size =
         reference_size_arg.empty() ? sizes.front() : parse_count(reference_size_arg, "--reference-size");
 
@@ -394,6 +423,7 @@ int main(int argc, char** argv) {
     doc["machine"] = machine_info();
     doc["build"] = build_info();
     doc["backend_set"] = backend_set;
+    doc["loadavg_start"] = loadavg();
     json settings;
     settings["quick"] = quick;
     settings["backends"] = backends;
@@ -407,9 +437,11 @@ int main(int argc, char** argv) {
     settings["sizes"] = sizes;
     settings["steps"] = steps;
     settings["repeats"] = repeats;
-    settings["reference_trajectories"] = reference_size;
+    settings["reference_max_trajectories"] = reference_size;
     settings["reference_steps"] = reference_steps;
     settings["reference_repeats"] = reference_repeats;
+    settings["reference_budget_seconds"] = reference_budget;
+    settings["min_time_seconds"] = min_time;
     settings["statistic"] = statistic;
     settings["warmup"] = !no_warmup;
     settings["seed"] = seed;
@@ -422,19 +454,31 @@ int main(int argc, char** argv) {
     const auto bench_start = std::chrono::steady_clock::now();
     for (const auto& backend : backends) {
       const bool is_reference = backend == "reference";
-      const std::vector<std::int64_t> these_sizes =
-          is_reference ? std::vector<std::int64_t>{reference_size} : sizes;
       const std::int64_t these_steps = is_reference ? reference_steps : steps;
       const int these_repeats = is_reference ? reference_repeats : repeats;
       for (const auto& sys : systems)
         for (const auto& method : methods) {
           try {
-            if (!no_warmup)
+            std::vector<std::int64_t> these_sizes = is_reference ? std::vector<std::int64_t>{reference_size} : sizes;
+            if (is_reference && reference_budget > 0) {
+              // The reference is a serial loop over trajectories, so its rate
+              // does not depend on the ensemble size: a pilot (which is also
+              // the warm-up) sizes the timed runs to the budget.
+              const std::int64_t pilot_n = std::min<std::int64_t>(2, reference_size);
+              const Measurement pilot = measure(sys, method, backend, pilot_n, 1, 1, seed);
+              const double per_traj_step = pilot.seconds.front() / double(pilot_n);
+              const double afford =
+                  per_traj_step > 0 ? reference_budget / (per_traj_step * double(these_steps) * these_repeats) : 1e18;
+              these_sizes = {std::clamp<std::int64_t>(nice_floor(afford), 1, reference_size)};
+            } else if (!no_warmup) {
               measure(sys, method, backend, std::min<std::int64_t>(64, these_sizes.front()), 1, 1, seed);
+            }
             for (std::int64_t n : these_sizes) {
-              const Measurement m = measure(sys, method, backend, n, these_steps, these_repeats, seed);
-              const double secs =
-                  statistic == "best" ? *std::min_element(m.seconds.begin(), m.seconds.end()) : median(m.seconds);
+              const Measurement m =
+                  measure(sys, method, backend, n, these_steps, these_repeats, seed, is_reference ? 0.0 : min_time);
+              const double best_secs = *std::min_element(m.seconds.begin(), m.seconds.end());
+              const double median_secs = median(m.seconds);
+              const double secs = statistic == "best" ? best_secs : median_secs;
               const double work = double(n) * double(these_steps);
               json r;
               r["backend"] = backend;
@@ -448,8 +492,10 @@ int main(int argc, char** argv) {
               else
                 r["trajectory_steps_per_second"] = nullptr;
               r["dt"] = sys.dt;
-              r["repeats"] = these_repeats;
+              r["repeats"] = m.seconds.size();
               r["statistic"] = statistic;
+              r["seconds_median"] = median_secs;
+              r["seconds_best"] = best_secs;
               r["seconds_each"] = m.seconds;
               r["wall_seconds_median"] = median(m.wall);
               r["failed_trajectories"] = m.failed;
@@ -472,6 +518,7 @@ int main(int argc, char** argv) {
           }
         }
     }
+    doc["loadavg_end"] = loadavg();
     doc["total_seconds"] = std::chrono::duration<double>(std::chrono::steady_clock::now() - bench_start).count();
     doc["records"] = records;
 
@@ -484,7 +531,7 @@ int main(int argc, char** argv) {
           return &r;
       return nullptr;
     };
-    auto best = [&](const std::string& backend, const std::string& sys, const std::string& method) -> const json* {
+    auto fastest = [&](const std::string& backend, const std::string& sys, const std::string& method) -> const json* {
       const json* b = nullptr;
       for (const auto& r : records)
         if (r["backend"] == backend && r["system"] == sys && r["method"] == method &&
@@ -500,8 +547,13 @@ int main(int argc, char** argv) {
     for (const auto& sys : systems)
       for (const auto& method : methods) {
         const json* ref = find("reference", sys.label, method, -1);
-        const json* cpu_same = ref ? find("cpu", sys.label, method, (*ref)["trajectories"].get<std::int64_t>()) : nullptr;
-        const json* cpu_best = best("cpu", sys.label, method);
+        // cpu at the reference's size when measured, else at cpu's smallest size.
+        const json* cpu_same = nullptr;
+        if (ref) {
+          cpu_same = find("cpu", sys.label, method, (*ref)["trajectories"].get<std::int64_t>());
+          for (std::size_t k = 0; !cpu_same && k < sizes.size(); ++k) cpu_same = find("cpu", sys.label, method, sizes[k]);
+        }
+        const json* cpu_best = fastest("cpu", sys.label, method);
         if (!ref || !cpu_best) continue;
         json x;
         x["system"] = sys.label;
@@ -510,22 +562,25 @@ int main(int argc, char** argv) {
         x["reference_steps"] = (*ref)["steps"];
         x["reference_trajectory_steps_per_second"] = rate(ref);
         if (cpu_same) {
+          x["cpu_trajectories"] = (*cpu_same)["trajectories"];
           x["cpu_steps"] = (*cpu_same)["steps"];
           x["cpu_trajectory_steps_per_second"] = rate(cpu_same);
           x["cpu_over_reference"] = rate(cpu_same) / rate(ref);
         } else {
+          x["cpu_trajectories"] = nullptr;
           x["cpu_steps"] = nullptr;
           x["cpu_trajectory_steps_per_second"] = nullptr;
           x["cpu_over_reference"] = nullptr;
         }
-        x["cpu_best_trajectories"] = (*cpu_best)["trajectories"];
-        x["cpu_best_trajectory_steps_per_second"] = rate(cpu_best);
-        x["cpu_best_over_reference"] = rate(cpu_best) / rate(ref);
+        x["cpu_fastest_trajectories"] = (*cpu_best)["trajectories"];
+        x["cpu_fastest_trajectory_steps_per_second"] = rate(cpu_best);
+        x["cpu_fastest_over_reference"] = rate(cpu_best) / rate(ref);
         cpu_ref.push_back(x);
       }
     ratios["cpu_over_reference_note"] =
-        "cpu_over_reference: cpu at the reference's ensemble size; cpu_best_over_reference: cpu's fastest size. "
-        "Both measured in this run.";
+        "cpu_over_reference: cpu at the reference's ensemble size, or at cpu's smallest size when the reference "
+        "budget shrank the reference's ensemble (its rate does not depend on size: a serial loop over trajectories); "
+        "cpu_fastest_over_reference: cpu at its fastest size. Rates use settings.statistic; all measured in this run.";
     ratios["cpu_over_reference"] = cpu_ref;
 
     json cuda_cpu = json::array();
