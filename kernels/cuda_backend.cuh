@@ -76,18 +76,7 @@ class CudaBackend final : public Backend<S, M> {
   void load(HostEnsemble& h) override {
     release();
     dev_.count = h.count;
-    copy_in(dev_.q, h.q);
-    copy_in(dev_.p, h.p);
-    if (h.two_step) copy_in(dev_.q_prev, h.q_prev);
-    copy_in(dev_.energy0, h.energy0);
-    copy_in(dev_.energy_scale, h.energy_scale);
-    copy_in(dev_.status, h.status);
-    copy_in(dev_.failed_step, h.failed_step);
-    copy_in(dev_.iterations_sum, h.iterations_sum);
-    copy_in(dev_.iterations_max, h.iterations_max);
-    copy_in(dev_.energy_error, h.energy_error);
-    copy_in(dev_.constraint_violation, h.constraint_violation);
-    copy_in(dev_.velocity_violation, h.velocity_violation);
+    for_each_array(h, [&](auto& host, auto*& dev) { copy_in(dev, host); });
   }
 
   void advance(int nsteps, std::int64_t steps_before) override {
@@ -117,21 +106,29 @@ class CudaBackend final : public Backend<S, M> {
   }
 
   void store(HostEnsemble& h) override {
-    copy_out(h.q, dev_.q);
-    copy_out(h.p, dev_.p);
-    if (h.two_step) copy_out(h.q_prev, dev_.q_prev);
-    copy_out(h.status, dev_.status);
-    copy_out(h.failed_step, dev_.failed_step);
-    copy_out(h.iterations_sum, dev_.iterations_sum);
-    copy_out(h.iterations_max, dev_.iterations_max);
-    copy_out(h.energy_error, dev_.energy_error);
-    copy_out(h.constraint_violation, dev_.constraint_violation);
-    copy_out(h.velocity_violation, dev_.velocity_violation);
+    for_each_array(h, [&](auto& host, auto*& dev) { copy_out(host, dev); });
   }
 
  private:
   static constexpr int threads = 128;
   unsigned blocks() const { return unsigned((dev_.count + threads - 1) / threads); }
+
+  // Every per-trajectory array, as (host vector, device pointer) pairs.
+  template <class F>
+  void for_each_array(HostEnsemble& h, F&& f) {
+    f(h.q, dev_.q);
+    f(h.p, dev_.p);
+    if (h.two_step) f(h.q_prev, dev_.q_prev);
+    f(h.energy0, dev_.energy0);
+    f(h.energy_scale, dev_.energy_scale);
+    f(h.status, dev_.status);
+    f(h.failed_step, dev_.failed_step);
+    f(h.iterations_sum, dev_.iterations_sum);
+    f(h.iterations_max, dev_.iterations_max);
+    f(h.energy_error, dev_.energy_error);
+    f(h.constraint_violation, dev_.constraint_violation);
+    f(h.velocity_violation, dev_.velocity_violation);
+  }
 
   template <class T>
   void copy_in(T*& d, const std::vector<T>& h) {

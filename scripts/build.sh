@@ -6,5 +6,8 @@ cd "$(dirname "$0")/.."
 if ! command -v nvcc >/dev/null 2>&1 && [ -x /usr/local/cuda/bin/nvcc ]; then
   export CUDACXX=/usr/local/cuda/bin/nvcc
 fi
-cmake -S . -B build -DCMAKE_BUILD_TYPE=Release "$@" >/dev/null
+log=$(mktemp)
+cmake -S . -B build -DCMAKE_BUILD_TYPE=Release "$@" >"$log" 2>&1 || { cat "$log"; rm -f "$log"; exit 1; }
+grep "^-- tether:" "$log" || true  # says whether the cuda backend is built
+rm -f "$log"
 cmake --build build -j"$(nproc)"

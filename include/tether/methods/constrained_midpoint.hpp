@@ -44,13 +44,9 @@ struct ConstrainedMidpoint {
       lambda += dl;
       ++iterations;
     }
-    Vec<n> p1 = sys.mass_times(q1 - s.q) / h - Real(0.5) * h * sys.potential_gradient(Real(0.5) * (s.q + q1));
-    const Status st = project_momentum(sys, q1, p1);
-    if (st != Status::ok) return st;
-    s.q_prev = s.q;
-    s.q = q1;
-    s.p = p1;
-    return Status::ok;
+    return finish_step(sys, s, q1,
+                       Vec<n>(sys.mass_times(q1 - s.q) / h -
+                              Real(0.5) * h * sys.potential_gradient(Real(0.5) * (s.q + q1))));
   }
 
   template <class S>

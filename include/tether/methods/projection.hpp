@@ -52,4 +52,32 @@ TETHER_HD Status project_momentum(const System& sys, const Vec<System::dof>& q, 
   return all_finite(p) ? Status::ok : Status::non_finite;
 }
 
+// Ends a step: imposes the tangency condition G(q1) M^-1 p1 = 0 on p1 and
+// moves the state to (q1, p1), keeping q0 for two-step methods.
+template <class System>
+TETHER_HD Status finish_step(const System& sys, PhaseState<System>& s, const Vec<System::dof>& q1,
+                             Vec<System::dof> p1) {
+  const Status st = project_momentum(sys, q1, p1);
+  if (st != Status::ok) return st;
+  s.q_prev = s.q;
+  s.q = q1;
+  s.p = p1;
+  return Status::ok;
+}
+
+// The step shared by the SHAKE/RATTLE family, from a predicted position:
+//   q1 = q_pred + M^-1 G(q0)^T lambda,  g(q1) = 0,
+//   p1 = M (q1 - q0)/h - end_kick h grad V(q1) + G(q1)^T nu,  G(q1) M^-1 p1 = 0.
+// On failure the state is left as it was.
+template <class System>
+TETHER_HD Status project_and_recover(const System& sys, PhaseState<System>& s, const Vec<System::dof>& q_pred, Real h,
+                                     Real end_kick, const NewtonOptions& opt, int& iterations) {
+  Vec<System::dof> q1;
+  const Status st = solve_position_multipliers(sys, q_pred, s.q, opt, q1, iterations);
+  if (st != Status::ok) return st;
+  Vec<System::dof> p1 = sys.mass_times(q1 - s.q) / h;
+  if (end_kick != 0) p1 -= end_kick * h * sys.potential_gradient(q1);
+  return finish_step(sys, s, q1, p1);
+}
+
 }  // namespace tether

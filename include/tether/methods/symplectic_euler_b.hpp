@@ -22,15 +22,7 @@ struct SymplecticEulerB {
   template <class S>
   TETHER_HD static Status step(const S& sys, PhaseState<S>& s, Real h, const NewtonOptions& opt, int& iterations) {
     const Vec<S::dof> q_pred = s.q + h * sys.inverse_mass_times(s.p);
-    Vec<S::dof> q1;
-    Status st = solve_position_multipliers(sys, q_pred, s.q, opt, q1, iterations);
-    if (st != Status::ok) return st;
-    Vec<S::dof> p1 = sys.mass_times(q1 - s.q) / h - h * sys.potential_gradient(q1);
-    if ((st = project_momentum(sys, q1, p1)) != Status::ok) return st;
-    s.q_prev = s.q;
-    s.q = q1;
-    s.p = p1;
-    return Status::ok;
+    return project_and_recover(sys, s, q_pred, h, Real(1), opt, iterations);
   }
 
   template <class S>
