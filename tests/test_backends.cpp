@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "engine/backend.hpp"  // observation_chunk, parallel_threshold
 #include "support.hpp"
 
 namespace tether::test {
@@ -40,13 +41,31 @@ json thermal_config(const std::string& system, const std::string& method, double
 struct Outcome {
   RunResult result;
   MemorySink sink;
+  // The first id of each batch the run went through. Final states stream out
+  // batch by batch, after the batch is integrated, so the number of rows
+  // written when progress is reported is the first id of the batch being
+  // integrated. Empty when there is nothing to integrate (steps = 0).
+  std::vector<std::int64_t> batch_starts;
 };
 
 Outcome run_cfg(const json& cfg) {
   Outcome o;
-  o.result = run_json(cfg.dump(), &o.sink);
+  RunOptions opt;
+  opt.final_states = &o.sink;
+  opt.progress = [&o](double, double) {
+    const auto written = std::int64_t(o.sink.rows.size());
+    if (o.batch_starts.empty() || o.batch_starts.back() != written) o.batch_starts.push_back(written);
+  };
+  o.result = run(parse_config(cfg.dump(), "test"), opt);
   return o;
 }
+
+using Starts = std::vector<std::int64_t>;
+
+// The batch sizes below are chosen in whole observation chunks (see the
+// BatchSizeRoundsUpToWholeObservationChunks test); the expected batch starts
+// are written out for this chunk.
+static_assert(observation_chunk == 64);
 
 // Rows arrive in id order, exactly once each.
 void expect_ids_complete(const MemorySink& sink, std::int64_t size) {
@@ -77,20 +96,18 @@ void expect_same_final_states(const MemorySink& a, const MemorySink& b, const st
   }
 }
 
-// mean_bitwise: the ensemble mean is a floating-point sum, compared to the
-// last bit only where the engine promises a fixed summation order.
-void expect_same_timeseries(const RunResult& a, const RunResult& b, const std::string& what, bool mean_bitwise = true) {
+// Every column bitwise, the mean included: the mean is the in-order sum of
+// per-chunk sums (observation_chunk trajectories each), and batches are whole
+// chunks, so its summation order does not depend on batch size or threads.
+void expect_same_timeseries(const RunResult& a, const RunResult& b, const std::string& what) {
   ASSERT_EQ(a.timeseries.size(), b.timeseries.size()) << what;
   for (std::size_t r = 0; r < a.timeseries.size(); ++r) {
     const TimeseriesRow &x = a.timeseries[r], &y = b.timeseries[r];
     EXPECT_EQ(x.step, y.step) << what;
     EXPECT_EQ(x.live, y.live) << what;
     EXPECT_TRUE(same_bits(x.time, y.time)) << what << " row " << r;
-    if (mean_bitwise)
-      EXPECT_TRUE(same_bits(x.mean_energy_error, y.mean_energy_error))
-          << what << " row " << r << ": mean energy error " << x.mean_energy_error << " vs " << y.mean_energy_error;
-    else
-      EXPECT_NEAR(x.mean_energy_error, y.mean_energy_error, 1e-14 * std::abs(x.mean_energy_error)) << what;
+    EXPECT_TRUE(same_bits(x.mean_energy_error, y.mean_energy_error))
+        << what << " row " << r << ": mean energy error " << x.mean_energy_error << " vs " << y.mean_energy_error;
     EXPECT_TRUE(same_bits(x.max_energy_error, y.max_energy_error)) << what << " row " << r;
     EXPECT_TRUE(same_bits(x.max_constraint_violation, y.max_constraint_violation)) << what << " row " << r;
     EXPECT_TRUE(same_bits(x.max_velocity_constraint_violation, y.max_velocity_constraint_violation))
@@ -163,17 +180,20 @@ class Determinism : public ::testing::TestWithParam<std::tuple<std::string, std:
 
 TEST_P(Determinism, ThreadCountAndBatchSizeDoNotChangeResults) {
   const auto& [system, method] = GetParam();
-  // 150 trajectories: more than the cpu loop's dynamic chunk of 64, so two
-  // threads really share the work; not a multiple of 7, so the last batch is partial.
-  const long n = 150;
-  json cfg = thermal_config(system, method, system == "chain16" ? 0.002 : 0.01, 120, n, "cpu", 99,
-                            system.starts_with("chain") ? 1.0 : 0.5);
-  cfg["output"]["every"] = 25;  // 0, 25, ..., 100, 120
+  // 600 trajectories: at least parallel_threshold, so in one batch two threads
+  // really share the work; not a multiple of 64 or 128, so the last batch is partial.
+  const long n = 600;
+  ASSERT_GE(n, parallel_threshold);
+  const bool chain = system.starts_with("chain");
+  // chain16 is costly: fewer steps.
+  json cfg = thermal_config(system, method, chain ? 0.002 : 0.01, chain ? 40 : 120, n, "cpu", 99, chain ? 1.0 : 0.5);
+  cfg["output"]["every"] = chain ? 15 : 25;  // 0, 15, 30, 40 or 0, 25, ..., 100, 120
 
   omp_set_num_threads(1);
   const Outcome base = run_cfg(cfg);
   expect_ids_complete(base.sink, n);
   ASSERT_EQ(base.result.failed, 0);
+  EXPECT_EQ(base.batch_starts, Starts{0});
 
   omp_set_num_threads(2);
   {
@@ -181,13 +201,21 @@ TEST_P(Determinism, ThreadCountAndBatchSizeDoNotChangeResults) {
     expect_same_final_states(base.sink, two.sink, "2 threads");
     expect_same_timeseries(base.result, two.result, "2 threads");
   }
-  for (long batch : {1L, 7L, 1L << 20}) {
+  // Still 2 threads. Batches of 64 and 128 run serially (below the threshold);
+  // in batches of 512 the first is shared by both threads, the second is not.
+  const std::vector<std::pair<long, Starts>> batchings{
+      {64, {0, 64, 128, 192, 256, 320, 384, 448, 512, 576}},
+      {128, {0, 128, 256, 384, 512}},
+      {512, {0, 512}},
+      {1L << 20, {0}}};
+  for (const auto& [batch, starts] : batchings) {
     json b = cfg;
     b["ensemble"]["batch_size"] = batch;
     const Outcome o = run_cfg(b);
     const std::string what = "batch_size " + std::to_string(batch);
+    EXPECT_EQ(o.batch_starts, starts) << what;
     expect_same_final_states(base.sink, o.sink, what);
-    expect_same_timeseries(base.result, o.result, what, /*mean_bitwise=*/false);  // see BatchSizeKeepsTimeseriesMeanBitwise
+    expect_same_timeseries(base.result, o.result, what);
   }
 }
 
@@ -197,8 +225,8 @@ INSTANTIATE_TEST_SUITE_P(Systems, Determinism,
                                            std::tuple{"chain16", "constrained_midpoint"}),
                          [](const auto& info) { return std::get<0>(info.param) + "_" + std::get<1>(info.param); });
 
-// More trajectories than one reduction chunk (4096): the parallel reduction
-// must sum its chunks in a fixed order whatever the thread count.
+// Many reduction chunks, and well above parallel_threshold: the parallel
+// reduction must sum its chunks in a fixed order whatever the thread count.
 TEST(Determinism, LargeEnsembleReductionIndependentOfThreadCount) {
   const int saved = omp_get_max_threads();
   json cfg = thermal_config("spherical_pendulum", "symplectic_euler_a", 0.01, 20, 9001, "cpu", 17);
@@ -212,25 +240,66 @@ TEST(Determinism, LargeEnsembleReductionIndependentOfThreadCount) {
   expect_same_timeseries(one.result, two.result, "9001 trajectories, 2 threads");
 }
 
-// timeseries.csv should not change with --batch-size. Batches of 7 regroup the
-// floating-point sum of per-trajectory energy errors ((e0+..+e6) + (e7+..+e13)
-// instead of one running sum), which moves the mean by an ulp or so.
+// timeseries.csv must not change with --batch-size, the mean energy error to
+// the last bit. Each batch's energy errors are summed per chunk of 64
+// trajectories and the chunk sums are added in id order; were a batch to end
+// inside a chunk, that chunk's sum would be split in two and the mean would
+// move by an ulp or so.
 TEST(Determinism, BatchSizeKeepsTimeseriesMeanBitwise) {
-  json cfg = thermal_config("double_pendulum", "shake", 0.01, 120, 61, "cpu", 99);
+  // 250 = 3 * 64 + 58 = 128 + 122: several batches, the last one partial.
+  json cfg = thermal_config("double_pendulum", "shake", 0.01, 120, 250, "cpu", 99);
   cfg["output"]["every"] = 25;
   const Outcome base = run_cfg(cfg);
-  cfg["ensemble"]["batch_size"] = 7;
-  const Outcome split = run_cfg(cfg);
-  expect_same_timeseries(base.result, split.result, "batch_size 7 vs one batch");
+  ASSERT_EQ(base.batch_starts, Starts{0});
+  ASSERT_EQ(base.result.failed, 0);
+  for (const auto& [batch, starts] : std::vector<std::pair<long, Starts>>{{64, {0, 64, 128, 192}}, {128, {0, 128}}}) {
+    json b = cfg;
+    b["ensemble"]["batch_size"] = batch;
+    const Outcome split = run_cfg(b);
+    const std::string what = "batch_size " + std::to_string(batch) + " vs one batch";
+    EXPECT_EQ(split.batch_starts, starts) << what;
+    expect_same_timeseries(base.result, split.result, what);
+    expect_same_final_states(base.sink, split.sink, what);
+  }
+}
+
+// To keep batches whole chunks, the runner rounds a batch size smaller than
+// the ensemble up to a multiple of observation_chunk (64): batch_size 1 or 7
+// runs exactly like 64, 100 like 128, and 199 (rounded to 256) in one batch.
+TEST(Determinism, BatchSizeRoundsUpToWholeObservationChunks) {
+  json cfg = thermal_config("spherical_pendulum", "rattle", 0.01, 20, 200, "cpu", 7);
+  cfg["output"]["every"] = 5;
+  cfg["ensemble"]["batch_size"] = 64;
+  const Outcome by64 = run_cfg(cfg);
+  ASSERT_EQ(by64.batch_starts, (Starts{0, 64, 128, 192}));
+  const std::vector<std::pair<long, Starts>> rounded{
+      {1, {0, 64, 128, 192}}, {7, {0, 64, 128, 192}}, {63, {0, 64, 128, 192}}, {65, {0, 128}},
+      {100, {0, 128}},        {199, {0}},             {200, {0}}};
+  for (const auto& [batch, starts] : rounded) {
+    json b = cfg;
+    b["ensemble"]["batch_size"] = batch;
+    const Outcome o = run_cfg(b);
+    const std::string what = "batch_size " + std::to_string(batch);
+    EXPECT_EQ(o.batch_starts, starts) << what;
+    expect_same_final_states(by64.sink, o.sink, what);
+    expect_same_timeseries(by64.result, o.result, what);
+  }
 }
 
 // The reference backend is serial, but it shares the batch loop.
 TEST(Determinism, ReferenceBackendIndependentOfBatchSize) {
-  json cfg = thermal_config("double_pendulum", "symplectic_euler_b", 0.01, 40, 9, "reference");
+  // 130 = 2 * 64 + 2: three batches of 64, the last with 2 trajectories.
+  json cfg = thermal_config("spherical_pendulum", "symplectic_euler_b", 0.01, 40, 130, "reference");
+  cfg["output"]["every"] = 10;
   const Outcome base = run_cfg(cfg);
-  cfg["ensemble"]["batch_size"] = 4;
+  ASSERT_EQ(base.batch_starts, Starts{0});
+  ASSERT_EQ(base.result.failed, 0);
+  cfg["ensemble"]["batch_size"] = 64;
   const Outcome split = run_cfg(cfg);
-  expect_same_final_states(base.sink, split.sink, "reference, batch_size 4");
+  EXPECT_EQ(split.batch_starts, (Starts{0, 64, 128}));
+  expect_ids_complete(split.sink, 130);
+  expect_same_final_states(base.sink, split.sink, "reference, batch_size 64");
+  expect_same_timeseries(base.result, split.result, "reference, batch_size 64");
 }
 
 // ---------------------------------------------------------------- failures
@@ -328,34 +397,49 @@ INSTANTIATE_TEST_SUITE_P(Backends, Failures, ::testing::Values("cpu", "reference
 // A huge step on a thermal ensemble: whatever fails is reported with a step,
 // and the final states still list every trajectory.
 TEST(Failures, CoarseStepOnThermalEnsemble) {
-  // Hot double pendulums, a coarse step and 4 Newton iterations: 12 of 16 fail, at different steps.
-  json cfg = thermal_config("double_pendulum", "constrained_midpoint", 0.05, 20, 16, "cpu", 3, 5.0);
+  // Hot double pendulums, a coarse step and 4 Newton iterations: about one in
+  // seven of 200 fails (under the failure report cap of 100), in every batch of 64.
+  const long n = 200;
+  json cfg = thermal_config("double_pendulum", "constrained_midpoint", 0.03, 20, n, "cpu", 3, 5.0);
   cfg["method"]["newton"] = {{"max_iterations", 4}};
   cfg["output"]["every"] = 5;
-  cfg["ensemble"]["batch_size"] = 5;  // failures in several batches
+  cfg["ensemble"]["batch_size"] = 64;
   const Outcome o = run_cfg(cfg);
-  expect_ids_complete(o.sink, 16);
+  EXPECT_EQ(o.batch_starts, (Starts{0, 64, 128, 192}));
+  expect_ids_complete(o.sink, n);
   EXPECT_GT(o.result.failed, 0) << "the step should be too large for some trajectories";
-  EXPECT_LT(o.result.failed, 16) << "the step should be fine for some trajectories";
-  EXPECT_EQ(std::int64_t(o.result.failures.size()), o.result.failed);
+  EXPECT_LT(o.result.failed, n) << "the step should be fine for some trajectories";
+  ASSERT_EQ(std::int64_t(o.result.failures.size()), o.result.failed);
   std::int64_t not_ok = 0;
   for (const auto& row : o.sink.rows) not_ok += row.status != Status::ok;
   EXPECT_EQ(not_ok, o.result.failed);
+  std::set<std::int64_t> failing_batches, failing_steps;
   for (const Failure& f : o.result.failures) {
     EXPECT_GT(f.step, 0);
+    EXPECT_LE(f.step, 20);
     EXPECT_EQ(o.sink.rows[std::size_t(f.id)].status, f.reason);
+    failing_batches.insert(f.id / 64);
+    failing_steps.insert(f.step);
   }
+  EXPECT_GE(failing_batches.size(), 3u) << "failures should land in several batches";
+  EXPECT_GE(failing_steps.size(), 2u) << "failures should happen at different steps";
   for (std::size_t i = 1; i < o.result.failures.size(); ++i)
     EXPECT_LT(o.result.failures[i - 1].id, o.result.failures[i].id) << "failures listed by id";
   // Failures are a property of the trajectory, not of the batching.
-  cfg["ensemble"].erase("batch_size");
-  const Outcome whole = run_cfg(cfg);
-  expect_same_final_states(o.sink, whole.sink, "failing ensemble, one batch");
-  ASSERT_EQ(whole.result.failures.size(), o.result.failures.size());
-  for (std::size_t i = 0; i < o.result.failures.size(); ++i) {
-    EXPECT_EQ(whole.result.failures[i].id, o.result.failures[i].id);
-    EXPECT_EQ(whole.result.failures[i].step, o.result.failures[i].step);
-    EXPECT_EQ(whole.result.failures[i].reason, o.result.failures[i].reason);
+  for (const long batch : {128L, 1L << 20}) {
+    json b = cfg;
+    b["ensemble"]["batch_size"] = batch;
+    const Outcome other = run_cfg(b);
+    const std::string what = "failing ensemble, batch_size 64 vs " + std::to_string(batch);
+    EXPECT_EQ(other.batch_starts, batch == 128 ? (Starts{0, 128}) : (Starts{0})) << what;
+    expect_same_final_states(o.sink, other.sink, what);
+    expect_same_timeseries(o.result, other.result, what);
+    ASSERT_EQ(other.result.failures.size(), o.result.failures.size()) << what;
+    for (std::size_t i = 0; i < o.result.failures.size(); ++i) {
+      EXPECT_EQ(other.result.failures[i].id, o.result.failures[i].id) << what;
+      EXPECT_EQ(other.result.failures[i].step, o.result.failures[i].step) << what;
+      EXPECT_EQ(other.result.failures[i].reason, o.result.failures[i].reason) << what;
+    }
   }
   for (const TimeseriesRow& t : o.result.timeseries) {
     EXPECT_TRUE(std::isfinite(t.mean_energy_error));
@@ -363,6 +447,7 @@ TEST(Failures, CoarseStepOnThermalEnsemble) {
     EXPECT_TRUE(std::isfinite(t.max_constraint_violation));
     EXPECT_TRUE(std::isfinite(t.max_velocity_constraint_violation));
   }
+  EXPECT_EQ(o.result.timeseries.back().live, n - o.result.failed);
 }
 
 // The failure list is capped, the count is not.

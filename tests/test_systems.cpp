@@ -3,7 +3,6 @@
 #include <gtest/gtest.h>
 
 #include <Eigen/Dense>
-#include <Eigen/Geometry>  // also defines cross(), which chain.hpp uses without including it
 #include <cmath>
 #include <limits>
 #include <string>
@@ -542,6 +541,62 @@ TEST(TridiagonalMatrix, ZeroPivotReturnsFalse) {
   EXPECT_FALSE(m.solve(Vec<3>(1, 1, 1), x));
   m.diag << 2, 2, 2;
   EXPECT_TRUE(m.solve(Vec<3>(1, 1, 1), x));
+}
+
+// Thermal configurations: the pendulum's height follows exp(-m g z / kT)
+// on the sphere exactly; its mean is known in closed form.
+TEST(ThermalConfiguration, SphericalPendulumHeightIsBoltzmann) {
+  SphericalPendulum sys;
+  sys.prm.mass = 1.3;
+  sys.prm.length = 0.8;
+  sys.prm.gravity = 9.81;
+  const Real kT = 2.0, a = sys.prm.mass * sys.prm.gravity / kT, L = sys.prm.length;
+  // s = z + L has density a e^{-a s} / (1 - e^{-2aL}) on [0, 2L].
+  const Real mean_s = 1 / a - 2 * L / std::expm1(2 * a * L);
+  const int n = 200000;
+  Real sum = 0, sum2 = 0;
+  for (int i = 0; i < n; ++i) {
+    CounterRng rng(3, std::uint64_t(i));
+    const Vec<3> q = sys.thermal_configuration(rng, kT);
+    ASSERT_LT(std::abs(sys.constraints(q)[0]), 1e-14);
+    sum += q[2] + L;
+    sum2 += (q[2] + L) * (q[2] + L);
+  }
+  const Real m = sum / n, se = std::sqrt((sum2 / n - m * m) / n);
+  EXPECT_NEAR(m, mean_s, 5 * se);
+  // Far from uniform (mean L): the weight really is applied.
+  EXPECT_LT(m, L - 20 * se);
+  CounterRng cold(3, 0);
+  EXPECT_NEAR(sys.thermal_configuration(cold, 0.0)[2], -L, 1e-15);  // kT = 0: hanging straight down
+}
+
+// Chain: bond-angle cosines follow the bending factor (a Gaussian in
+// cos theta of variance kT / k, its truncation to [-1, 1] negligible here),
+// dihedrals are uniform, and the chain is centred on N.
+TEST(ThermalConfiguration, ChainBendAnglesAreBoltzmann) {
+  Chain<8> sys;
+  sys.prm.bend_stiffness = 60;
+  sys.prm.bend_angle = 112 * 3.14159265358979323846 / 180;
+  const Real kT = 1.5, c0 = std::cos(sys.prm.bend_angle);
+  Real sum = 0, sum2 = 0;
+  int n = 0;
+  for (int t = 0; t < 20000; ++t) {
+    CounterRng rng(9, std::uint64_t(t));
+    const auto q = sys.thermal_configuration(rng, kT);
+    ASSERT_LT(max_abs(sys.constraints(q)), 1e-13);
+    Vec3 centre = Vec3::Zero();
+    for (int i = 0; i < 8; ++i) centre += Chain<8>::bead(q, i);
+    ASSERT_LT(centre.norm(), 1e-12);
+    for (int i = 0; i + 1 < 7; ++i) {
+      const Real c = Chain<8>::bend_cosine(Chain<8>::bond(q, i), Chain<8>::bond(q, i + 1));
+      sum += c;
+      sum2 += c * c;
+      ++n;
+    }
+  }
+  const Real m = sum / n, var = sum2 / n - m * m;
+  EXPECT_NEAR(m, c0, 5 * std::sqrt(var / n));
+  EXPECT_NEAR(var, kT / sys.prm.bend_stiffness, 0.05 * kT / sys.prm.bend_stiffness);
 }
 
 }  // namespace

@@ -77,7 +77,7 @@ int do_run(const std::string& config_path, const std::string& out, const std::st
                 "  max |g(q)| %.3g, max |G M^-1 p| %.3g, max relative energy error %.3g, Newton iterations mean %.3g max %d\n"
                 "  wrote %s\n",
                 r.system.c_str(), r.method.c_str(), r.backend.c_str(), (long long)r.trajectories, (long long)r.steps,
-                r.wall_seconds, r.integration_seconds > 0 ? double(r.trajectories) * r.steps / r.integration_seconds : 0.0,
+                r.wall_seconds, r.integration_seconds > 0 ? double(r.trajectory_steps) / r.integration_seconds : 0.0,
                 r.max_constraint_violation, r.max_velocity_constraint_violation, r.max_relative_energy_error,
                 r.newton_mean, r.newton_max, folder.dir().string().c_str());
   if (r.failed > 0)
@@ -140,8 +140,9 @@ int main(int argc, char** argv) {
   run->add_option("config", config, "config file (JSON)")->required();
   run->add_option("--out", out, "output folder")->required();
   run->add_option("--backend", backend, "auto, cpu, reference or cuda (overrides the config)");
-  run->add_option("--threads", threads, "cpu threads (default: all cores)")->check(CLI::PositiveNumber);
-  run->add_option("--batch-size", batch, "trajectories per batch (overrides the config)")->check(CLI::PositiveNumber);
+  run->add_option("--threads", threads, "cpu threads (default: all cores)")->check(CLI::Range(1L, 1024L));
+  run->add_option("--batch-size", batch, "trajectories per batch (overrides the config)")
+      ->check(CLI::Range(1L, 1L << 30));
   run->add_flag("--quiet", quiet, "no progress or report on the terminal");
 
   std::string vconfig;

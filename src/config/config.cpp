@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <filesystem>
 #include <fstream>
 #include <limits>
 #include <optional>
@@ -278,6 +279,7 @@ RunConfig parse_config(const std::string& text, const std::string& source) {
   const Node out = top.object_or_empty("output");
   out.only({"every", "final_states"});
   c.output_every = out.integer("every", 1, INT64_MAX, std::max<std::int64_t>(1, c.steps / 100));
+  c.output_every = std::min(c.output_every, std::max<std::int64_t>(1, c.steps));  // one interval at most the run
   c.write_final_states = out.boolean("final_states", true);
 
   static const std::string dbl = "double";
@@ -287,6 +289,8 @@ RunConfig parse_config(const std::string& text, const std::string& source) {
 }
 
 RunConfig load_config_file(const std::string& path) {
+  std::error_code ec;
+  if (std::filesystem::is_directory(path, ec)) throw ConfigError(path, "is a folder, not a config file");
   std::ifstream in(path, std::ios::binary);
   if (!in) throw ConfigError(path, "cannot be read (missing or no permission)");
   std::stringstream ss;

@@ -36,6 +36,7 @@ struct RunResult {
   std::vector<TimeseriesRow> timeseries;
   std::int64_t projected_states = 0;  // explicit states moved onto T*N
   Real max_projection_distance = 0;
+  std::uint64_t trajectory_steps = 0;  // steps actually taken (failed trajectories stop)
   Real wall_seconds = 0, integration_seconds = 0;
 };
 

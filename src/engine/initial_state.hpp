@@ -48,9 +48,10 @@ Status initial_state(const S& sys, const RunConfig& c, std::int64_t id, PhaseSta
   CounterRng rng(c.seed, static_cast<std::uint64_t>(id));
   Vec<S::dof> xi;
   if (ini.kind == InitialSpec::Kind::thermal) {
-    // Positions: the system's random configuration on N. Momenta: Gaussian
-    // with covariance kT M, projected onto the cotangent space at q.
-    s.q = sys.random_configuration(rng);
+    // Positions: the system's thermal configuration on N (see each system
+    // for how far it follows the Boltzmann weight). Momenta: Gaussian with
+    // covariance kT M, projected onto the cotangent space at q.
+    s.q = sys.thermal_configuration(rng, ini.temperature);
     for (int c2 = 0; c2 < S::dof; ++c2) xi[c2] = rng.normal();
     s.p = std::sqrt(ini.temperature) * sys.sqrt_mass_times(xi);
     return project_momentum(sys, s.q, s.p);

@@ -37,7 +37,7 @@ Status reference_step(const S& sys, PhaseState<S>& s, Real h, const NewtonOption
   // The multipliers enter the residual scaled by h, so their roundoff floor is
   // ~eps/h: an absolute step test would never pass. Instead, once the update
   // is small, one more (polishing) iteration reaches that floor.
-  bool polishing = false;
+  bool polishing = false, converged = false;
   Real last = 0;
   for (int it = 0; it < opt.max_iterations; ++it) {
     const Eigen::VectorXd r = M::residual(sys, s, h, x);
@@ -46,7 +46,10 @@ Status reference_step(const S& sys, PhaseState<S>& s, Real h, const NewtonOption
     if (!dx.allFinite()) return Status::singular_matrix;
     x -= dx;
     ++iterations;
-    if (polishing) break;
+    if (polishing) {
+      converged = true;
+      break;
+    }
     const Real size = dx.lpNorm<Eigen::Infinity>();
     polishing = size <= 1e-9 * (1 + x.lpNorm<Eigen::Infinity>());
     if (!polishing && it > 0 && size > Real(0.1) * last) lu.compute(residual_jacobian<S, M>(sys, s, h, x));
@@ -54,7 +57,8 @@ Status reference_step(const S& sys, PhaseState<S>& s, Real h, const NewtonOption
   }
   const Vec<S::dof> q1 = L::q1(x), p1 = L::p1(x);
   if (!all_finite(q1) || !all_finite(p1)) return Status::non_finite;
-  if (max_abs(sys.constraints(q1)) > attainable_tolerance(opt, max_abs(q1))) return Status::newton_not_converged;
+  if (!converged) return Status::newton_not_converged;
+  if (max_abs(sys.constraints(q1)) > constraint_tolerance(sys, opt, q1)) return Status::newton_not_converged;
   s.q_prev = s.q;
   s.q = q1;
   s.p = p1;

@@ -74,13 +74,15 @@ RunResult run_ensemble(const S& sys, const RunConfig& c, Backend<S, M>& backend,
     for (std::int64_t row = 1; row <= intervals; ++row) {
       const std::int64_t target = std::min(c.steps, done + c.output_every);
       while (done < target) {
-        // Bounded work per call keeps progress reports coming on long intervals.
-        const std::int64_t chunk = std::clamp<std::int64_t>(std::int64_t(5e7) / h.count, 1, target - done);
+        // Bounded work per call keeps progress reports coming on long
+        // intervals (and GPU launches short).
+        const std::int64_t chunk =
+            std::clamp<std::int64_t>(std::int64_t(5e7) / h.count, 1, std::min<std::int64_t>(target - done, 1000000));
         const auto t = clock::now();
-        backend.advance(static_cast<int>(std::min<std::int64_t>(chunk, 1 << 30)), done);
+        backend.advance(static_cast<int>(chunk), done);
         integration += std::chrono::duration<double>(clock::now() - t).count();
-        done += std::min<std::int64_t>(chunk, 1 << 30);
-        work_done += double(std::min<std::int64_t>(chunk, 1 << 30)) * double(h.count);
+        done += chunk;
+        work_done += double(chunk) * double(h.count);
         if (opt.progress) opt.progress(work_done, total_work);
       }
       observe(row);
@@ -123,6 +125,7 @@ RunResult run_ensemble(const S& sys, const RunConfig& c, Backend<S, M>& backend,
     r.timeseries.push_back(t);
   }
   r.newton_mean = steps_taken > 0 ? double(iterations) / double(steps_taken) : 0;
+  r.trajectory_steps = steps_taken;
   r.integration_seconds = integration;
   r.wall_seconds = std::chrono::duration<double>(clock::now() - start).count();
   return r;

@@ -108,7 +108,7 @@ void write_summary(const fs::path& file, const RunConfig& c, const RunResult& r)
                              {"max_distance", r.max_projection_distance}};
   j["wall_seconds"] = r.wall_seconds;
   j["integration_seconds"] = r.integration_seconds;
-  const double work = double(r.trajectories) * double(r.steps);
+  const double work = double(r.trajectory_steps);
   j["trajectory_steps_per_second"] = r.integration_seconds > 0 ? work / r.integration_seconds : 0.0;
   j["energy_error_definition"] = "|H - H0| / (K0 + |V0| + E_sys) per trajectory, E_sys the system's characteristic energy";
   std::ofstream out(file, std::ios::binary);

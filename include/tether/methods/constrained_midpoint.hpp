@@ -36,7 +36,7 @@ struct ConstrainedMidpoint {
       if (!all_finite(g) || !all_finite(q_new)) return Status::non_finite;
       const Real moved = max_abs(Vec<n>(q_new - q1));
       q1 = q_new;
-      const Real tol = attainable_tolerance(opt, max_abs(q1));
+      const Real tol = constraint_tolerance(sys, opt, q1);
       if (max_abs(g) <= tol && moved <= tol) break;
       if (it >= opt.max_iterations) return Status::newton_not_converged;
       Vec<k> dl;

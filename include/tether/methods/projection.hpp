@@ -13,6 +13,17 @@ struct PhaseState {
   Vec<System::dof> q, p, q_prev;
 };
 
+// The bound on |g(q)| a solve must reach: the relative tolerance times the
+// system's length scale, or, far from the origin, the roundoff floor of
+// constraints computed from differences of positions (bond vectors), which
+// grows like eps |q|, whichever is larger.
+template <class System>
+TETHER_HD Real constraint_tolerance(const System& sys, const NewtonOptions& opt, const Vec<System::dof>& q) {
+  const Real wanted = opt.tolerance * sys.length_scale();
+  const Real floor = Real(16) * Real(2.220446049250313e-16) * max_abs(q);
+  return wanted > floor ? wanted : floor;
+}
+
 // Position stage: find multipliers lambda so that
 //   q = q_pred + M^-1 G(q_dir)^T lambda   satisfies   g(q) = 0.
 // Newton on lambda alone (the SHAKE iteration): its Jacobian is
@@ -29,7 +40,7 @@ TETHER_HD Status solve_position_multipliers(const System& sys, const Vec<System:
   for (int it = 0;; ++it) {
     const Vec<k> g = sys.constraints(q);
     if (!all_finite(g)) return Status::non_finite;
-    if (max_abs(g) <= attainable_tolerance(opt, max_abs(q))) return Status::ok;
+    if (max_abs(g) <= constraint_tolerance(sys, opt, q)) return Status::ok;
     if (it >= opt.max_iterations) return Status::newton_not_converged;
     Vec<k> step;
     if (!sys.gram(q, q_dir).solve(-g, step)) return Status::singular_matrix;

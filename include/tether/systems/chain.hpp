@@ -111,6 +111,8 @@ struct Chain {
     return grad;
   }
 
+  TETHER_HD Real length_scale() const { return prm.bond_length; }
+
   // Characteristic energy: the potentials' stiffness summed over the chain.
   TETHER_HD Real energy_scale() const {
     Real t = 0;
@@ -168,6 +170,44 @@ struct Chain {
       const Vec3 d = prm.bond_length * Vec3(r * cos(phi), r * sin(phi), z);
       for (int c = 0; c < 3; ++c) q[3 * (i + 1) + c] = q[3 * i + c] + d[c];
     }
+    return q;
+  }
+
+  // A chain grown bond by bond with each bond angle's cosine drawn from the
+  // bending Boltzmann factor exp(-k (c - cos theta0)^2 / (2 kT)) (on the
+  // sphere the area element is uniform in c) and uniform dihedrals; torsion
+  // is not weighted. Centred at the origin. Keeps thermal chains away from
+  // collinear joints, where the torsion force is singular.
+  template <class Rng>
+  TETHER_HD Q thermal_configuration(Rng& rng, Real kT) const {
+    const Real two_pi = Real(6.283185307179586476925286766559);
+    const Real c0 = cos(prm.bend_angle);
+    const Real sigma = prm.bend_stiffness > 0 ? sqrt(fmax(kT, Real(0)) / prm.bend_stiffness) : Real(1e300);
+    Q q = Q::Zero();
+    Vec3 u;
+    {
+      const Real z = 2 * rng.uniform() - 1, phi = two_pi * rng.uniform(), r = sqrt(1 - z * z);
+      u = Vec3(r * cos(phi), r * sin(phi), z);
+    }
+    for (int c = 0; c < 3; ++c) q[3 + c] = prm.bond_length * u[c];
+    for (int i = 1; i < N - 1; ++i) {
+      Real cth = 2 * rng.uniform() - 1;  // the fallback when the Gaussian is too wide
+      for (int tries = 0; tries < 1000 && sigma < Real(1e3); ++tries) {
+        const Real x = c0 + sigma * rng.normal();
+        if (x >= -1 && x <= 1) { cth = x; break; }
+      }
+      // Orthonormal e1, e2 perpendicular to u.
+      const Vec3 a = fabs(u[0]) < Real(0.9) ? Vec3(1, 0, 0) : Vec3(0, 1, 0);
+      const Vec3 e1 = a.cross(u).normalized(), e2 = u.cross(e1);
+      const Real phi = two_pi * rng.uniform(), sth = sqrt(fmax(Real(0), 1 - cth * cth));
+      // cos theta = -d_{i-1}.d_i / b^2, so the new direction is -c u + ...
+      const Vec3 w = -cth * u + sth * (cos(phi) * e1 + sin(phi) * e2);
+      for (int c = 0; c < 3; ++c) q[3 * (i + 1) + c] = q[3 * i + c] + prm.bond_length * w[c];
+      u = w;
+    }
+    Vec3 centre = Vec3::Zero();
+    for (int i = 0; i < N; ++i) centre += bead(q, i) / Real(N);
+    for (int i = 0; i < N; ++i) add_bead(q, i, -centre);
     return q;
   }
 

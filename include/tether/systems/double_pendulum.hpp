@@ -26,6 +26,8 @@ struct DoublePendulum {
     return Vec<4>(0, prm.gravity * prm.mass1, 0, prm.gravity * prm.mass2);
   }
 
+  TETHER_HD Real length_scale() const { return prm.length1 > prm.length2 ? prm.length1 : prm.length2; }
+
   // Characteristic energy (m1 + m2) |g| (L1 + L2).
   TETHER_HD Real energy_scale() const {
     return (prm.mass1 + prm.mass2) * fabs(prm.gravity) * (prm.length1 + prm.length2);
@@ -62,6 +64,13 @@ struct DoublePendulum {
     m.a(1, 0) = -(ax * qb[0] + ay * qb[1]) / (m1 * l1 * l2);
     m.a(1, 1) = (ax * bx + ay * by) * (1 / m1 + 1 / m2) / (l2 * l2);
     return m;
+  }
+
+  // Thermal sampling keeps both rod angles uniform: the Boltzmann weight is
+  // not applied to this system's positions (momenta are still thermal).
+  template <class Rng>
+  TETHER_HD Vec<4> thermal_configuration(Rng& rng, Real) const {
+    return random_configuration(rng);
   }
 
   // Both rod angles uniform on the circle.

@@ -24,6 +24,8 @@ struct SphericalPendulum {
   TETHER_HD Real potential(const Vec<3>& q) const { return prm.mass * prm.gravity * q[2]; }
   TETHER_HD Vec<3> potential_gradient(const Vec<3>&) const { return Vec<3>(0, 0, prm.mass * prm.gravity); }
 
+  TETHER_HD Real length_scale() const { return prm.length; }
+
   // Characteristic energy m |g| L: keeps relative energy errors meaningful
   // for states whose energy is near zero.
   TETHER_HD Real energy_scale() const { return prm.mass * fabs(prm.gravity) * prm.length; }
@@ -57,6 +59,24 @@ struct SphericalPendulum {
     const Real phi = Real(6.283185307179586476925286766559) * rng.uniform();
     const Real r = sqrt(1 - z * z);
     return prm.length * Vec<3>(r * cos(phi), r * sin(phi), z);
+  }
+
+  // A configuration from the Boltzmann distribution exp(-m g z / kT) on the
+  // sphere (exact: the area element is uniform in z): s = z + L has density
+  // ~ exp(-a s) on [0, 2L], a = m g / kT, sampled by inverting its CDF.
+  template <class Rng>
+  TETHER_HD Vec<3> thermal_configuration(Rng& rng, Real kT) const {
+    const Real L = prm.length, u = rng.uniform();
+    const Real phi = Real(6.283185307179586476925286766559) * rng.uniform();
+    Real s;
+    if (kT <= 0)
+      s = prm.gravity > 0 ? Real(0) : (prm.gravity < 0 ? 2 * L : 2 * L * u);
+    else {
+      const Real a = prm.mass * prm.gravity / kT;
+      s = fabs(a * L) < Real(1e-12) ? 2 * L * u : -log1p(u * expm1(-2 * a * L)) / a;
+    }
+    const Real z = s - L, r = sqrt(fmax(Real(0), L * L - z * z));
+    return Vec<3>(r * cos(phi), r * sin(phi), z);
   }
 
   TETHER_HD static Real vertical_angular_momentum(const Vec<3>& q, const Vec<3>& p) {
