@@ -1,5 +1,7 @@
 #include "config/config.hpp"
 
+#include "engine/registry.hpp"
+
 #include <algorithm>
 #include <cmath>
 #include <filesystem>
@@ -19,12 +21,15 @@ const std::vector<std::string>& system_names() {
   return v;
 }
 const std::vector<std::string>& method_names() {
-  static const std::vector<std::string> v{"symplectic_euler_a", "symplectic_euler_b", "shake", "rattle",
-                                          "constrained_midpoint"};
+#define TETHER_METHOD_NAME(S, M) M::name,
+  static const std::vector<std::string> v{TETHER_FOR_EACH_METHOD(TETHER_METHOD_NAME, void)};
+#undef TETHER_METHOD_NAME
   return v;
 }
 const std::vector<int>& chain_sizes() {
-  static const std::vector<int> v{4, 8, 16};
+#define TETHER_CHAIN_SIZE(N) N,
+  static const std::vector<int> v{TETHER_FOR_EACH_CHAIN_SIZE(TETHER_CHAIN_SIZE)};
+#undef TETHER_CHAIN_SIZE
   return v;
 }
 const std::vector<std::string>& backend_names() {

@@ -87,11 +87,14 @@ auto with_system(const RunConfig& c, Fn&& fn) {
                                  return fn(s);
                                },
                                [&](const ChainSpec& spec) {
-                                 switch (spec.beads) {
-                                   case 4: { Chain<4> s; s.prm = spec.parameters; return fn(s); }
-                                   case 8: { Chain<8> s; s.prm = spec.parameters; return fn(s); }
-                                   case 16: { Chain<16> s; s.prm = spec.parameters; return fn(s); }
-                                 }
+#define TETHER_DISPATCH_CHAIN(N)   \
+  if (spec.beads == N) {           \
+    Chain<N> s;                    \
+    s.prm = spec.parameters;       \
+    return fn(s);                  \
+  }
+                                 TETHER_FOR_EACH_CHAIN_SIZE(TETHER_DISPATCH_CHAIN)
+#undef TETHER_DISPATCH_CHAIN
                                  throw ConfigError("system.parameters.beads", "no chain of this size is built");
                                }},
                     c.system);
@@ -99,11 +102,10 @@ auto with_system(const RunConfig& c, Fn&& fn) {
 
 template <class Fn>
 auto with_method(const std::string& name, Fn&& fn) {
-  if (name == SymplecticEulerA::name) return fn(SymplecticEulerA{});
-  if (name == SymplecticEulerB::name) return fn(SymplecticEulerB{});
-  if (name == Shake::name) return fn(Shake{});
-  if (name == Rattle::name) return fn(Rattle{});
-  if (name == ConstrainedMidpoint::name) return fn(ConstrainedMidpoint{});
+#define TETHER_DISPATCH_METHOD(S, M) \
+  if (name == M::name) return fn(M{});
+  TETHER_FOR_EACH_METHOD(TETHER_DISPATCH_METHOD, void)
+#undef TETHER_DISPATCH_METHOD
   throw ConfigError("method.name", "unknown method \"" + name + "\"");
 }
 

@@ -65,6 +65,14 @@ Status reference_step(const S& sys, PhaseState<S>& s, Real h, const NewtonOption
   return Status::ok;
 }
 
+template <class M>
+struct ReferenceStepper {
+  template <class S>
+  static Status step(const S& sys, PhaseState<S>& s, Real h, const NewtonOptions& opt, int& iterations) {
+    return reference_step<S, M>(sys, s, h, opt, iterations);
+  }
+};
+
 template <class S, class M>
 class ReferenceBackend final : public Backend<S, M> {
  public:
@@ -73,24 +81,8 @@ class ReferenceBackend final : public Backend<S, M> {
   void load(HostEnsemble& batch) override { view_ = batch.view(); }
 
   void advance(int nsteps, std::int64_t steps_before) override {
-    const EnsembleView& v = view_;
-    for (std::int64_t i = 0; i < v.count; ++i) {
-      if (v.status[i] != 0) continue;
-      PhaseState<S> s;
-      load_state<S, M>(v, i, s);
-      for (int n = 0; n < nsteps; ++n) {
-        int it = 0;
-        const Status st = reference_step<S, M>(sys_, s, ctl_.dt, ctl_.newton, it);
-        v.iterations_sum[i] += it;
-        v.iterations_max[i] = std::max(v.iterations_max[i], it);
-        if (st != Status::ok) {
-          v.status[i] = static_cast<std::uint8_t>(st);
-          v.failed_step[i] = steps_before + n + 1;
-          break;
-        }
-      }
-      store_state<S, M>(v, i, s);
-    }
+    for (std::int64_t i = 0; i < view_.count; ++i)
+      advance_trajectory<S, M, ReferenceStepper<M>>(sys_, ctl_, view_, i, nsteps, steps_before);
   }
 
   Observation observe(std::vector<Real>& chunk_sums) override {

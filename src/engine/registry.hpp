@@ -1,6 +1,8 @@
 #pragma once
-// The (system, method) pairs this build instantiates, in one place: the host
-// dispatch and the CUDA instantiation list both expand these.
+// The methods and chain sizes this build instantiates, in one place: config
+// validation, the host dispatch, `tether list` and the CUDA instantiations
+// all expand these. (A new chain size also needs its kernels/instantiate_chainN.cu,
+// one file per system so that nvcc compiles them in parallel.)
 #include "tether/methods/constrained_midpoint.hpp"
 #include "tether/methods/rattle.hpp"
 #include "tether/methods/shake.hpp"
@@ -16,3 +18,5 @@
   X(S, ::tether::Shake)              \
   X(S, ::tether::Rattle)             \
   X(S, ::tether::ConstrainedMidpoint)
+
+#define TETHER_FOR_EACH_CHAIN_SIZE(X) X(4) X(8) X(16)

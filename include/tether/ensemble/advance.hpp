@@ -11,7 +11,9 @@ struct StepControl {
   NewtonOptions newton;
 };
 
-template <class S, class M>
+// Stepper::step does one step of method M (M itself, or the reference
+// backend's generic solve of M's residual).
+template <class S, class M, class Stepper = M>
 TETHER_HD void advance_trajectory(const S& sys, const StepControl& ctl, const EnsembleView& v, std::int64_t i,
                                   int nsteps, std::int64_t steps_before) {
   if (v.status[i] != static_cast<std::uint8_t>(Status::ok)) return;
@@ -21,7 +23,7 @@ TETHER_HD void advance_trajectory(const S& sys, const StepControl& ctl, const En
   int most = v.iterations_max[i];
   for (int n = 0; n < nsteps; ++n) {
     int it = 0;
-    const Status st = M::step(sys, s, ctl.dt, ctl.newton, it);
+    const Status st = Stepper::step(sys, s, ctl.dt, ctl.newton, it);
     sum += static_cast<std::uint64_t>(it);
     if (it > most) most = it;
     if (st != Status::ok) {  // s still holds the last good state
