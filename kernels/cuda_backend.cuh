@@ -32,15 +32,7 @@ __global__ void observe_kernel(S sys, EnsembleView v) {
 
 struct ObservationOf {
   EnsembleView v;
-  __host__ __device__ Observation operator()(std::int64_t i) const {
-    Observation o;
-    if (v.status[i] != 0) return o;
-    o.ok = 1;
-    o.energy_error_max = v.energy_error[i];
-    o.constraint_max = v.constraint_violation[i];
-    o.velocity_max = v.velocity_violation[i];
-    return o;
-  }
+  __host__ __device__ Observation operator()(std::int64_t i) const { return observation_of(v, i); }
 };
 
 struct MergeObservations {

@@ -21,14 +21,9 @@ Observation reduce_observations(const EnsembleView& v, std::vector<Real>& chunk_
     Observation o;
     Real sum = 0;
     for (std::int64_t i = b * observation_chunk; i < std::min(v.count, (b + 1) * observation_chunk); ++i) {
-      if (v.status[i] != 0) continue;
-      Observation one;
-      one.ok = 1;
-      one.energy_error_max = v.energy_error[i];
-      one.constraint_max = v.constraint_violation[i];
-      one.velocity_max = v.velocity_violation[i];
+      const Observation one = observation_of(v, i);
       o.merge(one);
-      sum += v.energy_error[i];
+      if (one.ok) sum += v.energy_error[i];
     }
     part[std::size_t(b)] = o;
     chunk_sums[std::size_t(b)] = sum;

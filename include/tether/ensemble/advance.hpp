@@ -67,4 +67,15 @@ struct Observation {
   }
 };
 
+// Trajectory i's share of an observation: empty when it has failed.
+TETHER_HD inline Observation observation_of(const EnsembleView& v, std::int64_t i) {
+  Observation o;
+  if (v.status[i] != static_cast<std::uint8_t>(Status::ok)) return o;
+  o.ok = 1;
+  o.energy_error_max = v.energy_error[i];
+  o.constraint_max = v.constraint_violation[i];
+  o.velocity_max = v.velocity_violation[i];
+  return o;
+}
+
 }  // namespace tether
