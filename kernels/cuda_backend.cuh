@@ -97,6 +97,8 @@ class CudaBackend final : public Backend<S, M> {
                                     Observation{}, MergeObservations{});
   }
 
+  double work_per_call() const override { return 2e10; }
+
   void store(HostEnsemble& h) override {
     for_each_array(h, [&](auto& host, auto*& dev) { copy_out(host, dev); });
   }

@@ -91,6 +91,7 @@ class ReferenceBackend final : public Backend<S, M> {
   }
 
   void store(HostEnsemble&) override {}
+  double work_per_call() const override { return 2e3; }
 
  private:
   S sys_;

@@ -75,9 +75,9 @@ RunResult run_ensemble(const S& sys, const RunConfig& c, Backend<S, M>& backend,
       const std::int64_t target = std::min(c.steps, done + c.output_every);
       while (done < target) {
         // Bounded work per call keeps progress reports coming on long
-        // intervals (and GPU launches short).
-        const std::int64_t chunk =
-            std::clamp<std::int64_t>(std::int64_t(5e7) / h.count, 1, std::min<std::int64_t>(target - done, 1000000));
+        // intervals; at most 1e6 steps keeps a small ensemble's launch short.
+        const std::int64_t chunk = std::clamp<std::int64_t>(
+            std::int64_t(backend.work_per_call() / double(h.count)), 1, std::min<std::int64_t>(target - done, 1000000));
         const auto t = clock::now();
         backend.advance(static_cast<int>(chunk), done);
         integration += std::chrono::duration<double>(clock::now() - t).count();
