@@ -3,6 +3,7 @@
 #include <chrono>
 #include <cstdio>
 #include <iostream>
+#include <unistd.h>
 #ifdef _OPENMP
 #include <omp.h>
 #endif
@@ -20,18 +21,19 @@ constexpr int exit_runtime_error = 1;
 // Progress on stderr, at most every two seconds, only for runs long enough to need it.
 class Progress {
  public:
-  explicit Progress(bool quiet) : quiet_(quiet), start_(clock::now()), last_(start_) {}
+  explicit Progress(bool quiet) : quiet_(quiet), tty_(isatty(2) != 0), start_(clock::now()), last_(start_) {}
   void operator()(double done, double total) {
     if (quiet_) return;
     const auto now = clock::now();
-    if (std::chrono::duration<double>(now - last_).count() < 2.0 && done < total) return;
+    // A terminal gets one line redrawn every 2 s; a log file a line every 30 s.
+    if (std::chrono::duration<double>(now - last_).count() < (tty_ ? 2.0 : 30.0) && done < total) return;
     const double elapsed = std::chrono::duration<double>(now - start_).count();
     if (elapsed < 1.0) return;
     last_ = now;
     const double rate = done / elapsed;
-    std::fprintf(stderr, "\r[tether] %5.1f%%  %.3g trajectory-steps/s  eta %.0f s   ", 100.0 * done / total, rate,
-                 rate > 0 ? (total - done) / rate : 0.0);
-    shown_ = true;
+    std::fprintf(stderr, "%s[tether] %5.1f%%  %.3g trajectory-steps/s  eta %.0f s%s", tty_ ? "\r" : "",
+                 100.0 * done / total, rate, rate > 0 ? (total - done) / rate : 0.0, tty_ ? "   " : "\n");
+    shown_ = tty_;
   }
   ~Progress() {
     if (shown_) std::fprintf(stderr, "\n");
@@ -39,7 +41,7 @@ class Progress {
 
  private:
   using clock = std::chrono::steady_clock;
-  bool quiet_, shown_ = false;
+  bool quiet_, tty_, shown_ = false;
   clock::time_point start_, last_;
 };
 
