@@ -20,28 +20,40 @@ TETHER_HD Real frame_hamiltonian(const S& sys, const PhaseVec<S>& z) {
   return Real(0.5) * u.squaredNorm();
 }
 
-// X_H(z) = J grad H = (dH/dp, -dH/dq), with grad H = du^T u.
+// grad H = du^T u, in the order (dH/dq, dH/dp).
+template <class S>
+TETHER_HD PhaseVec<S> hamiltonian_gradient(const S& sys, const PhaseVec<S>& z) {
+  Vec<S::frame_size> u;
+  Mat<S::frame_size, 2 * S::dof> du;
+  sys.frame(z, u, du);
+  return du.transpose() * u;
+}
+
+// Hess H = du^T du + sum_i u_i Hess u_i.
+template <class S>
+TETHER_HD Mat<2 * S::dof, 2 * S::dof> hamiltonian_hessian(const S& sys, const PhaseVec<S>& z) {
+  Vec<S::frame_size> u;
+  Mat<S::frame_size, 2 * S::dof> du;
+  sys.frame(z, u, du);
+  return du.transpose() * du + sys.frame_hessian(z, u);
+}
+
+// X_H(z) = J grad H = (dH/dp, -dH/dq).
 template <class S>
 TETHER_HD PhaseVec<S> hamiltonian_vector_field(const S& sys, const PhaseVec<S>& z) {
   constexpr int n = S::dof;
-  Vec<S::frame_size> u;
-  Mat<S::frame_size, 2 * n> du;
-  sys.frame(z, u, du);
-  const PhaseVec<S> g = du.transpose() * u;
+  const PhaseVec<S> g = hamiltonian_gradient(sys, z);
   PhaseVec<S> f;
   f.template head<n>() = g.template tail<n>();
   f.template tail<n>() = -g.template head<n>();
   return f;
 }
 
-// D X_H = J Hess H, Hess H = du^T du + sum_i u_i Hess u_i.
+// D X_H = J Hess H.
 template <class S>
 TETHER_HD Mat<2 * S::dof, 2 * S::dof> hamiltonian_vector_field_jacobian(const S& sys, const PhaseVec<S>& z) {
   constexpr int n = S::dof;
-  Vec<S::frame_size> u;
-  Mat<S::frame_size, 2 * n> du;
-  sys.frame(z, u, du);
-  const Mat<2 * n, 2 * n> hess = du.transpose() * du + sys.frame_hessian(z, u);
+  const Mat<2 * n, 2 * n> hess = hamiltonian_hessian(sys, z);
   Mat<2 * n, 2 * n> jac;
   jac.template topRows<n>() = hess.template bottomRows<n>();
   jac.template bottomRows<n>() = -hess.template topRows<n>();
