@@ -1,12 +1,9 @@
 #pragma once
 // Symplectic Euler and generalized Stormer-Verlet for a canonical, possibly
 // non-separable H(q, p) (seed 004 eqs. (35) and (51)-(53)). Their implicit
-// stages are n x n: each is solved by Newton with the exact Jacobian from
-// Hess H, stopping one polishing iteration after the update falls below
-// tolerance x (1 + |x|).
-#include "tether/core/newton.hpp"
-#include "tether/core/small_solve.hpp"
-#include "tether/core/status.hpp"
+// stages are n x n: each is solved by polished_newton with the exact
+// Jacobian from Hess H.
+#include "tether/core/polished_newton.hpp"
 #include "tether/systems/sub_riemannian.hpp"
 
 namespace tether {
@@ -27,20 +24,11 @@ TETHER_HD Status solve_momentum(const S& sys, const Vec<S::dof>& q, const Vec<S:
                                 const NewtonOptions& opt, Vec<S::dof>& p, int& iterations) {
   constexpr int n = S::dof;
   p = p0;
-  bool polishing = false;
-  for (int it = 0;; ++it) {
-    if (it >= opt.max_iterations) return Status::newton_not_converged;
-    const PhaseVec<S> z = join<S>(q, p);
-    const Vec<n> r = p - p0 + c * hamiltonian_gradient(sys, z).template head<n>();
-    DenseMatrix<n> jac;
-    jac.a = Mat<n, n>::Identity() + c * hamiltonian_hessian(sys, z).template block<n, n>(0, n);
-    Vec<n> dp;
-    if (!jac.solve(-r, dp)) return Status::singular_matrix;
-    p += dp;
-    ++iterations;
-    if (polishing) return all_finite(p) ? Status::ok : Status::non_finite;
-    polishing = max_abs(dp) <= opt.tolerance * (1 + max_abs(p));
-  }
+  return polished_newton<n>(p, opt, iterations, [&](const Vec<n>& x, Vec<n>& r, Mat<n, n>& jac) {
+    const PhaseVec<S> z = join<S>(q, x);
+    r = x - p0 + c * hamiltonian_gradient(sys, z).template head<n>();
+    jac = Mat<n, n>::Identity() + c * hamiltonian_hessian(sys, z).template block<n, n>(0, n);
+  });
 }
 
 }  // namespace detail
@@ -78,21 +66,12 @@ struct CanonicalStormerVerlet {
     // q1 = a + h/2 H_p(q1, p_{1/2}), a fixed: Newton with I - h/2 d(H_p)/dq.
     const Vec<n> a = q0 + h / 2 * hamiltonian_gradient(sys, detail::join<S>(q0, ph)).template tail<n>();
     Vec<n> q1 = a + h / 2 * hamiltonian_gradient(sys, detail::join<S>(a, ph)).template tail<n>();
-    bool polishing = false;
-    for (int it = 0;; ++it) {
-      if (it >= opt.max_iterations) return Status::newton_not_converged;
-      const PhaseVec<S> w = detail::join<S>(q1, ph);
-      const Vec<n> r = q1 - a - h / 2 * hamiltonian_gradient(sys, w).template tail<n>();
-      DenseMatrix<n> jac;
-      jac.a = Mat<n, n>::Identity() - h / 2 * hamiltonian_hessian(sys, w).template block<n, n>(n, 0);
-      Vec<n> dq;
-      if (!jac.solve(-r, dq)) return Status::singular_matrix;
-      q1 += dq;
-      ++iterations;
-      if (polishing) break;
-      polishing = max_abs(dq) <= opt.tolerance * (1 + max_abs(q1));
-    }
-    if (!all_finite(q1)) return Status::non_finite;
+    st = polished_newton<n>(q1, opt, iterations, [&](const Vec<n>& x, Vec<n>& r, Mat<n, n>& jac) {
+      const PhaseVec<S> w = detail::join<S>(x, ph);
+      r = x - a - h / 2 * hamiltonian_gradient(sys, w).template tail<n>();
+      jac = Mat<n, n>::Identity() - h / 2 * hamiltonian_hessian(sys, w).template block<n, n>(n, 0);
+    });
+    if (st != Status::ok) return st;
     z = detail::join<S>(q1, ph - h / 2 * hamiltonian_gradient(sys, detail::join<S>(q1, ph)).template head<n>());
     return Status::ok;
   }

@@ -4,11 +4,8 @@
 // index-1 constrained Hamiltonians; here on a canonical H(q, p)). All stage
 // values Z_i = z0 + h sum_j a_ij X_H(Z_j) are solved together by Newton with
 // the exact Jacobian I - h (A kron D X_H(Z_j)), a fixed-size 2ns x 2ns LU.
-#include <cmath>
 
-#include "tether/core/newton.hpp"
-#include "tether/core/small_solve.hpp"
-#include "tether/core/status.hpp"
+#include "tether/core/polished_newton.hpp"
 #include "tether/systems/sub_riemannian.hpp"
 
 namespace tether {
@@ -57,38 +54,27 @@ struct GaussLegendre {
   static constexpr int order = 2 * Stages;
   using Tableau = GaussLegendreTableau<Stages>;
 
-  // One step z0 -> z1 on a canonical sub-Riemannian system. Newton stops one
-  // polishing iteration after the update falls below tolerance x (1 + |z|).
+  // One step z0 -> z1 on a canonical sub-Riemannian system.
   template <class Sys>
   TETHER_HD static Status step(const Sys& sys, PhaseVec<Sys>& z, Real h, const NewtonOptions& opt, int& iterations) {
     constexpr int m = 2 * Sys::dof, K = m * Stages;
     const PhaseVec<Sys> f0 = hamiltonian_vector_field(sys, z);
     Vec<K> Z;
     for (int i = 0; i < Stages; ++i) Z.template segment<m>(i * m) = z + h * Tableau::c(i) * f0;
-    bool polishing = false;
-    for (int it = 0;; ++it) {
-      if (it >= opt.max_iterations) return Status::newton_not_converged;
-      Vec<K> residual;
-      DenseMatrix<K> jac;
-      jac.a.setIdentity();
-      for (int i = 0; i < Stages; ++i) residual.template segment<m>(i * m) = Z.template segment<m>(i * m) - z;
+    const Status st = polished_newton<K>(Z, opt, iterations, [&](const Vec<K>& x, Vec<K>& residual, Mat<K, K>& jac) {
+      jac.setIdentity();
+      for (int i = 0; i < Stages; ++i) residual.template segment<m>(i * m) = x.template segment<m>(i * m) - z;
       for (int j = 0; j < Stages; ++j) {
-        const PhaseVec<Sys> zj = Z.template segment<m>(j * m);
+        const PhaseVec<Sys> zj = x.template segment<m>(j * m);
         const PhaseVec<Sys> fj = hamiltonian_vector_field(sys, zj);
         const Mat<m, m> dfj = hamiltonian_vector_field_jacobian(sys, zj);
         for (int i = 0; i < Stages; ++i) {
           residual.template segment<m>(i * m) -= h * Tableau::a(i, j) * fj;
-          jac.a.template block<m, m>(i * m, j * m) -= h * Tableau::a(i, j) * dfj;
+          jac.template block<m, m>(i * m, j * m) -= h * Tableau::a(i, j) * dfj;
         }
       }
-      Vec<K> delta;
-      if (!jac.solve(-residual, delta)) return Status::singular_matrix;
-      Z += delta;
-      ++iterations;
-      if (!all_finite(Z)) return Status::non_finite;
-      if (polishing) break;
-      polishing = max_abs(delta) <= opt.tolerance * (1 + max_abs(Z));
-    }
+    });
+    if (st != Status::ok) return st;
     PhaseVec<Sys> z1 = z;
     for (int i = 0; i < Stages; ++i)
       z1 += h * Tableau::b(i) * hamiltonian_vector_field(sys, PhaseVec<Sys>(Z.template segment<m>(i * m)));

@@ -1,0 +1,31 @@
+#pragma once
+// Newton on a small fixed-size system F(x) = 0 with a dense Jacobian. Stops
+// one (polishing) iteration after the update falls below
+// tolerance x (1 + |x|), which reaches the roundoff floor without needing an
+// absolute residual bound.
+#include "tether/core/newton.hpp"
+#include "tether/core/small_solve.hpp"
+#include "tether/core/status.hpp"
+
+namespace tether {
+
+// fill(x, residual, jacobian) evaluates F(x) and its Jacobian.
+template <int N, class Fill>
+TETHER_HD Status polished_newton(Vec<N>& x, const NewtonOptions& opt, int& iterations, Fill&& fill) {
+  bool polishing = false;
+  for (int it = 0;; ++it) {
+    if (it >= opt.max_iterations) return Status::newton_not_converged;
+    Vec<N> residual;
+    DenseMatrix<N> jac;
+    fill(x, residual, jac.a);
+    Vec<N> dx;
+    if (!jac.solve(-residual, dx)) return Status::singular_matrix;
+    x += dx;
+    ++iterations;
+    if (!all_finite(x)) return Status::non_finite;
+    if (polishing) return Status::ok;
+    polishing = max_abs(dx) <= opt.tolerance * (1 + max_abs(x));
+  }
+}
+
+}  // namespace tether
