@@ -2,4 +2,4 @@
 #include "cuda_backend.cuh"
 #include "engine/registry.hpp"
 
-TETHER_FOR_EACH_METHOD(TETHER_INSTANTIATE_CUDA, ::tether::DoublePendulum)
+TETHER_FOR_EACH_HOLONOMIC_METHOD(TETHER_INSTANTIATE_CUDA, ::tether::DoublePendulum)

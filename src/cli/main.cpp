@@ -74,14 +74,19 @@ int do_run(const std::string& config_path, const std::string& out, const std::st
   tether::write_summary(folder.partial("summary.json"), cfg, r);
   folder.commit("summary.json");
 
-  if (!quiet)
-    std::printf("%s / %s on %s: %lld trajectories x %lld steps in %.3g s (%.3g trajectory-steps/s)\n"
-                "  max |g(q)| %.3g, max |G M^-1 p| %.3g, max relative energy error %.3g, Newton iterations mean %.3g max %d\n"
-                "  wrote %s\n",
-                r.system.c_str(), r.method.c_str(), r.backend.c_str(), (long long)r.trajectories, (long long)r.steps,
-                r.wall_seconds, r.integration_seconds > 0 ? double(r.trajectory_steps) / r.integration_seconds : 0.0,
-                r.max_constraint_violation, r.max_velocity_constraint_violation, r.max_relative_energy_error,
-                r.newton_mean, r.newton_max, folder.dir().string().c_str());
+  if (!quiet) {
+    const std::string method = r.stages > 0 ? r.method + " (" + std::to_string(r.stages) + " stages)" : r.method;
+    std::printf("%s / %s on %s: %lld trajectories x %lld steps in %.3g s (%.3g trajectory-steps/s)\n", r.system.c_str(),
+                method.c_str(), r.backend.c_str(), (long long)r.trajectories, (long long)r.steps, r.wall_seconds,
+                r.integration_seconds > 0 ? double(r.trajectory_steps) / r.integration_seconds : 0.0);
+    if (r.family == "nonholonomic")
+      std::printf("  max |g_i(q) . qdot| %.3g", r.max_velocity_constraint_violation);
+    else
+      std::printf("  max |g(q)| %.3g, max |G M^-1 p| %.3g", r.max_constraint_violation,
+                  r.max_velocity_constraint_violation);
+    std::printf(", max relative energy error %.3g, Newton iterations mean %.3g max %d\n  wrote %s\n",
+                r.max_relative_energy_error, r.newton_mean, r.newton_max, folder.dir().string().c_str());
+  }
   if (r.failed > 0)
     std::fprintf(stderr, "warning: %lld of %lld trajectories failed (see failures in summary.json)\n",
                  (long long)r.failed, (long long)r.trajectories);
@@ -112,9 +117,24 @@ void do_list() {
   std::string sizes;
   for (int n : tether::chain_sizes()) sizes += (sizes.empty() ? "" : ", ") + std::to_string(n);
   std::printf("  %-22s N beads in R^3, N-1 bonds; N in {%s}\n", "chain", sizes.c_str());
-  std::printf("methods:\n");
+  std::printf("  %-22s nonholonomic: Heisenberg frame, canonical H (issue 3)\n", "heisenberg");
+  std::printf("  %-22s nonholonomic: seed 001 §6, L = |qdot|^2/2, g = (-y, x, 1)\n", "heisenberg_vakonomic");
+  std::printf("  %-22s nonholonomic: seed 004 eq. (42), canonical H; parameter beta\n", "martinet");
+  std::printf("  %-22s nonholonomic: Martinet as a Lagrangian, zdot = (y^2/2) xdot; parameter beta\n",
+              "martinet_lagrangian");
+  std::printf("  %-22s nonholonomic: seed 001 §5, q = (x, y, theta, phi); length, alpha, beta, potential\n",
+              "parallel_parking");
+  std::printf("methods for holonomic systems:\n");
 #define TETHER_LIST_METHOD(S, M) std::printf("  %-22s order %d  %s\n", M::name, M::order, M::citation);
-  TETHER_FOR_EACH_METHOD(TETHER_LIST_METHOD, void)
+  TETHER_FOR_EACH_HOLONOMIC_METHOD(TETHER_LIST_METHOD, void)
+#undef TETHER_LIST_METHOD
+  std::printf("methods for nonholonomic (index-1) systems:\n");
+#define TETHER_LIST_METHOD(S, M)                                                                         \
+  if (M::stages > 0)                                                                                     \
+    std::printf("  %-22s stages %d, order %d  %s\n", M::name, M::stages, M::order, M::citation); \
+  else                                                                                                   \
+    std::printf("  %-22s order %d  %s\n", M::name, M::order, M::citation);
+  TETHER_FOR_EACH_NONHOLONOMIC_METHOD(TETHER_LIST_METHOD, void)
 #undef TETHER_LIST_METHOD
   std::printf("backends:\n  %-22s cuda when a device is present, else cpu (the default)\n", "auto");
   std::printf("  %-22s serial generic dense Newton on each method's residual\n", "reference");

@@ -17,13 +17,43 @@ namespace tether {
 using nlohmann::json;
 
 const std::vector<std::string>& system_names() {
-  static const std::vector<std::string> v{"spherical_pendulum", "double_pendulum", "chain"};
+#define TETHER_SYSTEM_NAME(S) S::name,
+  static const std::vector<std::string> v{"spherical_pendulum", "double_pendulum",
+                                          "chain", TETHER_FOR_EACH_NONHOLONOMIC_SYSTEM(TETHER_SYSTEM_NAME)};
+#undef TETHER_SYSTEM_NAME
   return v;
 }
-const std::vector<std::string>& method_names() {
+bool is_nonholonomic_system(const std::string& name) {
+  return name != "spherical_pendulum" && name != "double_pendulum" && name != "chain";
+}
+
+namespace {
+// Each name once, in registry order (gauss_legendre covers three instantiations).
+std::vector<std::string> unique_names(std::initializer_list<const char*> names) {
+  std::vector<std::string> v;
+  for (const char* n : names)
+    if (std::find(v.begin(), v.end(), n) == v.end()) v.push_back(n);
+  return v;
+}
+}  // namespace
+
 #define TETHER_METHOD_NAME(S, M) M::name,
-  static const std::vector<std::string> v{TETHER_FOR_EACH_METHOD(TETHER_METHOD_NAME, void)};
+const std::vector<std::string>& holonomic_method_names() {
+  static const std::vector<std::string> v = unique_names({TETHER_FOR_EACH_HOLONOMIC_METHOD(TETHER_METHOD_NAME, void)});
+  return v;
+}
+const std::vector<std::string>& nonholonomic_method_names() {
+  static const std::vector<std::string> v =
+      unique_names({TETHER_FOR_EACH_NONHOLONOMIC_METHOD(TETHER_METHOD_NAME, void)});
+  return v;
+}
 #undef TETHER_METHOD_NAME
+const std::vector<std::string>& method_names() {
+  static const std::vector<std::string> v = [] {
+    std::vector<std::string> all = holonomic_method_names();
+    for (const auto& n : nonholonomic_method_names()) all.push_back(n);
+    return all;
+  }();
   return v;
 }
 const std::vector<int>& chain_sizes() {
@@ -140,7 +170,9 @@ class Node {
       std::string list;
       for (const auto& k : known) list += (list.empty() ? "" : ", ") + k;
       const std::string quoted = json(it.key()).dump();  // escapes control characters
-      throw ConfigError(at(quoted.substr(1, quoted.size() - 2)), "unknown key (expected one of: " + list + ")");
+      throw ConfigError(at(quoted.substr(1, quoted.size() - 2)),
+                        list.empty() ? "unknown key (nothing is expected here)"
+                                     : "unknown key (expected one of: " + list + ")");
     }
   }
 
@@ -160,21 +192,46 @@ SystemSpec parse_system(const Node& sys, const std::string& name) {
   const Node prm = sys.object_or_empty("parameters");
   if (name == "spherical_pendulum") {
     prm.only({"mass", "length", "gravity"});
-    SphericalPendulum::Parameters p;
+    SphericalPendulum s;
+    auto& p = s.prm;
     p.mass = prm.positive("mass", p.mass);
     p.length = prm.positive("length", p.length);
     p.gravity = prm.number("gravity", p.gravity);
-    return p;
+    return s;
   }
   if (name == "double_pendulum") {
     prm.only({"mass1", "mass2", "length1", "length2", "gravity"});
-    DoublePendulum::Parameters p;
+    DoublePendulum s;
+    auto& p = s.prm;
     p.mass1 = prm.positive("mass1", p.mass1);
     p.mass2 = prm.positive("mass2", p.mass2);
     p.length1 = prm.positive("length1", p.length1);
     p.length2 = prm.positive("length2", p.length2);
     p.gravity = prm.number("gravity", p.gravity);
-    return p;
+    return s;
+  }
+  if (name == "heisenberg" || name == "heisenberg_vakonomic") {
+    prm.only({});
+    if (name == "heisenberg") return Heisenberg{};
+    return HeisenbergVakonomic{};
+  }
+  if (name == "martinet" || name == "martinet_lagrangian") {
+    prm.only({"beta"});
+    MartinetParameters p;
+    p.beta = prm.number("beta", p.beta);
+    if (name == "martinet") return Martinet{p};
+    return MartinetLagrangian{p};
+  }
+  if (name == "parallel_parking") {
+    prm.only({"length", "alpha", "beta", "potential"});
+    ParallelParking s;
+    auto& p = s.prm;
+    p.length = prm.positive("length", p.length);
+    p.alpha = prm.positive("alpha", p.alpha);
+    p.beta = prm.positive("beta", p.beta);
+    static const std::string none = "none";
+    p.bowl = prm.string("potential", {"none", "bowl"}, &none) == "bowl";
+    return s;
   }
   prm.only({"beads", "mass", "bond_length", "bend_stiffness", "bend_angle_degrees", "torsion"});
   ChainSpec c;
@@ -257,8 +314,20 @@ RunConfig parse_config(const std::string& text, const std::string& source) {
   c.system = parse_system(sys, c.system_name);
 
   const Node m = top.object("method");
-  m.only({"name", "dt", "steps", "newton"});
+  m.only({"name", "stages", "dt", "steps", "newton"});
   c.method_name = m.string("name", method_names());
+  const bool nonholonomic = is_nonholonomic_system(c.system_name);
+  const auto& family = nonholonomic ? nonholonomic_method_names() : holonomic_method_names();
+  if (std::find(family.begin(), family.end(), c.method_name) == family.end())
+    throw ConfigError(m.at("name"), "\"" + c.method_name + "\" does not apply to " + c.system_name + ", a " +
+                                        (nonholonomic ? "nonholonomic" : "holonomic") +
+                                        " system (its methods: " + join(family) + ")");
+  if (c.method_name == "gauss_legendre") {
+    if (!m.has("stages")) throw ConfigError(m.at("stages"), "is missing (1, 2 or 3: orders 2, 4, 6)");
+    c.stages = static_cast<int>(m.integer("stages", 1, 3));
+  } else if (m.has("stages")) {
+    throw ConfigError(m.at("stages"), "applies only to gauss_legendre");
+  }
   c.dt = m.positive("dt");
   c.steps = m.integer("steps", 0, std::int64_t(1) << 40);
   const Node nw = m.object_or_empty("newton");
@@ -269,6 +338,17 @@ RunConfig parse_config(const std::string& text, const std::string& source) {
   const Node ens = top.object("ensemble");
   ens.only({"size", "seed", "batch_size", "initial"});
   c.initial = parse_initial(ens.object("initial"));
+  if (nonholonomic) {
+    // Index-1 systems: lambda follows from (q, p), so every (q, p) is a state.
+    const Node ini = ens.object("initial");
+    if (c.initial.kind == InitialSpec::Kind::thermal)
+      throw ConfigError(ini.at("sampler"), "\"thermal\" applies to holonomic systems; for " + c.system_name +
+                                               " use \"around\" or explicit states");
+    for (const char* key : {"project", "tolerance"})
+      if (ini.has(key))
+        throw ConfigError(ini.at(key), "does not apply to " + c.system_name +
+                                           ": every (q, p) is a valid state of an index-1 system");
+  }
   if (c.initial.kind == InitialSpec::Kind::states) {
     const auto n = static_cast<std::int64_t>(c.initial.states.size());
     c.size = ens.integer("size", 1, INT64_MAX, n);

@@ -9,6 +9,10 @@
 #include "tether/core/newton.hpp"
 #include "tether/systems/chain.hpp"
 #include "tether/systems/double_pendulum.hpp"
+#include "tether/systems/heisenberg.hpp"
+#include "tether/systems/heisenberg_vakonomic.hpp"
+#include "tether/systems/martinet.hpp"
+#include "tether/systems/parallel_parking.hpp"
 #include "tether/systems/spherical_pendulum.hpp"
 
 namespace tether {
@@ -28,7 +32,10 @@ struct ChainSpec {
   int beads = 4;
   ChainParameters parameters;
 };
-using SystemSpec = std::variant<SphericalPendulum::Parameters, DoublePendulum::Parameters, ChainSpec>;
+// The configured system itself (its parameters set), or for chains the bead
+// count that picks the instantiation.
+using SystemSpec = std::variant<SphericalPendulum, DoublePendulum, ChainSpec, Heisenberg, HeisenbergVakonomic, Martinet,
+                                MartinetLagrangian, ParallelParking>;
 
 struct ExplicitState {
   std::vector<Real> q, p;
@@ -48,6 +55,7 @@ struct RunConfig {
   std::string system_name;
   SystemSpec system;
   std::string method_name;
+  int stages = 0;  // gauss_legendre only: 1, 2 or 3
   Real dt = 0;
   std::int64_t steps = 0;
   NewtonOptions newton;
@@ -64,6 +72,10 @@ struct RunConfig {
 // Names the build knows, for validation messages and `tether list`.
 const std::vector<std::string>& system_names();
 const std::vector<std::string>& method_names();
+bool is_nonholonomic_system(const std::string& system_name);
+// Method names of one family, for messages and `tether list`.
+const std::vector<std::string>& holonomic_method_names();
+const std::vector<std::string>& nonholonomic_method_names();
 const std::vector<int>& chain_sizes();
 const std::vector<std::string>& backend_names();
 

@@ -71,17 +71,7 @@ Overloaded(F...) -> Overloaded<F...>;
 
 template <class Fn>
 auto with_system(const RunConfig& c, Fn&& fn) {
-  return std::visit(Overloaded{[&](const SphericalPendulum::Parameters& p) {
-                                 SphericalPendulum s;
-                                 s.prm = p;
-                                 return fn(s);
-                               },
-                               [&](const DoublePendulum::Parameters& p) {
-                                 DoublePendulum s;
-                                 s.prm = p;
-                                 return fn(s);
-                               },
-                               [&](const ChainSpec& spec) {
+  return std::visit(Overloaded{[&](const ChainSpec& spec) {
 #define TETHER_DISPATCH_CHAIN(N)   \
   if (spec.beads == N) {           \
     Chain<N> s;                    \
@@ -91,17 +81,26 @@ auto with_system(const RunConfig& c, Fn&& fn) {
                                  TETHER_FOR_EACH_CHAIN_SIZE(TETHER_DISPATCH_CHAIN)
 #undef TETHER_DISPATCH_CHAIN
                                  throw ConfigError("system.parameters.beads", "no chain of this size is built");
-                               }},
+                               },
+                               [&](const auto& sys) { return fn(sys); }},
                     c.system);
 }
 
-template <class Fn>
-auto with_method(const std::string& name, Fn&& fn) {
-#define TETHER_DISPATCH_METHOD(S, M) \
-  if (name == M::name) return fn(M{});
-  TETHER_FOR_EACH_METHOD(TETHER_DISPATCH_METHOD, void)
+// Only methods of the system's own family are instantiated with it.
+template <class S, class Fn>
+auto with_method(const RunConfig& c, Fn&& fn) {
+#define TETHER_DISPATCH_METHOD(S_, M) \
+  if (c.method_name == M::name) return fn(M{});
+#define TETHER_DISPATCH_STAGED_METHOD(S_, M) \
+  if (c.method_name == M::name && c.stages == M::stages) return fn(M{});
+  if constexpr (is_nonholonomic<S>) {
+    TETHER_FOR_EACH_NONHOLONOMIC_METHOD(TETHER_DISPATCH_STAGED_METHOD, void)
+  } else {
+    TETHER_FOR_EACH_HOLONOMIC_METHOD(TETHER_DISPATCH_METHOD, void)
+  }
 #undef TETHER_DISPATCH_METHOD
-  throw ConfigError("method.name", "unknown method \"" + name + "\"");
+#undef TETHER_DISPATCH_STAGED_METHOD
+  throw ConfigError("method.name", "\"" + c.method_name + "\" does not apply to " + c.system_name);
 }
 
 template <class S, class M>
@@ -132,12 +131,14 @@ RunResult run(const RunConfig& c, const RunOptions& opt) {
   const std::string backend = resolve_backend(c.backend);
   return with_system(c, [&](const auto& sys) {
     using S = std::decay_t<decltype(sys)>;
-    return with_method(c.method_name, [&](auto method) {
+    return with_method<S>(c, [&](auto method) {
       using M = decltype(method);
       auto be = make_backend<S, M>(backend, sys, StepControl{c.dt, c.newton});
       RunResult r = run_ensemble<S, M>(sys, c, *be, opt);
       r.system = c.system_name;
       r.method = c.method_name;
+      r.stages = c.stages;
+      r.family = is_nonholonomic<S> ? "nonholonomic" : "holonomic";
       r.backend = backend;
       return r;
     });

@@ -26,6 +26,8 @@ struct TimeseriesRow {
 
 struct RunResult {
   std::string system, method, backend;
+  std::string family;  // holonomic | nonholonomic
+  int stages = 0;      // gauss_legendre only
   std::int64_t trajectories = 0, steps = 0;
   Real dt = 0;
   Real max_constraint_violation = 0, max_velocity_constraint_violation = 0, max_relative_energy_error = 0;

@@ -7,6 +7,7 @@
 #include "config/config.hpp"
 #include "tether/core/random.hpp"
 #include "tether/methods/projection.hpp"
+#include "tether/systems/generalized_hamiltonian.hpp"
 
 namespace tether {
 
@@ -39,29 +40,37 @@ Status initial_state(const S& sys, const RunConfig& c, std::int64_t id, PhaseSta
     const ExplicitState& e = ini.states[std::size_t(id)];
     s.q = to_vec<S>(e.q);
     s.p = to_vec<S>(e.p);
-    if (!ini.project) return Status::ok;
-    const PhaseState<S> before = s;
-    const Status st = project_onto_manifold(sys, c.newton, s);
-    moved = std::max(max_abs(Vec<S::dof>(s.q - before.q)), max_abs(Vec<S::dof>(s.p - before.p)));
-    return st;
+    if constexpr (is_nonholonomic<S>) {
+      return Status::ok;  // every (q, p) is a state of an index-1 system
+    } else {
+      if (!ini.project) return Status::ok;
+      const PhaseState<S> before = s;
+      const Status st = project_onto_manifold(sys, c.newton, s);
+      moved = std::max(max_abs(Vec<S::dof>(s.q - before.q)), max_abs(Vec<S::dof>(s.p - before.p)));
+      return st;
+    }
   }
   CounterRng rng(c.seed, static_cast<std::uint64_t>(id));
   Vec<S::dof> xi;
-  if (ini.kind == InitialSpec::Kind::thermal) {
-    // Positions: the system's thermal configuration on N (see each system
-    // for how far it follows the Boltzmann weight). Momenta: Gaussian with
-    // covariance kT M, projected onto the cotangent space at q.
-    s.q = sys.thermal_configuration(rng, ini.temperature);
-    for (int c2 = 0; c2 < S::dof; ++c2) xi[c2] = rng.normal();
-    s.p = std::sqrt(ini.temperature) * sys.sqrt_mass_times(xi);
-    return project_momentum(sys, s.q, s.p);
+  if constexpr (!is_nonholonomic<S>) {
+    if (ini.kind == InitialSpec::Kind::thermal) {
+      // Positions: the system's thermal configuration on N (see each system
+      // for how far it follows the Boltzmann weight). Momenta: Gaussian with
+      // covariance kT M, projected onto the cotangent space at q.
+      s.q = sys.thermal_configuration(rng, ini.temperature);
+      for (int c2 = 0; c2 < S::dof; ++c2) xi[c2] = rng.normal();
+      s.p = std::sqrt(ini.temperature) * sys.sqrt_mass_times(xi);
+      return project_momentum(sys, s.q, s.p);
+    }
   }
-  // around: a Gaussian cloud about one state, projected onto T*N.
+  // around: a Gaussian cloud about one state, projected onto T*N (holonomic;
+  // for index-1 systems every (q, p) is a state and the config has no thermal).
   for (int c2 = 0; c2 < S::dof; ++c2) xi[c2] = rng.normal();
   s.q = to_vec<S>(ini.center.q) + ini.position_spread * xi;
   for (int c2 = 0; c2 < S::dof; ++c2) xi[c2] = rng.normal();
   s.p = to_vec<S>(ini.center.p) + ini.momentum_spread * xi;
-  return project_onto_manifold(sys, c.newton, s);
+  if constexpr (is_nonholonomic<S>) return Status::ok;
+  else return project_onto_manifold(sys, c.newton, s);
 }
 
 inline std::string format_number(Real x) {
@@ -70,7 +79,25 @@ inline std::string format_number(Real x) {
   return buf;
 }
 
-// Dimension and manifold checks on explicit states, as ConfigErrors.
+// An explicit holonomic state must lie on T*N unless projection was asked for.
+template <class S>
+void check_on_manifold(const S& sys, const InitialSpec& ini, const ExplicitState& e, const std::string& path) {
+  if (ini.project) return;
+  const Vec<S::dof> q = to_vec<S>(e.q), p = to_vec<S>(e.p);
+  const Real g = max_abs(sys.constraints(q));
+  if (!(g <= ini.tolerance))
+    throw ConfigError(path + ".q", "is off the constraint manifold: |g(q)| = " + format_number(g) + " > tolerance " +
+                                       format_number(ini.tolerance) +
+                                       " (set ensemble.initial.project to true to project it)");
+  const Real v = max_abs(sys.constraint_jacobian_times(q, sys.inverse_mass_times(p)));
+  if (!(v <= ini.tolerance))
+    throw ConfigError(path + ".p", "violates the hidden constraint: |G(q) M^-1 p| = " + format_number(v) +
+                                       " > tolerance " + format_number(ini.tolerance) +
+                                       " (set ensemble.initial.project to true to project it)");
+}
+
+// Dimension checks on explicit states, and for holonomic systems their
+// distance from T*N, as ConfigErrors.
 template <class S>
 void check_initial_states(const S& sys, const RunConfig& c) {
   const InitialSpec& ini = c.initial;
@@ -85,18 +112,7 @@ void check_initial_states(const S& sys, const RunConfig& c) {
   for (std::size_t i = 0; i < ini.states.size(); ++i) {
     const std::string path = "ensemble.initial.states[" + std::to_string(i) + "]";
     check_dims(ini.states[i], path);
-    if (ini.project) continue;
-    const Vec<S::dof> q = to_vec<S>(ini.states[i].q), p = to_vec<S>(ini.states[i].p);
-    const Real g = max_abs(sys.constraints(q));
-    if (!(g <= ini.tolerance))
-      throw ConfigError(path + ".q", "is off the constraint manifold: |g(q)| = " + format_number(g) + " > tolerance " +
-                                         format_number(ini.tolerance) +
-                                         " (set ensemble.initial.project to true to project it)");
-    const Real v = max_abs(sys.constraint_jacobian_times(q, sys.inverse_mass_times(p)));
-    if (!(v <= ini.tolerance))
-      throw ConfigError(path + ".p", "violates the hidden constraint: |G(q) M^-1 p| = " + format_number(v) +
-                                         " > tolerance " + format_number(ini.tolerance) +
-                                         " (set ensemble.initial.project to true to project it)");
+    if constexpr (!is_nonholonomic<S>) check_on_manifold(sys, ini, ini.states[i], path);  // index 1: any (q, p)
   }
 }
 

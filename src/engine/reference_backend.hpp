@@ -1,7 +1,8 @@
 #pragma once
 // reference: deliberately independent of the fast path. Each step solves the
-// method's discrete equations exactly as written (M::residual, unknowns
-// x = (q1, p1, lambda, lambda~)) with a generic dense Newton: dynamic-size
+// method's discrete equations exactly as written (M::residual; unknowns
+// x = (q1, p1, lambda, lambda~) for holonomic methods, the stage values and
+// multipliers for index-1 ones) with a generic dense Newton: dynamic-size
 // Eigen, central finite-difference Jacobian, pivoted LU. Serial.
 #include <Eigen/Dense>
 
@@ -10,9 +11,9 @@
 
 namespace tether {
 
-// Central finite-difference Jacobian of the method's residual at x.
-template <class S, class M>
-Eigen::MatrixXd residual_jacobian(const S& sys, const PhaseState<S>& s, Real h, const Eigen::VectorXd& x) {
+// Central finite-difference Jacobian of a residual at x.
+template <class Residual>
+Eigen::MatrixXd residual_jacobian(const Residual& residual, const Eigen::VectorXd& x) {
   const Eigen::Index n = x.size();
   Eigen::MatrixXd jac(n, n);
   Eigen::VectorXd xp = x, xm = x;
@@ -20,44 +21,49 @@ Eigen::MatrixXd residual_jacobian(const S& sys, const PhaseState<S>& s, Real h, 
     const Real d = 6e-6 * std::max<Real>(1, std::abs(x[j]));
     xp[j] = x[j] + d;
     xm[j] = x[j] - d;
-    jac.col(j) = (M::residual(sys, s, h, xp) - M::residual(sys, s, h, xm)) / (2 * d);
+    jac.col(j) = (residual(xp) - residual(xm)) / (2 * d);
     xp[j] = xm[j] = x[j];
   }
   return jac;
 }
 
-// Solves one step; on success s holds the new state. Newton with the
-// Jacobian refreshed only when contraction slows (a chord iteration in
-// between): the root is the same, at a fraction of the Jacobian evaluations.
-template <class S, class M>
-Status reference_step(const S& sys, PhaseState<S>& s, Real h, const NewtonOptions& opt, int& iterations) {
-  using L = ResidualLayout<S>;
-  Eigen::VectorXd x = L::pack(s.q + h * sys.inverse_mass_times(s.p), s.p);
-  Eigen::PartialPivLU<Eigen::MatrixXd> lu(residual_jacobian<S, M>(sys, s, h, x));
-  // The multipliers enter the residual scaled by h, so their roundoff floor is
+// Solves residual(x) = 0 from the guess in x. Newton with the Jacobian
+// refreshed only when contraction slows (a chord iteration in between): the
+// root is the same, at a fraction of the Jacobian evaluations.
+template <class Residual>
+Status reference_newton(const Residual& residual, Eigen::VectorXd& x, const NewtonOptions& opt, int& iterations) {
+  Eigen::PartialPivLU<Eigen::MatrixXd> lu(residual_jacobian(residual, x));
+  // Multipliers may enter a residual scaled by h, so their roundoff floor is
   // ~eps/h: an absolute step test would never pass. Instead, once the update
   // is small, one more (polishing) iteration reaches that floor.
-  bool polishing = false, converged = false;
+  bool polishing = false;
   Real last = 0;
   for (int it = 0; it < opt.max_iterations; ++it) {
-    const Eigen::VectorXd r = M::residual(sys, s, h, x);
+    const Eigen::VectorXd r = residual(x);
     if (!r.allFinite()) return Status::non_finite;
     const Eigen::VectorXd dx = lu.solve(r);
     if (!dx.allFinite()) return Status::singular_matrix;
     x -= dx;
     ++iterations;
-    if (polishing) {
-      converged = true;
-      break;
-    }
+    if (polishing) return x.allFinite() ? Status::ok : Status::non_finite;
     const Real size = dx.lpNorm<Eigen::Infinity>();
     polishing = size <= 1e-9 * (1 + x.lpNorm<Eigen::Infinity>());
-    if (!polishing && it > 0 && size > Real(0.1) * last) lu.compute(residual_jacobian<S, M>(sys, s, h, x));
+    if (!polishing && it > 0 && size > Real(0.1) * last) lu.compute(residual_jacobian(residual, x));
     last = size;
   }
+  return x.allFinite() ? Status::newton_not_converged : Status::non_finite;
+}
+
+// One step of a holonomic method: its residual in x = (q1, p1, lambda,
+// lambda~); on success s holds the new state.
+template <class S, class M>
+Status reference_step(const S& sys, PhaseState<S>& s, Real h, const NewtonOptions& opt, int& iterations) {
+  using L = ResidualLayout<S>;
+  Eigen::VectorXd x = L::pack(s.q + h * sys.inverse_mass_times(s.p), s.p);
+  const Status st = reference_newton([&](const Eigen::VectorXd& y) { return M::residual(sys, s, h, y); }, x, opt,
+                                     iterations);
+  if (st != Status::ok) return st;
   const Vec<S::dof> q1 = L::q1(x), p1 = L::p1(x);
-  if (!all_finite(q1) || !all_finite(p1)) return Status::non_finite;
-  if (!converged) return Status::newton_not_converged;
   if (max_abs(sys.constraints(q1)) > constraint_tolerance(sys, opt, q1)) return Status::newton_not_converged;
   s.q_prev = s.q;
   s.q = q1;
@@ -65,11 +71,29 @@ Status reference_step(const S& sys, PhaseState<S>& s, Real h, const NewtonOption
   return Status::ok;
 }
 
+// One step of a method on an index-1 system: its own unknowns (stage values
+// and multipliers), guess, residual and end-of-step formula.
+template <class S, class M>
+Status reference_step_index1(const S& sys, PhaseState<S>& s, Real h, const NewtonOptions& opt, int& iterations) {
+  Eigen::VectorXd x = M::reference_guess(sys, s, h);
+  const Status st = reference_newton([&](const Eigen::VectorXd& y) { return M::residual(sys, s, h, y); }, x, opt,
+                                     iterations);
+  if (st != Status::ok) return st;
+  PhaseState<S> next;
+  M::reference_finish(sys, s, h, x, next);
+  if (!all_finite(next.q) || !all_finite(next.p)) return Status::non_finite;
+  s = next;
+  return Status::ok;
+}
+
 template <class M>
 struct ReferenceStepper {
   template <class S>
   static Status step(const S& sys, PhaseState<S>& s, Real h, const NewtonOptions& opt, int& iterations) {
-    return reference_step<S, M>(sys, s, h, opt, iterations);
+    if constexpr (is_nonholonomic<S>)
+      return reference_step_index1<S, M>(sys, s, h, opt, iterations);
+    else
+      return reference_step<S, M>(sys, s, h, opt, iterations);
   }
 };
 

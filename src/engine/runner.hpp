@@ -30,9 +30,9 @@ void prepare_batch(const S& sys, const RunConfig& c, std::int64_t first_id, Host
       v.failed_step[j] = 0;
     }
     M::start(sys, s, c.dt);
-    const Real kinetic = Real(0.5) * s.p.dot(sys.inverse_mass_times(s.p)), potential = sys.potential(s.q);
-    v.energy0[j] = kinetic + potential;
-    const Real scale = kinetic + std::abs(potential) + sys.energy_scale();
+    Real energy, scale;
+    energy_and_scale(sys, s.q, s.p, energy, scale);
+    v.energy0[j] = energy;
     v.energy_scale[j] = scale > 0 && std::isfinite(scale) ? scale : Real(1);
     store_state<S, M>(v, j, s);
   }

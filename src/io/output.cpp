@@ -90,7 +90,9 @@ void write_timeseries(const fs::path& file, const RunResult& r) {
 void write_summary(const fs::path& file, const RunConfig& c, const RunResult& r) {
   nlohmann::ordered_json j;
   j["system"] = r.system;
+  j["family"] = r.family;
   j["method"] = r.method;
+  if (r.stages > 0) j["stages"] = r.stages;
   j["backend"] = r.backend;
   j["precision"] = c.precision;
   j["trajectories"] = r.trajectories;
@@ -110,7 +112,14 @@ void write_summary(const fs::path& file, const RunConfig& c, const RunResult& r)
   j["integration_seconds"] = r.integration_seconds;
   const double work = double(r.trajectory_steps);
   j["trajectory_steps_per_second"] = r.integration_seconds > 0 ? work / r.integration_seconds : 0.0;
-  j["energy_error_definition"] = "|H - H0| / (K0 + |V0| + E_sys) per trajectory, E_sys the system's characteristic energy";
+  j["energy_error_definition"] =
+      r.family == "nonholonomic"
+          ? "|H - H0| / (|H0 - V0| + |V0|) per trajectory, H = H(q, p, lambda~(q, p))"
+          : "|H - H0| / (K0 + |V0| + E_sys) per trajectory, E_sys the system's characteristic energy";
+  j["constraint_definition"] =
+      r.family == "nonholonomic"
+          ? "no position constraints; velocity: max_i |g_i(q) . qdot| with qdot = H_p (0 for canonical systems)"
+          : "position: max |g(q)|; velocity: max |G(q) M^-1 p|";
   std::ofstream out(file, std::ios::binary);
   check_stream(out, file);
   out << j.dump(2) << '\n';

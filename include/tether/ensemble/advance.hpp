@@ -3,6 +3,7 @@
 // calls it from an OpenMP loop, the cuda kernel from one thread per
 // trajectory. State stays in registers for all nsteps steps.
 #include "tether/ensemble/view.hpp"
+#include "tether/systems/generalized_hamiltonian.hpp"
 
 namespace tether {
 
@@ -37,14 +38,45 @@ TETHER_HD void advance_trajectory(const S& sys, const StepControl& ctl, const En
   v.iterations_max[i] = most;
 }
 
+// The energy of a state and the scale its relative error is taken against.
+// Holonomic: H = K + V, scale K + |V| + E_sys (the system's characteristic
+// energy). Nonholonomic: H(q, p, lambda~(q, p)), scale |H - V| + |V|.
+template <class S>
+TETHER_HD void energy_and_scale(const S& sys, const Vec<S::dof>& q, const Vec<S::dof>& p, Real& energy, Real& scale) {
+  if constexpr (is_nonholonomic<S>) {
+    Real potential;
+    Vec<S::multiplier_count> lambda;
+    energy_parts(sys, q, p, energy, potential, lambda);
+    scale = fabs(energy - potential) + fabs(potential);
+  } else {
+    const Real kinetic = Real(0.5) * p.dot(sys.inverse_mass_times(p)), potential = sys.potential(q);
+    energy = kinetic + potential;
+    scale = kinetic + fabs(potential) + sys.energy_scale();
+  }
+}
+
+// Relative energy error and constraint residuals of trajectory i. For the
+// nonholonomic family there is no position constraint, and the velocity
+// residual is max_i |g_i(q) . qdot| (zero for canonical systems).
 template <class S, class M>
 TETHER_HD void observe_trajectory(const S& sys, const EnsembleView& v, std::int64_t i) {
   PhaseState<S> s;
   load_state<S, M>(v, i, s);
-  const Real e = total_energy(sys, s.q, s.p) - v.energy0[i];
+  Real energy;
+  if constexpr (is_nonholonomic<S>) {
+    Real potential;
+    Vec<S::multiplier_count> lambda;
+    const Status st = energy_parts(sys, s.q, s.p, energy, potential, lambda);
+    v.constraint_violation[i] = 0;
+    v.velocity_violation[i] =
+        st == Status::ok ? velocity_constraint_residual(sys, s.q, s.p, lambda) : Real(INFINITY);  // visible, never silently small
+  } else {
+    energy = total_energy(sys, s.q, s.p);
+    v.constraint_violation[i] = max_abs(sys.constraints(s.q));
+    v.velocity_violation[i] = max_abs(sys.constraint_jacobian_times(s.q, sys.inverse_mass_times(s.p)));
+  }
+  const Real e = energy - v.energy0[i];
   v.energy_error[i] = (e < 0 ? -e : e) / v.energy_scale[i];
-  v.constraint_violation[i] = max_abs(sys.constraints(s.q));
-  v.velocity_violation[i] = max_abs(sys.constraint_jacobian_times(s.q, sys.inverse_mass_times(s.p)));
 }
 
 // Trajectories per partial sum of energy errors. The ensemble mean is the

@@ -1,12 +1,15 @@
 #pragma once
-// Gauss-Legendre Runge-Kutta with s = 1 (implicit midpoint), 2, 3 stages:
-// orders 2, 4, 6, symplectic (seed 001 Props 3-4 and Corollary 5 apply it to
-// index-1 constrained Hamiltonians; here on a canonical H(q, p)). All stage
-// values Z_i = z0 + h sum_j a_ij X_H(Z_j) are solved together by Newton with
-// the exact Jacobian I - h (A kron D X_H(Z_j)), a fixed-size 2ns x 2ns LU.
-
-#include "tether/core/polished_newton.hpp"
-#include "tether/systems/sub_riemannian.hpp"
+// Gauss-Legendre Runge-Kutta with s = 1 (implicit midpoint), 2, 3 stages,
+// orders 2, 4, 6, applied to the index-1 generalized Hamiltonian system
+// J z' = grad H(z), z = (q, p, lambda): seed 001 eqs. (2.2)-(2.4) with Props
+// 3-4 and Corollary 5. All stage unknowns Z_i = (Q_i, P_i, Lambda_i) are solved
+// together by Newton with the exact Jacobian (Hess H from dual numbers), a
+// fixed-size s(2n+k) LU:
+//   Q_i = q0 + h sum_j a_ij H_p(Z_j),  P_i = p0 - h sum_j a_ij H_q(Z_j),
+//   0 = H_lambda(Z_i);   q1 = q0 + h sum_j b_j H_p(Z_j),  p1 = p0 - h sum_j b_j H_q(Z_j).
+// The endpoint multipliers solve H_lambda(q1, p1, lambda1) = 0, so the
+// original constraints hold at every step; they are recovered on demand.
+#include "tether/methods/index1_stages.hpp"
 
 namespace tether {
 
@@ -50,36 +53,107 @@ struct GaussLegendreTableau<3> {
 
 template <int Stages>
 struct GaussLegendre {
+  static constexpr const char* name = "gauss_legendre";
   static constexpr int stages = Stages;
   static constexpr int order = 2 * Stages;
+  static constexpr bool two_step = false;
+  static constexpr const char* citation = "seed 001 eqs. (2.2)-(2.4), Props 3-4, Corollary 5";
   using Tableau = GaussLegendreTableau<Stages>;
 
-  // One step z0 -> z1 on a canonical sub-Riemannian system.
-  template <class Sys>
-  TETHER_HD static Status step(const Sys& sys, PhaseVec<Sys>& z, Real h, const NewtonOptions& opt, int& iterations) {
-    constexpr int m = 2 * Sys::dof, K = m * Stages;
-    const PhaseVec<Sys> f0 = hamiltonian_vector_field(sys, z);
+  template <class S>
+  TETHER_HD static void start(const S&, PhaseState<S>&, Real) {}
+
+  template <class S>
+  TETHER_HD static Status step(const S& sys, PhaseState<S>& s, Real h, const NewtonOptions& opt, int& iterations) {
+    using P = Parts<S>;
+    constexpr int n = P::n, k = P::k, m = P::m, K = m * Stages;
+    Vec<k> lambda0;
+    Status st = start_multipliers(sys, s, opt, lambda0, iterations);
+    if (st != Status::ok) return st;
+    const ZVec<S> g0 = hamiltonian_gradient(sys, pack<S>(s.q, s.p, lambda0));
     Vec<K> Z;
-    for (int i = 0; i < Stages; ++i) Z.template segment<m>(i * m) = z + h * Tableau::c(i) * f0;
-    const Status st = polished_newton<K>(Z, opt, iterations, [&](const Vec<K>& x, Vec<K>& residual, Mat<K, K>& jac) {
-      jac.setIdentity();
-      for (int i = 0; i < Stages; ++i) residual.template segment<m>(i * m) = x.template segment<m>(i * m) - z;
+    for (int i = 0; i < Stages; ++i)
+      Z.template segment<m>(i * m) =
+          pack<S>(s.q + h * Tableau::c(i) * P::p(g0), s.p - h * Tableau::c(i) * P::q(g0), lambda0);
+    st = polished_newton<K>(Z, opt, iterations, [&](const Vec<K>& x, Vec<K>& r, Mat<K, K>& jac) {
+      jac.setZero();
+      for (int i = 0; i < Stages; ++i) {
+        r.template segment<n>(i * m) = P::q(x.template segment<m>(i * m)) - s.q;
+        r.template segment<n>(i * m + n) = P::p(x.template segment<m>(i * m)) - s.p;
+        jac.template block<2 * n, 2 * n>(i * m, i * m).setIdentity();
+      }
       for (int j = 0; j < Stages; ++j) {
-        const PhaseVec<Sys> zj = x.template segment<m>(j * m);
-        const PhaseVec<Sys> fj = hamiltonian_vector_field(sys, zj);
-        const Mat<m, m> dfj = hamiltonian_vector_field_jacobian(sys, zj);
+        ZVec<S> g;
+        ZMat<S> hs;
+        hamiltonian_derivatives(sys, ZVec<S>(x.template segment<m>(j * m)), g, hs);
         for (int i = 0; i < Stages; ++i) {
-          residual.template segment<m>(i * m) -= h * Tableau::a(i, j) * fj;
-          jac.template block<m, m>(i * m, j * m) -= h * Tableau::a(i, j) * dfj;
+          const Real ha = h * Tableau::a(i, j);
+          r.template segment<n>(i * m) -= ha * P::p(g);
+          r.template segment<n>(i * m + n) += ha * P::q(g);
+          jac.template block<n, m>(i * m, j * m) -= ha * hs.template middleRows<n>(n);
+          jac.template block<n, m>(i * m + n, j * m) += ha * hs.template topRows<n>();
+        }
+        if constexpr (k > 0) {
+          r.template segment<k>(j * m + 2 * n) = P::lambda(g);
+          jac.template block<k, m>(j * m + 2 * n, j * m) = hs.template bottomRows<k>();
         }
       }
     });
     if (st != Status::ok) return st;
-    PhaseVec<Sys> z1 = z;
-    for (int i = 0; i < Stages; ++i)
-      z1 += h * Tableau::b(i) * hamiltonian_vector_field(sys, PhaseVec<Sys>(Z.template segment<m>(i * m)));
-    z = z1;
+    Vec<n> q1 = s.q, p1 = s.p;
+    for (int j = 0; j < Stages; ++j) {
+      const ZVec<S> g = hamiltonian_gradient(sys, ZVec<S>(Z.template segment<m>(j * m)));
+      q1 += h * Tableau::b(j) * P::p(g);
+      p1 -= h * Tableau::b(j) * P::q(g);
+    }
+    if (!all_finite(q1) || !all_finite(p1)) return Status::non_finite;
+    s.q = q1;
+    s.p = p1;
     return Status::ok;
+  }
+
+  // Reference form: unknowns x = (Z_1, ..., Z_s), eqs. (2.2) and (2.4) as written.
+  template <class S>
+  static Eigen::VectorXd reference_guess(const S& sys, const PhaseState<S>& s0, Real) {
+    Vec<S::multiplier_count> lambda;
+    int it = 0;
+    start_multipliers(sys, s0, NewtonOptions{}, lambda, it);
+    Eigen::VectorXd x(Parts<S>::m * Stages);
+    for (int i = 0; i < Stages; ++i) x.segment(i * Parts<S>::m, Parts<S>::m) = pack<S>(s0.q, s0.p, lambda);
+    return x;
+  }
+
+  template <class S>
+  static Eigen::VectorXd residual(const S& sys, const PhaseState<S>& s0, Real h, const Eigen::VectorXd& x) {
+    using P = Parts<S>;
+    constexpr int n = P::n, m = P::m;
+    Eigen::VectorXd r(m * Stages);
+    for (int i = 0; i < Stages; ++i) {
+      const Eigen::VectorXd zi = x.segment(i * m, m);
+      Eigen::VectorXd q_rate = Eigen::VectorXd::Zero(n), p_rate = Eigen::VectorXd::Zero(n);
+      for (int j = 0; j < Stages; ++j) {
+        const Eigen::VectorXd gj = hamiltonian_gradient(sys, ZVec<S>(x.segment(j * m, m)));
+        q_rate += Tableau::a(i, j) * gj.segment(n, n);
+        p_rate -= Tableau::a(i, j) * gj.head(n);
+      }
+      r.segment(i * m, n) = zi.head(n) - s0.q - h * q_rate;
+      r.segment(i * m + n, n) = zi.segment(n, n) - s0.p - h * p_rate;
+      r.segment(i * m + 2 * n, m - 2 * n) = hamiltonian_gradient(sys, ZVec<S>(zi)).tail(m - 2 * n);
+    }
+    return r;
+  }
+
+  // Eq. (2.3): the new point from the solved stages.
+  template <class S>
+  static void reference_finish(const S& sys, const PhaseState<S>& s0, Real h, const Eigen::VectorXd& x,
+                               PhaseState<S>& s1) {
+    constexpr int n = S::dof, m = Parts<S>::m;
+    s1 = s0;
+    for (int j = 0; j < Stages; ++j) {
+      const ZVec<S> g = hamiltonian_gradient(sys, ZVec<S>(x.segment(j * m, m)));
+      s1.q += h * Tableau::b(j) * g.template segment<n>(n);
+      s1.p -= h * Tableau::b(j) * g.template head<n>();
+    }
   }
 };
 

@@ -1,0 +1,153 @@
+#pragma once
+// Forward-mode dual numbers x = v + d eps (eps^2 = 0), nestable:
+// Dual<Dual<Real>> carries the mixed second derivative (a hyper-dual number),
+// which is how the Hessians that Newton needs are formed from a Hamiltonian
+// written once, templated on its scalar. Hand-written because Eigen's
+// AutoDiffScalar is not callable from device code (no EIGEN_DEVICE_FUNC).
+//
+// The functions live in tether::ad so that plain sin/cos/sqrt on doubles in
+// namespace tether keep resolving to the C library; a system's templated code
+// calls them unqualified and argument-dependent lookup picks the right one.
+#include <math.h>
+
+#include "tether/core/types.hpp"
+
+namespace tether {
+namespace ad {
+
+template <class T>
+struct Dual {
+  T v{}, d{};
+  TETHER_HD Dual() {}
+  TETHER_HD Dual(Real x) : v(x), d(0) {}  // a constant
+  TETHER_HD Dual(T value, T derivative) : v(value), d(derivative) {}
+};
+
+// The plain value under any nesting depth (for branches on magnitudes).
+TETHER_HD inline Real primal(Real x) { return x; }
+template <class T>
+TETHER_HD Real primal(const Dual<T>& x) {
+  return primal(x.v);
+}
+
+template <class T>
+TETHER_HD Dual<T> operator-(const Dual<T>& a) {
+  return {-a.v, -a.d};
+}
+template <class T>
+TETHER_HD Dual<T> operator+(const Dual<T>& a, const Dual<T>& b) {
+  return {a.v + b.v, a.d + b.d};
+}
+template <class T>
+TETHER_HD Dual<T> operator-(const Dual<T>& a, const Dual<T>& b) {
+  return {a.v - b.v, a.d - b.d};
+}
+template <class T>
+TETHER_HD Dual<T> operator*(const Dual<T>& a, const Dual<T>& b) {
+  return {a.v * b.v, a.d * b.v + a.v * b.d};
+}
+template <class T>
+TETHER_HD Dual<T> operator/(const Dual<T>& a, const Dual<T>& b) {
+  const T inv = T(1) / b.v;
+  const T q = a.v * inv;
+  return {q, (a.d - q * b.d) * inv};
+}
+// Mixed with plain reals (any nesting level converts through Dual(Real)).
+template <class T>
+TETHER_HD Dual<T> operator+(const Dual<T>& a, Real b) {
+  return {a.v + b, a.d};
+}
+template <class T>
+TETHER_HD Dual<T> operator+(Real a, const Dual<T>& b) {
+  return {a + b.v, b.d};
+}
+template <class T>
+TETHER_HD Dual<T> operator-(const Dual<T>& a, Real b) {
+  return {a.v - b, a.d};
+}
+template <class T>
+TETHER_HD Dual<T> operator-(Real a, const Dual<T>& b) {
+  return {a - b.v, -b.d};
+}
+template <class T>
+TETHER_HD Dual<T> operator*(const Dual<T>& a, Real b) {
+  return {a.v * b, a.d * b};
+}
+template <class T>
+TETHER_HD Dual<T> operator*(Real a, const Dual<T>& b) {
+  return {a * b.v, a * b.d};
+}
+template <class T>
+TETHER_HD Dual<T> operator/(const Dual<T>& a, Real b) {
+  return {a.v / b, a.d / b};
+}
+template <class T>
+TETHER_HD Dual<T> operator/(Real a, const Dual<T>& b) {
+  return Dual<T>(a) / b;
+}
+template <class T>
+TETHER_HD Dual<T>& operator+=(Dual<T>& a, const Dual<T>& b) {
+  return a = a + b;
+}
+template <class T>
+TETHER_HD Dual<T>& operator-=(Dual<T>& a, const Dual<T>& b) {
+  return a = a - b;
+}
+template <class T>
+TETHER_HD Dual<T>& operator*=(Dual<T>& a, const Dual<T>& b) {
+  return a = a * b;
+}
+
+template <class T>
+TETHER_HD Dual<T> sin(const Dual<T>& a) {
+  using ::cos;
+  using ::sin;
+  return {sin(a.v), cos(a.v) * a.d};
+}
+template <class T>
+TETHER_HD Dual<T> cos(const Dual<T>& a) {
+  using ::cos;
+  using ::sin;
+  return {cos(a.v), -sin(a.v) * a.d};
+}
+template <class T>
+TETHER_HD Dual<T> sqrt(const Dual<T>& a) {
+  using ::sqrt;
+  const T r = sqrt(a.v);
+  return {r, a.d / (2 * r)};
+}
+
+}  // namespace ad
+
+// Value, gradient and Hessian of f: R^M -> R at x, f called as f(const T (&z)[M])
+// for T = Dual<Dual<Real>>: one hyper-dual pass per pair i <= j.
+template <int M, class F>
+TETHER_HD void hessian_of(const F& f, const Vec<M>& x, Real& value, Vec<M>& grad, Mat<M, M>& hess) {
+  using D = ad::Dual<Real>;
+  using H = ad::Dual<D>;
+  for (int i = 0; i < M; ++i) {
+    for (int j = i; j < M; ++j) {
+      H z[M];
+      for (int k = 0; k < M; ++k) z[k] = H(D(x[k], k == j ? 1 : 0), D(k == i ? 1 : 0, 0));
+      const H r = f(z);
+      hess(i, j) = hess(j, i) = r.d.d;
+      if (i == j) grad[i] = r.d.v;
+      value = r.v.v;
+    }
+  }
+}
+
+// Gradient of f at x, f called with T = Dual<Real>: one pass per component.
+template <int M, class F>
+TETHER_HD Vec<M> gradient_of(const F& f, const Vec<M>& x) {
+  using D = ad::Dual<Real>;
+  Vec<M> grad;
+  for (int i = 0; i < M; ++i) {
+    D z[M];
+    for (int k = 0; k < M; ++k) z[k] = D(x[k], k == i ? 1 : 0);
+    grad[i] = f(z).d;
+  }
+  return grad;
+}
+
+}  // namespace tether

@@ -1,0 +1,66 @@
+#pragma once
+// Symplectic Euler for a (possibly non-separable) H, seed 004 eq. (35):
+//   p1 = p0 - h H_q(q0, p1),  q1 = q0 + h H_p(q0, p1),
+// on the index-1 system with the stage multipliers Lambda from
+// H_lambda(q0, p1, Lambda) = 0 solved together with p1 (seed 001 Prop 4: this
+// is the method applied to H(q, p, lambda~(q, p))). Order 1, symplectic.
+#include "tether/methods/index1_stages.hpp"
+
+namespace tether {
+
+struct SymplecticEuler {
+  static constexpr const char* name = "symplectic_euler";
+  static constexpr int stages = 0;
+  static constexpr int order = 1;
+  static constexpr bool two_step = false;
+  static constexpr const char* citation = "seed 004 eq. (35)";
+
+  template <class S>
+  TETHER_HD static void start(const S&, PhaseState<S>&, Real) {}
+
+  template <class S>
+  TETHER_HD static Status step(const S& sys, PhaseState<S>& s, Real h, const NewtonOptions& opt, int& iterations) {
+    Vec<S::multiplier_count> lambda;
+    Status st = start_multipliers(sys, s, opt, lambda, iterations);
+    if (st != Status::ok) return st;
+    Vec<S::dof> p1 = s.p;
+    st = solve_momentum_stage(sys, s.q, s.p, h, opt, p1, lambda, iterations);
+    if (st != Status::ok) return st;
+    const Vec<S::dof> q1 = s.q + h * Parts<S>::p(hamiltonian_gradient(sys, pack<S>(s.q, p1, lambda)));
+    if (!all_finite(q1)) return Status::non_finite;
+    s.q = q1;
+    s.p = p1;
+    return Status::ok;
+  }
+
+  // Reference form: unknowns x = (p1, Lambda).
+  template <class S>
+  static Eigen::VectorXd reference_guess(const S& sys, const PhaseState<S>& s0, Real) {
+    Vec<S::multiplier_count> lambda;
+    int it = 0;
+    start_multipliers(sys, s0, NewtonOptions{}, lambda, it);
+    Eigen::VectorXd x(S::dof + S::multiplier_count);
+    x << s0.p, lambda;
+    return x;
+  }
+
+  template <class S>
+  static Eigen::VectorXd residual(const S& sys, const PhaseState<S>& s0, Real h, const Eigen::VectorXd& x) {
+    constexpr int n = S::dof, k = S::multiplier_count;
+    const Eigen::VectorXd g = gradient_at(sys, s0.q, Vec<n>(x.head(n)), Vec<k>(x.tail(k)));
+    Eigen::VectorXd r(n + k);
+    r << x.head(n) - s0.p + h * g.head(n), g.tail(k);
+    return r;
+  }
+
+  template <class S>
+  static void reference_finish(const S& sys, const PhaseState<S>& s0, Real h, const Eigen::VectorXd& x,
+                               PhaseState<S>& s1) {
+    constexpr int n = S::dof, k = S::multiplier_count;
+    s1 = s0;
+    s1.p = x.head(n);
+    s1.q = s0.q + h * gradient_at(sys, s0.q, s1.p, Vec<k>(x.tail(k))).segment(n, n);
+  }
+};
+
+}  // namespace tether

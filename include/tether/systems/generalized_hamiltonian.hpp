@@ -1,0 +1,194 @@
+#pragma once
+// The nonholonomic family: index-1 generalized Hamiltonian systems
+// J z' = grad H(z), z = (q, p, lambda), J = [[0, -I, 0], [I, 0, 0], [0, 0, 0]]
+// (seed 001 eq. (1.3)). Every state (q, p) is admissible: the constraint
+// H_lambda = 0 fixes lambda = lambda~(q, p) (seed 001 Prop 4), so the engine
+// stores only (q, p) and recovers lambda when it needs it.
+//
+// A system comes in one of two forms, and the engine forms H itself:
+//  - Form::lagrangian (seed 001 Prop 1): L = 1/2 qdot^T M(q) qdot - V(q) with
+//    constraints g_i(q) . qdot = 0. The system gives the rows g_i(q), the
+//    product M(q)^-1 w and V; then p = M qdot - sum lambda_i g_i and
+//    H = 1/2 w^T M^-1 w + V with w = p + sum lambda_i g_i (Prop 1 takes M
+//    constant; Prop 2 allows M(q), whose Legendre transform is invertible).
+//  - Form::canonical (seed 004 §6.2, eq. (42)): H = 1/2 sum_i <p, X_i(q)>^2 + V(q)
+//    for an orthonormal frame X_i of the distribution; no multipliers.
+// Each writes these once, templated on the scalar T, and the derivatives that
+// the methods and Newton need come from dual numbers.
+#include "tether/core/dual.hpp"
+#include "tether/core/newton.hpp"
+#include "tether/core/polished_newton.hpp"
+
+namespace tether {
+
+enum class Form { lagrangian, canonical };
+
+// A fixed-size array that may be empty (canonical systems have no multipliers).
+template <class T, int N>
+struct Arr {
+  T v[N > 0 ? N : 1];
+  TETHER_HD T& operator[](int i) { return v[i]; }
+  TETHER_HD const T& operator[](int i) const { return v[i]; }
+};
+
+// Systems of this family declare `static constexpr Form form`.
+template <class S, class = void>
+struct is_nonholonomic_t {
+  static constexpr bool value = false;
+};
+template <class S>
+struct is_nonholonomic_t<S, decltype(void(S::form))> {
+  static constexpr bool value = true;
+};
+template <class S>
+constexpr bool is_nonholonomic = is_nonholonomic_t<S>::value;
+
+// Sizes of z = (q, p, lambda).
+template <class S>
+struct Sizes {
+  static constexpr int n = S::dof;
+  static constexpr int k = S::multiplier_count;
+  static constexpr int m = 2 * n + k;
+};
+
+template <class S>
+using ZVec = Vec<Sizes<S>::m>;
+template <class S>
+using ZMat = Mat<Sizes<S>::m, Sizes<S>::m>;
+
+// H(q, p, lambda) for either form, at any scalar type.
+template <class S, class T>
+TETHER_HD T generalized_hamiltonian(const S& sys, const Arr<T, S::dof>& q, const Arr<T, S::dof>& p,
+                                    const Arr<T, S::multiplier_count>& lambda) {
+  constexpr int n = S::dof;
+  T h = sys.potential(q);
+  if constexpr (S::form == Form::canonical) {
+    T frame[S::frame_size][n];
+    sys.frame(q, frame);
+    for (int i = 0; i < S::frame_size; ++i) {
+      T u = p[0] * frame[i][0];
+      for (int j = 1; j < n; ++j) u += p[j] * frame[i][j];
+      h += Real(0.5) * u * u;
+    }
+  } else {
+    T rows[S::multiplier_count][n];
+    sys.constraint_rows(q, rows);
+    Arr<T, n> w = p, v;
+    for (int i = 0; i < S::multiplier_count; ++i)
+      for (int j = 0; j < n; ++j) w[j] += lambda[i] * rows[i][j];
+    sys.inverse_mass_times(q, w, v);
+    for (int j = 0; j < n; ++j) h += Real(0.5) * w[j] * v[j];
+  }
+  return h;
+}
+
+// H as a function of the packed z = (q, p, lambda).
+template <class S>
+struct PackedHamiltonian {
+  const S& sys;
+  template <class T>
+  TETHER_HD T operator()(const T (&z)[Sizes<S>::m]) const {
+    constexpr int n = S::dof;
+    Arr<T, n> q, p;
+    Arr<T, S::multiplier_count> lambda;
+    for (int j = 0; j < n; ++j) {
+      q[j] = z[j];
+      p[j] = z[n + j];
+    }
+    for (int i = 0; i < S::multiplier_count; ++i) lambda[i] = z[2 * n + i];
+    return generalized_hamiltonian(sys, q, p, lambda);
+  }
+};
+
+template <class S>
+TETHER_HD ZVec<S> pack(const Vec<S::dof>& q, const Vec<S::dof>& p, const Vec<S::multiplier_count>& lambda) {
+  constexpr int n = S::dof;
+  ZVec<S> z;
+  z.template head<n>() = q;
+  z.template segment<n>(n) = p;
+  if constexpr (S::multiplier_count > 0) z.template tail<S::multiplier_count>() = lambda;
+  return z;
+}
+
+template <class S>
+TETHER_HD Real hamiltonian_value(const S& sys, const ZVec<S>& z) {
+  Real zz[Sizes<S>::m];
+  for (int i = 0; i < Sizes<S>::m; ++i) zz[i] = z[i];
+  return PackedHamiltonian<S>{sys}(zz);
+}
+
+// grad H = (H_q, H_p, H_lambda).
+template <class S>
+TETHER_HD ZVec<S> hamiltonian_gradient(const S& sys, const ZVec<S>& z) {
+  return gradient_of<Sizes<S>::m>(PackedHamiltonian<S>{sys}, z);
+}
+
+template <class S>
+TETHER_HD void hamiltonian_derivatives(const S& sys, const ZVec<S>& z, ZVec<S>& grad, ZMat<S>& hess) {
+  Real value;
+  hessian_of<Sizes<S>::m>(PackedHamiltonian<S>{sys}, z, value, grad, hess);
+}
+
+// lambda~(q, p): the root of H_lambda(q, p, lambda) = 0, by Newton with
+// H_lambda_lambda (for Form::lagrangian that is G M^-1 G^T and H_lambda is
+// linear in lambda, so one update plus the polishing one).
+template <class S>
+TETHER_HD Status solve_multipliers(const S& sys, const Vec<S::dof>& q, const Vec<S::dof>& p, const NewtonOptions& opt,
+                                   Vec<S::multiplier_count>& lambda, int& iterations) {
+  constexpr int n = S::dof, k = S::multiplier_count;
+  if constexpr (k == 0) {
+    return Status::ok;
+  } else {
+    return polished_newton<k>(lambda, opt, iterations, [&](const Vec<k>& x, Vec<k>& r, Mat<k, k>& jac) {
+      ZVec<S> grad;
+      ZMat<S> hess;
+      hamiltonian_derivatives(sys, pack<S>(q, p, x), grad, hess);
+      r = grad.template tail<k>();
+      jac = hess.template bottomRightCorner<k, k>();
+    });
+  }
+}
+
+// The energy H(q, p, lambda~(q, p)) and the potential part V(q), for the
+// observers (relative energy error is taken against |H - V| + |V|).
+template <class S>
+TETHER_HD Status energy_parts(const S& sys, const Vec<S::dof>& q, const Vec<S::dof>& p, Real& energy, Real& potential,
+                              Vec<S::multiplier_count>& lambda) {
+  NewtonOptions opt;
+  int it = 0;
+  lambda.setZero();
+  const Status st = solve_multipliers(sys, q, p, opt, lambda, it);
+  energy = hamiltonian_value(sys, pack<S>(q, p, lambda));
+  Arr<Real, S::dof> qa;
+  for (int j = 0; j < S::dof; ++j) qa[j] = q[j];
+  potential = sys.potential(qa);
+  return st;
+}
+
+// max_i |g_i(q) . qdot| with qdot = H_p (seed 001 eq. (1.8)): the original
+// nonholonomic constraints, which Corollary 5 says hold at every step. Zero
+// for canonical systems, whose velocities lie in the distribution by
+// construction.
+template <class S>
+TETHER_HD Real velocity_constraint_residual(const S& sys, const Vec<S::dof>& q, const Vec<S::dof>& p,
+                                            const Vec<S::multiplier_count>& lambda) {
+  constexpr int n = S::dof;
+  if constexpr (S::form == Form::canonical) {
+    return 0;
+  } else {
+    const ZVec<S> grad = hamiltonian_gradient(sys, pack<S>(q, p, lambda));
+    Arr<Real, n> qa;
+    for (int j = 0; j < n; ++j) qa[j] = q[j];
+    Real rows[S::multiplier_count][n];
+    sys.constraint_rows(qa, rows);
+    Real worst = 0;
+    for (int i = 0; i < S::multiplier_count; ++i) {
+      Real r = 0;
+      for (int j = 0; j < n; ++j) r += rows[i][j] * grad[n + j];
+      worst = fmax(worst, fabs(r));
+    }
+    return worst;
+  }
+}
+
+}  // namespace tether
