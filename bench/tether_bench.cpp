@@ -48,23 +48,49 @@ using json = nlohmann::ordered_json;
 
 // ---------------------------------------------------------------- the cases
 
+const char* const kHolonomic = "holonomic";
+const char* const kNonholonomic = "nonholonomic";
+const std::vector<std::string> kFamilies{kHolonomic, kNonholonomic};
+
 struct SystemCase {
-  std::string label;        // what records call it: spherical_pendulum, double_pendulum, chain4, ...
+  std::string label;        // what records call it: spherical_pendulum, double_pendulum, chain4, heisenberg, ...
   std::string engine_name;  // system.name in the config
+  std::string family;       // holonomic | nonholonomic
   int beads = 0;            // chains only
   double dt = 0;
-  double temperature = 0;
+  double temperature = 0;   // holonomic: thermal sampler
   json parameters;
+  json initial;             // ensemble.initial (without the seed, which is --seed)
 };
 
+struct MethodCase {
+  std::string label;        // what records call it: rattle, gauss_legendre2, ...
+  std::string engine_name;  // method.name in the config
+  int stages = 0;           // gauss_legendre only (1, 2, 3)
+  std::string family;
+};
+
+json around(std::vector<double> q, std::vector<double> p, double position_spread, double momentum_spread) {
+  return json{{"sampler", "around"},
+              {"q", q},
+              {"p", p},
+              {"position_spread", position_spread},
+              {"momentum_spread", momentum_spread}};
+}
+
 // Parameters and step sizes follow configs/*.json (the chain uses the
-// parameters of configs/chain16.json at every bead count).
+// parameters of configs/chain16.json at every bead count). Nonholonomic
+// systems take dt, parameters and the initial cloud from configs/heisenberg.json,
+// heisenberg_vakonomic.json (its one state, given a momentum spread of 0.1),
+// martinet.json, martinet_lagrangian.json and parallel_parking_bowl.json.
 std::vector<SystemCase> all_systems() {
   std::vector<SystemCase> v;
-  v.push_back({"spherical_pendulum", "spherical_pendulum", 0, 0.01, 0.5,
-               json{{"mass", 1.0}, {"length", 1.0}, {"gravity", 9.81}}});
-  v.push_back({"double_pendulum", "double_pendulum", 0, 0.005, 0.5,
-               json{{"mass1", 1.0}, {"mass2", 1.0}, {"length1", 1.0}, {"length2", 1.0}, {"gravity", 9.81}}});
+  auto thermal = [](double kT) { return json{{"sampler", "thermal"}, {"temperature", kT}}; };
+  v.push_back({"spherical_pendulum", "spherical_pendulum", kHolonomic, 0, 0.01, 0.5,
+               json{{"mass", 1.0}, {"length", 1.0}, {"gravity", 9.81}}, thermal(0.5)});
+  v.push_back({"double_pendulum", "double_pendulum", kHolonomic, 0, 0.005, 0.5,
+               json{{"mass1", 1.0}, {"mass2", 1.0}, {"length1", 1.0}, {"length2", 1.0}, {"gravity", 9.81}},
+               thermal(0.5)});
   for (int beads : tether::chain_sizes()) {
     json p{{"beads", beads},
            {"mass", 1.0},
@@ -72,19 +98,43 @@ std::vector<SystemCase> all_systems() {
            {"bend_stiffness", 60.0},
            {"bend_angle_degrees", 112.0},
            {"torsion", {1.116, 1.462, -1.578, -0.368, 3.156, -3.788}}};
-    v.push_back({"chain" + std::to_string(beads), "chain", beads, 0.002, 1.0, p});
+    v.push_back({"chain" + std::to_string(beads), "chain", kHolonomic, beads, 0.002, 1.0, p, thermal(1.0)});
+  }
+  v.push_back({"heisenberg", "heisenberg", kNonholonomic, 0, 0.05, 0, json::object(),
+               around({0, 0, 0}, {1, 0, 0}, 0.0, 1.0)});
+  v.push_back({"heisenberg_vakonomic", "heisenberg_vakonomic", kNonholonomic, 0, 0.1, 0, json::object(),
+               around({0, 0, 0}, {0.1, 0.3, 1.0}, 0.0, 0.1)});
+  v.push_back({"martinet", "martinet", kNonholonomic, 0, 0.02, 0, json{{"beta", 0.5}},
+               around({0, 0, 0}, {0, 1, 0}, 0.0, 0.3)});
+  v.push_back({"martinet_lagrangian", "martinet_lagrangian", kNonholonomic, 0, 0.02, 0, json{{"beta", 0.5}},
+               around({0, 0, 0}, {0, 1, 0}, 0.0, 0.3)});
+  v.push_back({"parallel_parking", "parallel_parking", kNonholonomic, 0, 0.05, 0,
+               json{{"length", 1.0}, {"alpha", 1.0}, {"beta", 1.0}, {"potential", "bowl"}},
+               around({0.5, 0.2, 0.1, 0.3}, {0, 0, 0, 0}, 0.1, 0.1)});
+  return v;
+}
+
+// Every method of the engine, per family; gauss_legendre becomes one case per
+// stage count (gauss_legendre1/2/3: orders 2, 4, 6).
+std::vector<MethodCase> all_methods() {
+  std::vector<MethodCase> v;
+  for (const auto& m : tether::holonomic_method_names()) v.push_back({m, m, 0, kHolonomic});
+  for (const auto& m : tether::nonholonomic_method_names()) {
+    if (m == "gauss_legendre")
+      for (int s = 1; s <= 3; ++s) v.push_back({m + std::to_string(s), m, s, kNonholonomic});
+    else
+      v.push_back({m, m, 0, kNonholonomic});
   }
   return v;
 }
 
-std::string config_text(const SystemCase& s, const std::string& method, const std::string& backend,
+std::string config_text(const SystemCase& s, const MethodCase& method, const std::string& backend,
                         std::int64_t trajectories, std::int64_t steps, std::uint64_t seed) {
   json c;
   c["system"] = json{{"name", s.engine_name}, {"parameters", s.parameters}};
-  c["method"] = json{{"name", method}, {"dt", s.dt}, {"steps", steps}};
-  c["ensemble"] = json{{"size", trajectories},
-                       {"seed", seed},
-                       {"initial", json{{"sampler", "thermal"}, {"temperature", s.temperature}}}};
+  c["method"] = json{{"name", method.engine_name}, {"dt", s.dt}, {"steps", steps}};
+  if (method.stages > 0) c["method"]["stages"] = method.stages;
+  c["ensemble"] = json{{"size", trajectories}, {"seed", seed}, {"initial", s.initial}};
   c["output"] = json{{"every", std::max<std::int64_t>(1, steps)}, {"final_states", false}};
   c["backend"] = backend;
   return c.dump();
@@ -250,11 +300,11 @@ struct Measurement {
 // Runs `repeats` times, then on (up to 20 x repeats runs in all) while the
 // timed seconds add up to less than min_seconds, so that short points are not
 // decided by one noisy sub-millisecond run.
-Measurement measure(const SystemCase& s, const std::string& method, const std::string& backend,
+Measurement measure(const SystemCase& s, const MethodCase& method, const std::string& backend,
                     std::int64_t trajectories, std::int64_t steps, int repeats, std::uint64_t seed,
                     double min_seconds = 0) {
   const tether::RunConfig cfg = tether::parse_config(config_text(s, method, backend, trajectories, steps, seed),
-                                                     "bench:" + s.label + "/" + method);
+                                                     "bench:" + s.label + "/" + method.label);
   Measurement m;
   tether::RunOptions opt;  // no sink, no progress callback
   double total = 0;
@@ -281,6 +331,26 @@ std::int64_t nice_floor(double x) {
 
 std::string loadavg() { return trim(read_file("/proc/loadavg")); }
 
+std::vector<std::int64_t> parse_sizes(const std::vector<std::string>& args, const std::string& what) {
+  std::vector<std::int64_t> sizes;
+  for (const auto& s : split_list(args)) sizes.push_back(parse_count(s, what));
+  std::sort(sizes.begin(), sizes.end());
+  sizes.erase(std::unique(sizes.begin(), sizes.end()), sizes.end());
+  if (sizes.empty()) throw CLI::ValidationError(what, "no sizes given");
+  return sizes;
+}
+
+// One family's part of the plan: its systems and methods pair with each other
+// only (the engine refuses the other family's methods).
+struct FamilyPlan {
+  std::string family;
+  std::vector<SystemCase> systems;
+  std::vector<MethodCase> methods;
+  std::vector<std::int64_t> sizes;
+  std::int64_t steps = 0;
+  std::int64_t reference_size = 0;
+};
+
 std::string fmt_count(std::int64_t n) {
   char buf[32];
   const double l = std::log10(double(n));
@@ -299,25 +369,37 @@ int main(int argc, char** argv) {
 
   CLI::App app{"tether_bench: trajectory-steps per second per backend, system, method and ensemble size (JSON on stdout)"};
   std::vector<std::string> backends_arg, methods_arg, systems_arg, sizes_arg;
-  std::int64_t steps = 0, reference_steps = 0;
-  std::string reference_size_arg, statistic = "median", output_path;
+  std::int64_t steps_arg = 0, reference_steps = 0;
+  std::string reference_size_arg, statistic = "median", output_path, family_arg = "all";
   int repeats = 0, reference_repeats = 0, threads = 0;
   double reference_budget = -1, min_time = -1;
   bool quick = false, no_warmup = false, quiet = false;
   std::uint64_t seed = 1;
 
+  app.add_option("--family", family_arg,
+                 "all, holonomic or nonholonomic: which systems (and so which methods) run (default all)")
+      ->check(CLI::IsMember({"all", kHolonomic, kNonholonomic}));
   app.add_option("--backends", backends_arg,
                  "comma list of reference, cpu, cuda (default: reference,cpu and cuda when a device is present)")
       ->delimiter(',');
-  app.add_option("--methods", methods_arg, "comma list of methods (default: all five)")->delimiter(',');
+  app.add_option("--methods", methods_arg,
+                 "comma list of methods; holonomic: symplectic_euler_a, symplectic_euler_b, shake, rattle, "
+                 "constrained_midpoint; nonholonomic: gauss_legendre1, gauss_legendre2, gauss_legendre3 "
+                 "(\"gauss_legendre\" = all three), symplectic_euler, stormer_verlet. Each system runs the listed "
+                 "methods of its own family (default: all)")
+      ->delimiter(',');
   app.add_option("--systems", systems_arg,
-                 "comma list of spherical_pendulum, double_pendulum, chain4, chain8, chain16; "
-                 "\"chain\" = all three chains (default: all)")
+                 "comma list of spherical_pendulum, double_pendulum, chain4, chain8, chain16 (\"chain\" = all three "
+                 "chains), heisenberg, heisenberg_vakonomic, martinet, martinet_lagrangian, parallel_parking "
+                 "(default: all of --family)")
       ->delimiter(',');
   app.add_option("--sizes", sizes_arg,
-                 "comma list of ensemble sizes, e.g. 1e3,1e4 (default 1e3,1e4,1e5,1e6; --quick 1e3,1e4,1e5)")
+                 "comma list of ensemble sizes for every family, e.g. 1e3,1e4 (default holonomic 1e3,1e4,1e5,1e6, "
+                 "--quick 1e3,1e4,1e5; nonholonomic 1e2,1e3,1e4, --quick 1e2,1e3)")
       ->delimiter(',');
-  app.add_option("--steps", steps, "steps per run for cpu and cuda (default 100; --quick 5)")
+  app.add_option("--steps", steps_arg,
+                 "steps per run for cpu and cuda, every family (default holonomic 100, --quick 5; "
+                 "nonholonomic 10, --quick 5)")
       ->check(CLI::Range(std::int64_t(1), std::int64_t(1) << 30));
   app.add_option("--repeats", repeats, "runs per point for cpu and cuda (default 5; --quick 3)")
       ->check(CLI::Range(1, 1000));
@@ -328,7 +410,7 @@ int main(int argc, char** argv) {
   app.add_option("--statistic", statistic, "median or best of the repeats")
       ->check(CLI::IsMember({"median", "best"}));
   app.add_option("--reference-size", reference_size_arg,
-                 "largest trajectory count for the reference backend (default: the smallest of --sizes)");
+                 "largest trajectory count for the reference backend (default: the smallest size of each family)");
   app.add_option("--reference-steps", reference_steps, "steps for the reference backend (default 5; --quick 2)")
       ->check(CLI::Range(std::int64_t(1), std::int64_t(1) << 30));
   app.add_option("--reference-repeats", reference_repeats, "runs per reference point (default 3)")
@@ -339,11 +421,11 @@ int main(int argc, char** argv) {
       ->check(CLI::NonNegativeNumber);
   app.add_option("--threads", threads, "OpenMP threads for the cpu backend (default: all)")
       ->check(CLI::PositiveNumber);
-  app.add_option("--seed", seed, "ensemble seed (thermal sampler)");
+  app.add_option("--seed", seed, "ensemble seed (thermal and around samplers)");
   app.add_option("-o,--output", output_path, "also write the JSON document to this file");
   app.add_flag("--quick", quick,
-               "small preset for a 2-core CPU machine: sizes 1e3,1e4,1e5, 5 steps, 3 repeats; "
-               "reference 2 steps within 3 s per point (explicit options still win)");
+               "small preset for a 2-core CPU machine: sizes 1e3,1e4,1e5 (nonholonomic 1e2,1e3), 5 steps, "
+               "3 repeats; reference 2 steps within 3 s per point (explicit options still win)");
   app.add_flag("--no-warmup", no_warmup, "skip the untimed warm-up run per (backend, system, method)");
   app.add_flag("-q,--quiet", quiet, "no progress on stderr");
 
@@ -356,22 +438,15 @@ int main(int argc, char** argv) {
 
   try {
     // ---- resolve the plan
-    if (sizes_arg.empty())
-      sizes_arg = quick ? std::vector<std::string>{"1e3", "1e4", "1e5"}
-                        : std::vector<std::string>{"1e3", "1e4", "1e5", "1e6"};
-    std::vector<std::int64_t> sizes;
-    for (const auto& s : split_list(sizes_arg)) sizes.push_back(parse_count(s, "--sizes"));
-    std::sort(sizes.begin(), sizes.end());
-    sizes.erase(std::unique(sizes.begin(), sizes.end()), sizes.end());
-    if (sizes.empty()) throw CLI::ValidationError("--sizes", "no sizes given");
-    if (steps == 0) steps = quick ? 5 : 100;
     if (min_time < 0) min_time = quick ? 0.2 : 0.5;
     if (repeats == 0) repeats = quick ? 3 : 5;
     if (reference_steps == 0) reference_steps = quick ? 2 : 5;
     if (reference_repeats == 0) reference_repeats = 3;
     if (reference_budget < 0) reference_budget = quick ? 3 : 20;
-    const std::int64_t reference_size =
-        reference_size_arg.empty() ? sizes.front() : parse_count(reference_size_arg, "--reference-size");
+    const std::vector<std::int64_t> sizes_given =
+        sizes_arg.empty() ? std::vector<std::int64_t>{} : parse_sizes(sizes_arg, "--sizes");
+    const std::int64_t reference_size_given =
+        reference_size_arg.empty() ? 0 : parse_count(reference_size_arg, "--reference-size");
 
     std::vector<std::string> backends = split_list(backends_arg);
     if (backends.empty()) {
@@ -384,30 +459,88 @@ int main(int argc, char** argv) {
       tether::resolve_backend(b);  // throws ConfigError when cuda is not built / no device
     }
 
-    std::vector<std::string> methods = split_list(methods_arg);
-    if (methods.empty()) methods = tether::method_names();
-    for (const auto& m : methods) {
-      const auto& known = tether::method_names();
-      if (std::find(known.begin(), known.end(), m) == known.end())
-        throw CLI::ValidationError("--methods", "unknown method \"" + m + "\"");
-    }
+    auto in_family = [&](const std::string& f) { return family_arg == "all" || family_arg == f; };
+
+    // Methods: a label (rattle, gauss_legendre2) or an engine name standing for
+    // all its cases (gauss_legendre = gauss_legendre1, 2, 3).
+    const std::vector<MethodCase> known_methods = all_methods();
+    std::vector<MethodCase> methods;
+    const std::vector<std::string> wanted_methods = split_list(methods_arg);
+    if (wanted_methods.empty())
+      methods = known_methods;
+    else
+      for (const auto& w : wanted_methods) {
+        bool found = false;
+        for (const auto& m : known_methods)
+          if (m.label == w || m.engine_name == w) {
+            if (std::none_of(methods.begin(), methods.end(), [&](const MethodCase& x) { return x.label == m.label; }))
+              methods.push_back(m);
+            found = true;
+          }
+        if (!found) {
+          std::string names;
+          for (const auto& m : known_methods) names += (names.empty() ? "" : ", ") + m.label;
+          throw CLI::ValidationError("--methods", "unknown method \"" + w + "\" (" + names + ", gauss_legendre)");
+        }
+      }
 
     const std::vector<SystemCase> known_systems = all_systems();
     std::vector<SystemCase> systems;
-    std::vector<std::string> wanted = split_list(systems_arg);
-    if (wanted.empty())
-      systems = known_systems;
-    else
-      for (const auto& w : wanted) {
+    const std::vector<std::string> wanted_systems = split_list(systems_arg);
+    if (wanted_systems.empty()) {
+      for (const auto& s : known_systems)
+        if (in_family(s.family)) systems.push_back(s);
+    } else {
+      for (const auto& w : wanted_systems) {
         bool found = false;
         for (const auto& s : known_systems)
           if (s.label == w || (w == "chain" && s.engine_name == "chain")) {
+            if (!in_family(s.family))
+              throw CLI::ValidationError("--systems", "\"" + w + "\" is " + s.family + ", not in --family " + family_arg);
             if (std::none_of(systems.begin(), systems.end(), [&](const SystemCase& x) { return x.label == s.label; }))
               systems.push_back(s);
             found = true;
           }
         if (!found) throw CLI::ValidationError("--systems", "unknown system \"" + w + "\"");
       }
+    }
+
+    // Pair each family's systems with its methods. A family with systems and no
+    // methods (or the reverse) drops out when that was the default selection;
+    // something listed explicitly must get a pair, else it is an error.
+    std::vector<FamilyPlan> plans;
+    for (const auto& f : kFamilies) {
+      FamilyPlan fp;
+      fp.family = f;
+      for (const auto& s : systems)
+        if (s.family == f) fp.systems.push_back(s);
+      for (const auto& m : methods)
+        if (m.family == f) fp.methods.push_back(m);
+      if (fp.systems.empty() && !fp.methods.empty() && !wanted_methods.empty())
+        throw CLI::ValidationError("--methods", "\"" + fp.methods.front().label + "\" is a " + f +
+                                                    " method, and no " + f + " system is selected");
+      if (fp.methods.empty() && !fp.systems.empty() && !wanted_systems.empty())
+        throw CLI::ValidationError("--systems", "\"" + fp.systems.front().label + "\" is a " + f +
+                                                    " system, and no " + f + " method is selected");
+      if (fp.systems.empty() || fp.methods.empty()) continue;
+      const bool nh = f == kNonholonomic;
+      // A nonholonomic step costs ~1-170 us per trajectory on one core, on cpu
+      // as on the reference (implicit stages, s(2n+k) unknowns, Hessians of H),
+      // against ~0.1-3 us for a holonomic one on cpu: smaller default ensembles
+      // and fewer steps, so that the full family (25 system/method pairs) takes
+      // minutes on a 2-core machine. See bench/README.md.
+      if (!sizes_given.empty())
+        fp.sizes = sizes_given;
+      else if (nh)
+        fp.sizes = quick ? std::vector<std::int64_t>{100, 1000} : std::vector<std::int64_t>{100, 1000, 10000};
+      else
+        fp.sizes = quick ? std::vector<std::int64_t>{1000, 10000, 100000}
+                         : std::vector<std::int64_t>{1000, 10000, 100000, 1000000};
+      fp.steps = steps_arg > 0 ? steps_arg : quick ? 5 : nh ? 10 : 100;
+      fp.reference_size = reference_size_given > 0 ? reference_size_given : fp.sizes.front();
+      plans.push_back(fp);
+    }
+    if (plans.empty()) throw CLI::ValidationError("--systems", "no (system, method) pair to run");
 
 #ifdef _OPENMP
     if (threads > 0) omp_set_num_threads(threads);
@@ -427,17 +560,37 @@ int main(int argc, char** argv) {
     json settings;
     settings["quick"] = quick;
     settings["backends"] = backends;
+    // The families that run (--family, narrowed by --systems/--methods).
+    settings["family"] = plans.size() == kFamilies.size() ? std::string("all") : plans.front().family;
     settings["systems"] = json::array();
-    for (const auto& s : systems)
-      settings["systems"].push_back(json{{"name", s.label},
-                                         {"dt", s.dt},
-                                         {"temperature", s.temperature},
-                                         {"parameters", s.parameters}});
-    settings["methods"] = methods;
-    settings["sizes"] = sizes;
-    settings["steps"] = steps;
+    settings["methods"] = json::array();
+    json families = json::object();
+    for (const auto& fp : plans) {
+      json f;
+      f["systems"] = json::array();
+      f["methods"] = json::array();
+      for (const auto& s : fp.systems) {
+        json e{{"name", s.label}, {"family", s.family}, {"dt", s.dt}};
+        if (s.family == kHolonomic) e["temperature"] = s.temperature;
+        e["parameters"] = s.parameters;
+        e["initial"] = s.initial;
+        settings["systems"].push_back(e);
+        f["systems"].push_back(s.label);
+      }
+      for (const auto& m : fp.methods) {
+        json e{{"name", m.label}, {"family", m.family}, {"engine_method", m.engine_name}};
+        e["stages"] = m.stages > 0 ? json(m.stages) : json(nullptr);
+        settings["methods"].push_back(e);
+        f["methods"].push_back(m.label);
+      }
+      f["sizes"] = fp.sizes;
+      f["steps"] = fp.steps;
+      f["reference_max_trajectories"] = fp.reference_size;
+      f["sampler"] = fp.family == kHolonomic ? "thermal" : "around";
+      families[fp.family] = f;
+    }
+    settings["families"] = families;
     settings["repeats"] = repeats;
-    settings["reference_max_trajectories"] = reference_size;
     settings["reference_steps"] = reference_steps;
     settings["reference_repeats"] = reference_repeats;
     settings["reference_budget_seconds"] = reference_budget;
@@ -445,7 +598,6 @@ int main(int argc, char** argv) {
     settings["statistic"] = statistic;
     settings["warmup"] = !no_warmup;
     settings["seed"] = seed;
-    settings["sampler"] = "thermal";
     settings["rate"] = "trajectories * steps / RunResult.integration_seconds (time inside Backend::advance only)";
     doc["settings"] = settings;
 
@@ -454,69 +606,81 @@ int main(int argc, char** argv) {
     const auto bench_start = std::chrono::steady_clock::now();
     for (const auto& backend : backends) {
       const bool is_reference = backend == "reference";
-      const std::int64_t these_steps = is_reference ? reference_steps : steps;
       const int these_repeats = is_reference ? reference_repeats : repeats;
-      for (const auto& sys : systems)
-        for (const auto& method : methods) {
-          try {
-            std::vector<std::int64_t> these_sizes = is_reference ? std::vector<std::int64_t>{reference_size} : sizes;
-            if (is_reference && reference_budget > 0) {
-              // The reference is a serial loop over trajectories, so its rate
-              // does not depend on the ensemble size: a pilot (which is also
-              // the warm-up) sizes the timed runs to the budget.
-              const std::int64_t pilot_n = std::min<std::int64_t>(2, reference_size);
-              const Measurement pilot = measure(sys, method, backend, pilot_n, 1, 1, seed);
-              const double per_traj_step = pilot.seconds.front() / double(pilot_n);
-              const double afford =
-                  per_traj_step > 0 ? reference_budget / (per_traj_step * double(these_steps) * these_repeats) : 1e18;
-              these_sizes = {std::clamp<std::int64_t>(nice_floor(afford), 1, reference_size)};
-            } else if (!no_warmup) {
-              measure(sys, method, backend, std::min<std::int64_t>(64, these_sizes.front()), 1, 1, seed);
-            }
-            for (std::int64_t n : these_sizes) {
-              const Measurement m =
-                  measure(sys, method, backend, n, these_steps, these_repeats, seed, is_reference ? 0.0 : min_time);
-              const double best_secs = *std::min_element(m.seconds.begin(), m.seconds.end());
-              const double median_secs = median(m.seconds);
-              const double secs = statistic == "best" ? best_secs : median_secs;
-              const double work = double(n) * double(these_steps);
-              json r;
-              r["backend"] = backend;
-              r["system"] = sys.label;
-              r["method"] = method;
-              r["trajectories"] = n;
-              r["steps"] = these_steps;
-              r["seconds"] = secs;
-              if (secs > 0)
-                r["trajectory_steps_per_second"] = work / secs;
-              else
-                r["trajectory_steps_per_second"] = nullptr;
-              r["dt"] = sys.dt;
-              r["repeats"] = m.seconds.size();
-              r["statistic"] = statistic;
-              r["seconds_median"] = median_secs;
-              r["seconds_best"] = best_secs;
-              r["seconds_each"] = m.seconds;
-              r["wall_seconds_median"] = median(m.wall);
-              r["failed_trajectories"] = m.failed;
-              r["newton_mean"] = m.newton_mean;
-              records.push_back(r);
+      for (const auto& fp : plans) {
+        const std::int64_t these_steps = is_reference ? reference_steps : fp.steps;
+        const std::int64_t reference_size = fp.reference_size;
+        for (const auto& sys : fp.systems)
+          for (const auto& method : fp.methods) {
+            try {
+              std::vector<std::int64_t> these_sizes =
+                  is_reference ? std::vector<std::int64_t>{reference_size} : fp.sizes;
+              if (is_reference && reference_budget > 0) {
+                // The reference is a serial loop over trajectories, so its rate
+                // does not depend on the ensemble size: a pilot (which is also
+                // the warm-up) sizes the timed runs to the budget.
+                const std::int64_t pilot_n = std::min<std::int64_t>(2, reference_size);
+                const Measurement pilot = measure(sys, method, backend, pilot_n, 1, 1, seed);
+                const double per_traj_step = pilot.seconds.front() / double(pilot_n);
+                const double afford =
+                    per_traj_step > 0 ? reference_budget / (per_traj_step * double(these_steps) * these_repeats)
+                                      : 1e18;
+                these_sizes = {std::clamp<std::int64_t>(nice_floor(afford), 1, reference_size)};
+              } else if (!no_warmup) {
+                measure(sys, method, backend, std::min<std::int64_t>(64, these_sizes.front()), 1, 1, seed);
+              }
+              for (std::int64_t n : these_sizes) {
+                const Measurement m =
+                    measure(sys, method, backend, n, these_steps, these_repeats, seed, is_reference ? 0.0 : min_time);
+                const double best_secs = *std::min_element(m.seconds.begin(), m.seconds.end());
+                const double median_secs = median(m.seconds);
+                const double secs = statistic == "best" ? best_secs : median_secs;
+                const double work = double(n) * double(these_steps);
+                json r;
+                r["backend"] = backend;
+                r["family"] = fp.family;
+                r["system"] = sys.label;
+                r["method"] = method.label;
+                r["stages"] = method.stages > 0 ? json(method.stages) : json(nullptr);
+                r["trajectories"] = n;
+                r["steps"] = these_steps;
+                r["seconds"] = secs;
+                if (secs > 0)
+                  r["trajectory_steps_per_second"] = work / secs;
+                else
+                  r["trajectory_steps_per_second"] = nullptr;
+                r["dt"] = sys.dt;
+                r["repeats"] = m.seconds.size();
+                r["statistic"] = statistic;
+                r["seconds_median"] = median_secs;
+                r["seconds_best"] = best_secs;
+                r["seconds_each"] = m.seconds;
+                r["wall_seconds_median"] = median(m.wall);
+                r["failed_trajectories"] = m.failed;
+                r["newton_mean"] = m.newton_mean;
+                records.push_back(r);
+                if (!quiet)
+                  std::fprintf(stderr, "[bench] %-9s %-20s %-20s %6s x %-5lld %10.4g s  %10.4g traj-steps/s%s\n",
+                               backend.c_str(), sys.label.c_str(), method.label.c_str(), fmt_count(n).c_str(),
+                               (long long)these_steps, secs, secs > 0 ? work / secs : 0.0,
+                               m.failed ? "  (some trajectories failed)" : "");
+                if (m.failed > 0 && !quiet)
+                  std::fprintf(stderr,
+                               "[bench]   warning: %lld of %lld trajectories failed; the rate counts them as full\n",
+                               (long long)m.failed, (long long)n);
+              }
+            } catch (const std::exception& e) {
+              errors.push_back(json{{"backend", backend},
+                                    {"family", fp.family},
+                                    {"system", sys.label},
+                                    {"method", method.label},
+                                    {"error", e.what()}});
               if (!quiet)
-                std::fprintf(stderr, "[bench] %-9s %-18s %-20s %6s x %-5lld %10.4g s  %10.4g traj-steps/s%s\n",
-                             backend.c_str(), sys.label.c_str(), method.c_str(), fmt_count(n).c_str(),
-                             (long long)these_steps, secs, secs > 0 ? work / secs : 0.0,
-                             m.failed ? "  (some trajectories failed)" : "");
-              if (m.failed > 0 && !quiet)
-                std::fprintf(stderr, "[bench]   warning: %lld of %lld trajectories failed; the rate counts them as full\n",
-                             (long long)m.failed, (long long)n);
+                std::fprintf(stderr, "[bench] %s %s %s: error: %s\n", backend.c_str(), sys.label.c_str(),
+                             method.label.c_str(), e.what());
             }
-          } catch (const std::exception& e) {
-            errors.push_back(json{{"backend", backend}, {"system", sys.label}, {"method", method}, {"error", e.what()}});
-            if (!quiet)
-              std::fprintf(stderr, "[bench] %s %s %s: error: %s\n", backend.c_str(), sys.label.c_str(), method.c_str(),
-                           e.what());
           }
-        }
+      }
     }
     doc["loadavg_end"] = loadavg();
     doc["total_seconds"] = std::chrono::duration<double>(std::chrono::steady_clock::now() - bench_start).count();
@@ -544,39 +708,43 @@ int main(int argc, char** argv) {
 
     json ratios;
     json cpu_ref = json::array();
-    for (const auto& sys : systems)
-      for (const auto& method : methods) {
-        const json* ref = find("reference", sys.label, method, -1);
-        // cpu at the reference's size when measured, else at cpu's smallest size.
-        const json* cpu_same = nullptr;
-        if (ref) {
-          cpu_same = find("cpu", sys.label, method, (*ref)["trajectories"].get<std::int64_t>());
-          for (std::size_t k = 0; !cpu_same && k < sizes.size(); ++k) cpu_same = find("cpu", sys.label, method, sizes[k]);
+    for (const auto& fp : plans)
+      for (const auto& sys : fp.systems)
+        for (const auto& mc : fp.methods) {
+          const std::string& method = mc.label;
+          const json* ref = find("reference", sys.label, method, -1);
+          // cpu at the reference's size when measured, else at cpu's smallest size.
+          const json* cpu_same = nullptr;
+          if (ref) {
+            cpu_same = find("cpu", sys.label, method, (*ref)["trajectories"].get<std::int64_t>());
+            for (std::size_t k = 0; !cpu_same && k < fp.sizes.size(); ++k)
+              cpu_same = find("cpu", sys.label, method, fp.sizes[k]);
+          }
+          const json* cpu_best = fastest("cpu", sys.label, method);
+          if (!ref || !cpu_best) continue;
+          json x;
+          x["family"] = fp.family;
+          x["system"] = sys.label;
+          x["method"] = method;
+          x["reference_trajectories"] = (*ref)["trajectories"];
+          x["reference_steps"] = (*ref)["steps"];
+          x["reference_trajectory_steps_per_second"] = rate(ref);
+          if (cpu_same) {
+            x["cpu_trajectories"] = (*cpu_same)["trajectories"];
+            x["cpu_steps"] = (*cpu_same)["steps"];
+            x["cpu_trajectory_steps_per_second"] = rate(cpu_same);
+            x["cpu_over_reference"] = rate(cpu_same) / rate(ref);
+          } else {
+            x["cpu_trajectories"] = nullptr;
+            x["cpu_steps"] = nullptr;
+            x["cpu_trajectory_steps_per_second"] = nullptr;
+            x["cpu_over_reference"] = nullptr;
+          }
+          x["cpu_fastest_trajectories"] = (*cpu_best)["trajectories"];
+          x["cpu_fastest_trajectory_steps_per_second"] = rate(cpu_best);
+          x["cpu_fastest_over_reference"] = rate(cpu_best) / rate(ref);
+          cpu_ref.push_back(x);
         }
-        const json* cpu_best = fastest("cpu", sys.label, method);
-        if (!ref || !cpu_best) continue;
-        json x;
-        x["system"] = sys.label;
-        x["method"] = method;
-        x["reference_trajectories"] = (*ref)["trajectories"];
-        x["reference_steps"] = (*ref)["steps"];
-        x["reference_trajectory_steps_per_second"] = rate(ref);
-        if (cpu_same) {
-          x["cpu_trajectories"] = (*cpu_same)["trajectories"];
-          x["cpu_steps"] = (*cpu_same)["steps"];
-          x["cpu_trajectory_steps_per_second"] = rate(cpu_same);
-          x["cpu_over_reference"] = rate(cpu_same) / rate(ref);
-        } else {
-          x["cpu_trajectories"] = nullptr;
-          x["cpu_steps"] = nullptr;
-          x["cpu_trajectory_steps_per_second"] = nullptr;
-          x["cpu_over_reference"] = nullptr;
-        }
-        x["cpu_fastest_trajectories"] = (*cpu_best)["trajectories"];
-        x["cpu_fastest_trajectory_steps_per_second"] = rate(cpu_best);
-        x["cpu_fastest_over_reference"] = rate(cpu_best) / rate(ref);
-        cpu_ref.push_back(x);
-      }
     ratios["cpu_over_reference_note"] =
         "cpu_over_reference: cpu at the reference's ensemble size, or at cpu's smallest size when the reference "
         "budget shrank the reference's ensemble (its rate does not depend on size: a serial loop over trajectories); "
@@ -584,17 +752,19 @@ int main(int argc, char** argv) {
     ratios["cpu_over_reference"] = cpu_ref;
 
     json cuda_cpu = json::array();
-    for (const auto& sys : systems)
-      for (const auto& method : methods)
-        for (std::int64_t n : sizes) {
-          const json* g = find("cuda", sys.label, method, n);
-          const json* c = find("cpu", sys.label, method, n);
-          if (!g || !c) continue;
-          cuda_cpu.push_back(json{{"system", sys.label},
-                                  {"method", method},
-                                  {"trajectories", n},
-                                  {"cuda_over_cpu", rate(g) / rate(c)}});
-        }
+    for (const auto& fp : plans)
+      for (const auto& sys : fp.systems)
+        for (const auto& mc : fp.methods)
+          for (std::int64_t n : fp.sizes) {
+            const json* g = find("cuda", sys.label, mc.label, n);
+            const json* c = find("cpu", sys.label, mc.label, n);
+            if (!g || !c) continue;
+            cuda_cpu.push_back(json{{"family", fp.family},
+                                    {"system", sys.label},
+                                    {"method", mc.label},
+                                    {"trajectories", n},
+                                    {"cuda_over_cpu", rate(g) / rate(c)}});
+          }
     if (!cuda_cpu.empty()) ratios["cuda_over_cpu"] = cuda_cpu;
     doc["ratios"] = ratios;
     doc["errors"] = errors;

@@ -705,5 +705,196 @@ TEST(Timeseries, SummaryMaximaAreTheTimeseriesMaxima) {
   EXPECT_EQ(r.timeseries.front().max_energy_error, 0);  // nothing has moved yet
 }
 
+
+// ---------------------------------------------------------------- nonholonomic family
+
+// A nonholonomic system's config block; parameters off their defaults where a
+// system has them, so that they are seen to reach the integrator.
+json nonholonomic_system_json(const std::string& name) {
+  if (name == "martinet" || name == "martinet_lagrangian") return {{"name", name}, {"parameters", {{"beta", 0.5}}}};
+  if (name == "parallel_parking")
+    return {{"name", name}, {"parameters", {{"length", 0.3}, {"alpha", 1.5}, {"beta", 0.8}, {"potential", "bowl"}}}};
+  return {{"name", name}};
+}
+
+// A state of each system to sample "around": generic (no coordinate zero, so
+// no term of H vanishes), away from singularities (1 + beta x > 0).
+std::pair<std::vector<Real>, std::vector<Real>> nonholonomic_center(const std::string& name) {
+  if (name == "parallel_parking") return {{0.3, 0.1, 0.2, 1.5707963267948966}, {0.2, -0.1, 1.09, 1.0}};
+  return {{0.2, -0.3, 0.1}, {0.6, 0.4, -0.5}};
+}
+
+// method: "gauss_legendre1".."gauss_legendre3", "symplectic_euler", "stormer_verlet".
+json nonholonomic_method_json(const std::string& method, double dt, long steps) {
+  json m = {{"dt", dt}, {"steps", steps}};
+  if (method.starts_with("gauss_legendre")) {
+    m["name"] = "gauss_legendre";
+    m["stages"] = std::stoi(method.substr(std::string("gauss_legendre").size()));
+  } else {
+    m["name"] = method;
+  }
+  return m;
+}
+
+json nonholonomic_config(const std::string& system, const std::string& method, double dt, long steps, long size,
+                         const std::string& backend = "cpu", long seed = 7) {
+  const auto [q, p] = nonholonomic_center(system);
+  return {{"system", nonholonomic_system_json(system)},
+          {"method", nonholonomic_method_json(method, dt, steps)},
+          {"ensemble",
+           {{"size", size},
+            {"seed", seed},
+            {"initial",
+             {{"sampler", "around"}, {"q", q}, {"p", p}, {"position_spread", 0.1}, {"momentum_spread", 0.1}}}}},
+          {"output", {{"every", std::max(1L, steps / 4)}}},
+          {"backend", backend}};
+}
+
+const std::vector<std::string> nonholonomic_systems{"heisenberg", "heisenberg_vakonomic", "martinet",
+                                                    "martinet_lagrangian", "parallel_parking"};
+const std::vector<std::string> nonholonomic_methods{"gauss_legendre1", "gauss_legendre2", "gauss_legendre3",
+                                                    "symplectic_euler", "stormer_verlet"};
+
+bool canonical_form(const std::string& system) { return system == "heisenberg" || system == "martinet"; }
+
+class NonholonomicReferenceVsCpu : public ::testing::TestWithParam<std::tuple<std::string, std::string>> {};
+
+// The reference backend solves each method's residual with a finite-difference
+// Jacobian and a chord Newton; cpu uses exact dual-number Jacobians. Both
+// converge to roundoff, so the trajectories agree far below the method's error.
+TEST_P(NonholonomicReferenceVsCpu, FinalStatesAgree) {
+  const auto& [system, method] = GetParam();
+  const long size = 12, steps = 30;
+  json cfg = nonholonomic_config(system, method, 0.05, steps, size, "reference", 21);
+  const Outcome ref = run_cfg(cfg);
+  cfg["backend"] = "cpu";
+  const Outcome cpu = run_cfg(cfg);
+  EXPECT_EQ(ref.result.backend, "reference");
+  EXPECT_EQ(cpu.result.backend, "cpu");
+  for (const Outcome* o : {&ref, &cpu}) {
+    EXPECT_EQ(o->result.family, "nonholonomic");
+    EXPECT_EQ(o->result.stages, method.starts_with("gauss_legendre") ? method.back() - '0' : 0);
+  }
+
+  expect_ids_complete(ref.sink, size);
+  expect_ids_complete(cpu.sink, size);
+  Real dq = 0, dp = 0, moved = 0;
+  const auto [q0, p0] = nonholonomic_center(system);
+  for (std::size_t i = 0; i < ref.sink.rows.size() && i < cpu.sink.rows.size(); ++i) {
+    EXPECT_EQ(ref.sink.rows[i].status, Status::ok) << "reference, trajectory " << i;
+    EXPECT_EQ(cpu.sink.rows[i].status, Status::ok) << "cpu, trajectory " << i;
+    dq = std::max(dq, max_abs_diff(ref.sink.rows[i].q, cpu.sink.rows[i].q));
+    dp = std::max(dp, max_abs_diff(ref.sink.rows[i].p, cpu.sink.rows[i].p));
+    moved = std::max(moved, max_abs_diff(cpu.sink.rows[i].q, q0));
+    for (Real x : cpu.sink.rows[i].q) EXPECT_TRUE(std::isfinite(x));
+    for (Real x : cpu.sink.rows[i].p) EXPECT_TRUE(std::isfinite(x));
+  }
+  EXPECT_LE(dq, 1e-11);
+  EXPECT_LE(dp, 1e-11);
+  // Agreement of trajectories that went somewhere (t = 1.5 at speed ~1).
+  EXPECT_GT(moved, 0.3) << "the ensemble hardly moved";
+  EXPECT_EQ(ref.result.failed, 0);
+  EXPECT_EQ(cpu.result.failed, 0);
+  EXPECT_EQ(ref.result.max_constraint_violation, 0);
+  EXPECT_EQ(cpu.result.max_constraint_violation, 0);
+  // Both observe the same trajectories with the same observer.
+  EXPECT_NEAR(ref.result.max_relative_energy_error, cpu.result.max_relative_energy_error, 1e-9);
+  EXPECT_NEAR(ref.result.max_velocity_constraint_violation, cpu.result.max_velocity_constraint_violation, 1e-12);
+  EXPECT_LE(ref.result.max_velocity_constraint_violation, 1e-12);
+  EXPECT_LE(cpu.result.max_velocity_constraint_violation, 1e-12);
+  ASSERT_EQ(ref.result.timeseries.size(), cpu.result.timeseries.size());
+  for (std::size_t r = 0; r < ref.result.timeseries.size(); ++r) {
+    EXPECT_EQ(ref.result.timeseries[r].live, size);
+    EXPECT_NEAR(ref.result.timeseries[r].mean_energy_error, cpu.result.timeseries[r].mean_energy_error, 1e-9)
+        << "row " << r;
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(AllMethods, NonholonomicReferenceVsCpu,
+                         ::testing::Combine(::testing::ValuesIn(nonholonomic_systems),
+                                            ::testing::ValuesIn(nonholonomic_methods)),
+                         [](const auto& info) { return std::get<0>(info.param) + "_" + std::get<1>(info.param); });
+
+class NonholonomicDeterminism : public ::testing::TestWithParam<std::tuple<std::string, std::string>> {
+ protected:
+  void TearDown() override { omp_set_num_threads(saved_threads_); }
+  int saved_threads_ = omp_get_max_threads();
+};
+
+TEST_P(NonholonomicDeterminism, ThreadCountAndBatchSizeDoNotChangeResults) {
+  const auto& [system, method] = GetParam();
+  const long n = 600;  // >= parallel_threshold, not a multiple of 64 or 128
+  ASSERT_GE(n, parallel_threshold);
+  json cfg = nonholonomic_config(system, method, 0.05, 60, n, "cpu", 99);
+  cfg["output"]["every"] = 25;  // 0, 25, 50, 60
+
+  omp_set_num_threads(1);
+  const Outcome base = run_cfg(cfg);
+  expect_ids_complete(base.sink, n);
+  ASSERT_EQ(base.result.failed, 0);
+  EXPECT_EQ(base.batch_starts, Starts{0});
+  // Not the trivial case: trajectories differ from each other.
+  EXPECT_FALSE(same_bits(base.sink.rows[0].q, base.sink.rows[1].q));
+
+  omp_set_num_threads(2);
+  {
+    const Outcome two = run_cfg(cfg);
+    expect_same_final_states(base.sink, two.sink, "2 threads");
+    expect_same_timeseries(base.result, two.result, "2 threads");
+  }
+  const std::vector<std::pair<long, Starts>> batchings{
+      {64, {0, 64, 128, 192, 256, 320, 384, 448, 512, 576}}, {128, {0, 128, 256, 384, 512}}, {512, {0, 512}}};
+  for (const auto& [batch, starts] : batchings) {
+    json b = cfg;
+    b["ensemble"]["batch_size"] = batch;
+    const Outcome o = run_cfg(b);
+    const std::string what = "batch_size " + std::to_string(batch);
+    EXPECT_EQ(o.batch_starts, starts) << what;
+    expect_same_final_states(base.sink, o.sink, what);
+    expect_same_timeseries(base.result, o.result, what);
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Systems, NonholonomicDeterminism,
+                         ::testing::Values(std::tuple{"parallel_parking", "gauss_legendre2"},
+                                           std::tuple{"martinet_lagrangian", "stormer_verlet"},
+                                           std::tuple{"heisenberg", "symplectic_euler"}),
+                         [](const auto& info) { return std::get<0>(info.param) + "_" + std::get<1>(info.param); });
+
+// The original constraints g_i(q) . qdot = 0 hold along every trajectory
+// (seed 001 Corollary 5): for form-1 systems the observer measures them and
+// finds roundoff; canonical systems have no constraint rows and report 0.
+class NonholonomicVelocityConstraint : public ::testing::TestWithParam<std::tuple<std::string, std::string>> {};
+
+TEST_P(NonholonomicVelocityConstraint, HoldsAlongTheRun) {
+  const auto& [system, method] = GetParam();
+  json cfg = nonholonomic_config(system, method, 0.02, 200, 64, "cpu", 4);
+  cfg["output"]["every"] = 20;
+  const RunResult r = run_json(cfg.dump());
+  EXPECT_EQ(r.failed, 0);
+  EXPECT_EQ(r.family, "nonholonomic");
+  EXPECT_EQ(r.max_constraint_violation, 0) << "no position constraints in this family";
+  ASSERT_EQ(r.timeseries.size(), 11u);
+  for (const TimeseriesRow& t : r.timeseries) {
+    EXPECT_EQ(t.live, 64);
+    EXPECT_EQ(t.max_constraint_violation, 0) << "step " << t.step;
+    EXPECT_GE(t.max_velocity_constraint_violation, 0) << "step " << t.step;
+    if (canonical_form(system))
+      EXPECT_EQ(t.max_velocity_constraint_violation, 0) << "step " << t.step;
+    else
+      EXPECT_LE(t.max_velocity_constraint_violation, 1e-12) << "step " << t.step;
+    EXPECT_TRUE(std::isfinite(t.max_energy_error)) << "step " << t.step;
+  }
+  if (canonical_form(system))
+    EXPECT_EQ(r.max_velocity_constraint_violation, 0);
+  else
+    EXPECT_LE(r.max_velocity_constraint_violation, 1e-12);
+}
+
+INSTANTIATE_TEST_SUITE_P(AllMethods, NonholonomicVelocityConstraint,
+                         ::testing::Combine(::testing::ValuesIn(nonholonomic_systems),
+                                            ::testing::ValuesIn(nonholonomic_methods)),
+                         [](const auto& info) { return std::get<0>(info.param) + "_" + std::get<1>(info.param); });
+
 }  // namespace
 }  // namespace tether::test

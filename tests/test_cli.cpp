@@ -4,6 +4,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cctype>
 #include <cmath>
 #include <cstdlib>
@@ -461,6 +462,283 @@ TEST_F(CliTest, FailedTrajectoriesAreReportedNotFatal) {
   // No NaN reaches the files.
   EXPECT_EQ(read_file(out / "timeseries.csv").find("nan"), std::string::npos);
   EXPECT_EQ(read_file(out / "summary.json").find("null"), std::string::npos);
+}
+
+
+// ---------------------------------------------------------------- nonholonomic family
+
+// A small valid nonholonomic run: the parallel parking vehicle (dof 4).
+json parking_config() {
+  return json::parse(R"({
+    "system":   {"name": "parallel_parking", "parameters": {"length": 0.3}},
+    "method":   {"name": "gauss_legendre", "stages": 2, "dt": 0.05, "steps": 40},
+    "ensemble": {"size": 6, "seed": 3, "initial": {"sampler": "around", "q": [0.3, 0, 0, 1.5707963267948966],
+                 "p": [0, 0, 1.09, 1], "position_spread": 0.1, "momentum_spread": 0.1}},
+    "output":   {"every": 10},
+    "backend":  "cpu"})");
+}
+
+json heisenberg_config() {
+  return json::parse(R"({
+    "system":   {"name": "heisenberg"},
+    "method":   {"name": "gauss_legendre", "stages": 1, "dt": 0.05, "steps": 20},
+    "ensemble": {"size": 4, "seed": 1, "initial": {"sampler": "around", "q": [0.1, -0.2, 0.3], "p": [0.5, 0.3, -0.4],
+                 "position_spread": 0.1, "momentum_spread": 0.1}},
+    "backend":  "cpu"})");
+}
+
+TEST_F(CliTest, NonholonomicRunWritesFamilyStagesAndFinalStates) {
+  const fs::path out = dir_ / "out";
+  const Cli r = run(write("parking.json", parking_config()), out);
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_EQ(r.err, "");
+
+  const json s = json::parse(read_file(out / "summary.json"));
+  EXPECT_EQ(s.value("system", ""), "parallel_parking");
+  EXPECT_EQ(s.value("family", ""), "nonholonomic");
+  EXPECT_EQ(s.value("method", ""), "gauss_legendre");
+  ASSERT_TRUE(s.contains("stages"));
+  EXPECT_TRUE(s["stages"].is_number_integer());
+  EXPECT_EQ(s.value("stages", -1), 2);
+  EXPECT_EQ(s.value("backend", ""), "cpu");
+  EXPECT_EQ(s.value("trajectories", -1), 6);
+  EXPECT_EQ(s.value("steps", -1), 40);
+  EXPECT_EQ(s.value("failed_trajectories", -1), 0);
+  ASSERT_TRUE(s["max_constraint_violation"].is_number());
+  EXPECT_EQ(s["max_constraint_violation"].get<double>(), 0.0) << "no position constraints in this family";
+  ASSERT_TRUE(s["max_velocity_constraint_violation"].is_number());
+  EXPECT_LE(s["max_velocity_constraint_violation"].get<double>(), 1e-12);
+  EXPECT_LT(s.value("max_relative_energy_error", 1.0), 1e-2);
+  EXPECT_GT(s["newton_iterations"]["mean"].get<double>(), 0);
+
+  const auto f = lines(read_file(out / "final.csv"));
+  ASSERT_EQ(f.size(), 7u);
+  const auto header = split(f[0], ',');
+  ASSERT_EQ(header.size(), 1u + 4 + 4 + 1) << f[0];
+  EXPECT_EQ(header[0], "id");
+  EXPECT_EQ(header[4], "q3");
+  EXPECT_EQ(header[5], "p0");
+  EXPECT_EQ(header[8], "p3");
+  EXPECT_EQ(header[9], "status");
+  for (int i = 0; i < 6; ++i) {
+    const auto cells = split(f[std::size_t(i) + 1], ',');
+    ASSERT_EQ(cells.size(), 10u) << f[std::size_t(i) + 1];
+    EXPECT_EQ(cells[0], std::to_string(i));
+    EXPECT_EQ(cells[9], "ok");
+    for (int k = 1; k < 9; ++k) EXPECT_TRUE(std::isfinite(std::stod(cells[std::size_t(k)]))) << cells[std::size_t(k)];
+  }
+  const auto t = lines(read_file(out / "timeseries.csv"));
+  ASSERT_EQ(t.size(), 6u);  // header + steps 0, 10, 20, 30, 40
+  EXPECT_EQ(split(t[5], ',')[0], "40");
+  EXPECT_EQ(split(t[5], ',')[2], "6");
+  for (std::size_t i = 1; i < t.size(); ++i) EXPECT_EQ(std::stod(split(t[i], ',')[5]), 0.0) << t[i];
+
+  // Without stages in the method there is no "stages" key; a holonomic run says its family.
+  json se = parking_config();
+  se["method"].erase("stages");
+  se["method"]["name"] = "stormer_verlet";
+  const fs::path out2 = dir_ / "out2";
+  ASSERT_EQ(run(write("sv.json", se), out2).code, 0);
+  const json s2 = json::parse(read_file(out2 / "summary.json"));
+  EXPECT_EQ(s2.value("family", ""), "nonholonomic");
+  EXPECT_EQ(s2.value("method", ""), "stormer_verlet");
+  EXPECT_FALSE(s2.contains("stages")) << s2.dump();
+  const fs::path out3 = dir_ / "out3";
+  ASSERT_EQ(run(write("holonomic.json", base_config()), out3).code, 0);
+  const json s3 = json::parse(read_file(out3 / "summary.json"));
+  EXPECT_EQ(s3.value("family", ""), "holonomic");
+  EXPECT_FALSE(s3.contains("stages")) << s3.dump();
+}
+
+// Every stage count reaches the integrator: the summary reports it, and the
+// final states differ between 1, 2 and 3 stages (orders 2, 4, 6).
+TEST_F(CliTest, NonholonomicStagesSelectTheMethod) {
+  std::vector<std::string> finals;
+  for (int stages : {1, 2, 3}) {
+    json j = heisenberg_config();
+    j["method"]["stages"] = stages;
+    const fs::path out = dir_ / ("out" + std::to_string(stages));
+    const Cli r = run(write("h" + std::to_string(stages) + ".json", j), out);
+    ASSERT_EQ(r.code, 0) << r.err;
+    const json s = json::parse(read_file(out / "summary.json"));
+    EXPECT_EQ(s.value("system", ""), "heisenberg");
+    EXPECT_EQ(s.value("stages", -1), stages);
+    EXPECT_EQ(s["max_velocity_constraint_violation"].get<double>(), 0.0) << "canonical form";
+    const auto f = lines(read_file(out / "final.csv"));
+    ASSERT_EQ(f.size(), 5u);
+    EXPECT_EQ(split(f[0], ',').size(), 1u + 3 + 3 + 1) << f[0];
+    finals.push_back(read_file(out / "final.csv"));
+  }
+  EXPECT_NE(finals[0], finals[1]);
+  EXPECT_NE(finals[1], finals[2]);
+}
+
+// A nonholonomic config edited into a bad one.
+std::string nh_edited(json j, const std::function<void(json&)>& edit) {
+  edit(j);
+  return j.dump(2);
+}
+
+const json heisenberg_states = json::array({{{"q", {0.0, 0.0, 0.0}}, {"p", {1.0, 0.0, 0.0}}},
+                                            {{"q", {0.1, 0.2, 0.3}}, {"p", {0.0, 1.0, 0.5}}}});
+
+std::vector<BadInput> nonholonomic_bad_inputs() {
+  std::vector<BadInput> v;
+  auto add = [&](std::string name, std::function<json()> base, std::function<void(json&)> edit,
+                 std::vector<std::string> expect) {
+    v.push_back({std::move(name), [base, edit] { return nh_edited(base(), edit); }, std::move(expect)});
+  };
+  add("rattle_on_heisenberg", heisenberg_config, [](json& j) { j["method"] = {{"name", "rattle"}, {"dt", 0.05}, {"steps", 10}}; },
+      {"method.name", "rattle", "heisenberg"});
+  add("shake_on_parallel_parking", parking_config,
+      [](json& j) { j["method"] = {{"name", "shake"}, {"dt", 0.05}, {"steps", 10}}; }, {"method.name", "shake"});
+  add("gauss_legendre_on_spherical_pendulum", base_config, [](json& j) { j["method"]["name"] = "gauss_legendre"; j["method"]["stages"] = 2; },
+      {"method.name", "gauss_legendre", "spherical_pendulum"});
+  add("stormer_verlet_on_chain", base_config,
+      [](json& j) {
+        j["system"] = {{"name", "chain"}, {"parameters", {{"beads", 4}}}};
+        j["method"]["name"] = "stormer_verlet";
+      },
+      {"method.name", "stormer_verlet"});
+  add("gauss_legendre_without_stages", heisenberg_config, [](json& j) { j["method"].erase("stages"); },
+      {"method.stages", "missing"});
+  add("gauss_legendre_stages_4", heisenberg_config, [](json& j) { j["method"]["stages"] = 4; },
+      {"method.stages", "4"});
+  add("gauss_legendre_stages_0", heisenberg_config, [](json& j) { j["method"]["stages"] = 0; },
+      {"method.stages", "0"});
+  add("gauss_legendre_stages_string", heisenberg_config, [](json& j) { j["method"]["stages"] = "2"; },
+      {"method.stages", "\"2\""});
+  add("stages_on_rattle", base_config, [](json& j) { j["method"]["stages"] = 2; },
+      {"method.stages", "gauss_legendre"});
+  add("stages_on_symplectic_euler", heisenberg_config, [](json& j) { j["method"]["name"] = "symplectic_euler"; },
+      {"method.stages", "gauss_legendre"});
+  add("thermal_on_martinet", heisenberg_config,
+      [](json& j) {
+        j["system"] = {{"name", "martinet"}};
+        j["ensemble"]["initial"] = {{"sampler", "thermal"}, {"temperature", 0.5}};
+      },
+      {"ensemble.initial.sampler", "thermal"});
+  add("project_on_heisenberg", heisenberg_config,
+      [](json& j) {
+        j["ensemble"] = states_ensemble(heisenberg_states);
+        j["ensemble"]["initial"]["project"] = true;
+      },
+      {"ensemble.initial.project"});
+  add("tolerance_on_heisenberg", heisenberg_config,
+      [](json& j) {
+        j["ensemble"] = states_ensemble(heisenberg_states);
+        j["ensemble"]["initial"]["tolerance"] = 1e-8;
+      },
+      {"ensemble.initial.tolerance"});
+  add("unknown_parameter_on_heisenberg", heisenberg_config,
+      [](json& j) { j["system"]["parameters"] = {{"beta", 0.5}}; }, {"system.parameters.beta", "unknown key"});
+  add("unknown_parameter_on_martinet", heisenberg_config,
+      [](json& j) { j["system"] = {{"name", "martinet"}, {"parameters", {{"alpha", 1.0}}}}; },
+      {"system.parameters.alpha", "unknown key"});
+  add("string_beta_on_martinet_lagrangian", heisenberg_config,
+      [](json& j) { j["system"] = {{"name", "martinet_lagrangian"}, {"parameters", {{"beta", "0.5"}}}}; },
+      {"system.parameters.beta", "\"0.5\""});
+  add("parking_potential_hill", parking_config, [](json& j) { j["system"]["parameters"]["potential"] = "hill"; },
+      {"system.parameters.potential", "hill"});
+  add("parking_negative_length", parking_config, [](json& j) { j["system"]["parameters"]["length"] = -0.3; },
+      {"system.parameters.length", "-0.3"});
+  add("parking_zero_alpha", parking_config, [](json& j) { j["system"]["parameters"]["alpha"] = 0; },
+      {"system.parameters.alpha", "got 0"});
+  add("parking_state_wrong_dimension", parking_config,
+      [](json& j) {
+        j["ensemble"] = states_ensemble(json::array({{{"q", {0.3, 0.0, 0.0, 1.5}}, {"p", {0.0, 0.0, 1.0, 1.0}}},
+                                                     {{"q", {0.3, 0.0, 0.0}}, {"p", {0.0, 0.0, 1.0, 1.0}}}}));
+      },
+      {"ensemble.initial.states[1].q", "3 entries", "4"});
+  add("parking_state_wrong_momentum_dimension", parking_config,
+      [](json& j) {
+        j["ensemble"] = states_ensemble(json::array({{{"q", {0.3, 0.0, 0.0, 1.5}}, {"p", {0.0, 0.0, 1.0, 1.0, 0.0}}}}));
+      },
+      {"ensemble.initial.states[0].p", "5 entries"});
+  add("parking_around_center_wrong_dimension", parking_config,
+      [](json& j) { j["ensemble"]["initial"]["q"] = {0.3, 0.0, 0.0}; }, {"ensemble.initial.q", "3 entries"});
+  return v;
+}
+
+INSTANTIATE_TEST_SUITE_P(Nonholonomic, BadInputTest, ::testing::ValuesIn(nonholonomic_bad_inputs()),
+                         [](const auto& info) { return info.param.name; });
+
+// Explicit states of an index-1 system need no manifold: any (q, p) runs.
+TEST_F(CliTest, NonholonomicExplicitStatesRun) {
+  json j = heisenberg_config();
+  j["ensemble"] = states_ensemble(heisenberg_states);
+  const fs::path out = dir_ / "out";
+  const Cli r = run(write("states.json", j), out);
+  ASSERT_EQ(r.code, 0) << r.err;
+  const json s = json::parse(read_file(out / "summary.json"));
+  EXPECT_EQ(s.value("trajectories", -1), 2);
+  EXPECT_EQ(s.value("failed_trajectories", -1), 0);
+  EXPECT_EQ(s["initial_projection"].value("projected_states", -1), 0);
+  const auto f = lines(read_file(out / "final.csv"));
+  ASSERT_EQ(f.size(), 3u);
+  EXPECT_EQ(split(f[1], ',').back(), "ok");
+  EXPECT_EQ(split(f[2], ',').back(), "ok");
+}
+
+// Section of `tether list` output from the line starting with `heading` to the next unindented line.
+std::vector<std::string> list_section(const std::string& out, const std::string& heading) {
+  std::vector<std::string> names;
+  bool in = false;
+  for (const auto& l : lines(out)) {
+    if (!l.empty() && l[0] != ' ') {
+      in = l.rfind(heading, 0) == 0;
+      continue;
+    }
+    if (!in) continue;
+    std::stringstream ss(l);
+    std::string first;
+    ss >> first;
+    names.push_back(first);
+  }
+  return names;
+}
+
+TEST_F(CliTest, ListNamesTheNonholonomicSystemsAndBothMethodFamilies) {
+  const Cli r = tether("list");
+  ASSERT_EQ(r.code, 0) << r.err;
+  const auto systems = list_section(r.out, "systems");
+  for (const char* s : {"heisenberg", "heisenberg_vakonomic", "martinet", "martinet_lagrangian", "parallel_parking",
+                        "spherical_pendulum", "double_pendulum", "chain"})
+    EXPECT_NE(std::find(systems.begin(), systems.end(), s), systems.end()) << s << " not under systems:\n" << r.out;
+
+  const auto holonomic = list_section(r.out, "methods for holonomic");
+  const auto nonholonomic = list_section(r.out, "methods for nonholonomic");
+  ASSERT_FALSE(holonomic.empty()) << r.out;
+  ASSERT_FALSE(nonholonomic.empty()) << r.out;
+  auto has = [](const std::vector<std::string>& v, const std::string& x) {
+    return std::find(v.begin(), v.end(), x) != v.end();
+  };
+  for (const char* m : {"symplectic_euler_a", "symplectic_euler_b", "shake", "rattle", "constrained_midpoint"}) {
+    EXPECT_TRUE(has(holonomic, m)) << m;
+    EXPECT_FALSE(has(nonholonomic, m)) << m;
+  }
+  for (const char* m : {"gauss_legendre", "symplectic_euler", "stormer_verlet"}) {
+    EXPECT_TRUE(has(nonholonomic, m)) << m;
+    EXPECT_FALSE(has(holonomic, m)) << m;
+  }
+  // Gauss-Legendre is listed once per stage count.
+  EXPECT_EQ(std::count(nonholonomic.begin(), nonholonomic.end(), "gauss_legendre"), 3) << r.out;
+  for (const char* st : {"stages 1", "stages 2", "stages 3"}) EXPECT_NE(r.out.find(st), std::string::npos) << st;
+}
+
+// Every config shipped in configs/ validates, whatever configs are added later.
+TEST_F(CliTest, ValidateEveryConfigInConfigsFolder) {
+  const fs::path folder = fs::path(TETHER_SOURCE_DIR) / "configs";
+  std::vector<fs::path> configs;
+  for (const auto& e : fs::directory_iterator(folder))
+    if (e.path().extension() == ".json") configs.push_back(e.path());
+  EXPECT_GE(configs.size(), 4u);
+  for (const fs::path& cfg : configs) {
+    const Cli r = tether("validate " + quote(cfg));
+    EXPECT_EQ(r.code, 0) << cfg << ": " << r.err;
+    EXPECT_NE(r.out.find("ok"), std::string::npos) << cfg << ": " << r.out;
+    EXPECT_EQ(r.err, "") << cfg;
+  }
 }
 
 }  // namespace

@@ -124,6 +124,8 @@ void do_list() {
               "martinet_lagrangian");
   std::printf("  %-22s nonholonomic: seed 001 §5, q = (x, y, theta, phi); length, alpha, beta, potential\n",
               "parallel_parking");
+  std::printf("  %-22s holonomic + nonholonomic: S^3 in R^4 with <iq, qdot> = 0 (seed 001 Prop 6)\n",
+              "sphere_contact");
   std::printf("methods for holonomic systems:\n");
 #define TETHER_LIST_METHOD(S, M) std::printf("  %-22s order %d  %s\n", M::name, M::order, M::citation);
   TETHER_FOR_EACH_HOLONOMIC_METHOD(TETHER_LIST_METHOD, void)
@@ -135,6 +137,8 @@ void do_list() {
   else                                                                                                   \
     std::printf("  %-22s order %d  %s\n", M::name, M::order, M::citation);
   TETHER_FOR_EACH_NONHOLONOMIC_METHOD(TETHER_LIST_METHOD, void)
+  std::printf("methods for holonomic + nonholonomic systems:\n");
+  TETHER_FOR_EACH_MIXED_METHOD(TETHER_LIST_METHOD, void)
 #undef TETHER_LIST_METHOD
   std::printf("backends:\n  %-22s cuda when a device is present, else cpu (the default)\n", "auto");
   std::printf("  %-22s serial generic dense Newton on each method's residual\n", "reference");

@@ -18,13 +18,20 @@ using nlohmann::json;
 
 const std::vector<std::string>& system_names() {
 #define TETHER_SYSTEM_NAME(S) S::name,
-  static const std::vector<std::string> v{"spherical_pendulum", "double_pendulum",
-                                          "chain", TETHER_FOR_EACH_NONHOLONOMIC_SYSTEM(TETHER_SYSTEM_NAME)};
+  static const std::vector<std::string> v{"spherical_pendulum", "double_pendulum", "chain",
+                                          TETHER_FOR_EACH_NONHOLONOMIC_SYSTEM(TETHER_SYSTEM_NAME)
+                                              TETHER_FOR_EACH_MIXED_SYSTEM(TETHER_SYSTEM_NAME)};
 #undef TETHER_SYSTEM_NAME
   return v;
 }
 bool is_nonholonomic_system(const std::string& name) {
   return name != "spherical_pendulum" && name != "double_pendulum" && name != "chain";
+}
+bool is_mixed_system(const std::string& name) {
+#define TETHER_MIXED_NAME(S) if (name == S::name) return true;
+  TETHER_FOR_EACH_MIXED_SYSTEM(TETHER_MIXED_NAME)
+#undef TETHER_MIXED_NAME
+  return false;
 }
 
 namespace {
@@ -47,14 +54,23 @@ const std::vector<std::string>& nonholonomic_method_names() {
       unique_names({TETHER_FOR_EACH_NONHOLONOMIC_METHOD(TETHER_METHOD_NAME, void)});
   return v;
 }
+const std::vector<std::string>& mixed_method_names() {
+  static const std::vector<std::string> v = unique_names({TETHER_FOR_EACH_MIXED_METHOD(TETHER_METHOD_NAME, void)});
+  return v;
+}
 #undef TETHER_METHOD_NAME
 const std::vector<std::string>& method_names() {
   static const std::vector<std::string> v = [] {
     std::vector<std::string> all = holonomic_method_names();
-    for (const auto& n : nonholonomic_method_names()) all.push_back(n);
+    for (const auto* family : {&nonholonomic_method_names(), &mixed_method_names()})
+      for (const auto& n : *family) all.push_back(n);
     return all;
   }();
   return v;
+}
+const std::vector<std::string>& methods_for_system(const std::string& name) {
+  if (is_mixed_system(name)) return mixed_method_names();
+  return is_nonholonomic_system(name) ? nonholonomic_method_names() : holonomic_method_names();
 }
 const std::vector<int>& chain_sizes() {
 #define TETHER_CHAIN_SIZE(N) N,
@@ -222,6 +238,10 @@ SystemSpec parse_system(const Node& sys, const std::string& name) {
     if (name == "martinet") return Martinet{p};
     return MartinetLagrangian{p};
   }
+  if (name == "sphere_contact") {
+    prm.only({});
+    return SphereContact{};
+  }
   if (name == "parallel_parking") {
     prm.only({"length", "alpha", "beta", "potential"});
     ParallelParking s;
@@ -317,10 +337,12 @@ RunConfig parse_config(const std::string& text, const std::string& source) {
   m.only({"name", "stages", "dt", "steps", "newton"});
   c.method_name = m.string("name", method_names());
   const bool nonholonomic = is_nonholonomic_system(c.system_name);
-  const auto& family = nonholonomic ? nonholonomic_method_names() : holonomic_method_names();
+  const bool mixed = is_mixed_system(c.system_name);
+  const auto& family = methods_for_system(c.system_name);
   if (std::find(family.begin(), family.end(), c.method_name) == family.end())
     throw ConfigError(m.at("name"), "\"" + c.method_name + "\" does not apply to " + c.system_name + ", a " +
-                                        (nonholonomic ? "nonholonomic" : "holonomic") +
+                                        (mixed ? "holonomic + nonholonomic"
+                                               : (nonholonomic ? "nonholonomic" : "holonomic")) +
                                         " system (its methods: " + join(family) + ")");
   if (c.method_name == "gauss_legendre") {
     if (!m.has("stages")) throw ConfigError(m.at("stages"), "is missing (1, 2 or 3: orders 2, 4, 6)");
@@ -345,7 +367,7 @@ RunConfig parse_config(const std::string& text, const std::string& source) {
       throw ConfigError(ini.at("sampler"), "\"thermal\" applies to holonomic systems; for " + c.system_name +
                                                " use \"around\" or explicit states");
     for (const char* key : {"project", "tolerance"})
-      if (ini.has(key))
+      if (!mixed && ini.has(key))
         throw ConfigError(ini.at(key), "does not apply to " + c.system_name +
                                            ": every (q, p) is a valid state of an index-1 system");
   }

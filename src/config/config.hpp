@@ -13,6 +13,7 @@
 #include "tether/systems/heisenberg_vakonomic.hpp"
 #include "tether/systems/martinet.hpp"
 #include "tether/systems/parallel_parking.hpp"
+#include "tether/systems/sphere_contact.hpp"
 #include "tether/systems/spherical_pendulum.hpp"
 
 namespace tether {
@@ -35,7 +36,7 @@ struct ChainSpec {
 // The configured system itself (its parameters set), or for chains the bead
 // count that picks the instantiation.
 using SystemSpec = std::variant<SphericalPendulum, DoublePendulum, ChainSpec, Heisenberg, HeisenbergVakonomic, Martinet,
-                                MartinetLagrangian, ParallelParking>;
+                                MartinetLagrangian, ParallelParking, SphereContact>;
 
 struct ExplicitState {
   std::vector<Real> q, p;
@@ -73,9 +74,12 @@ struct RunConfig {
 const std::vector<std::string>& system_names();
 const std::vector<std::string>& method_names();
 bool is_nonholonomic_system(const std::string& system_name);
+bool is_mixed_system(const std::string& system_name);  // nonholonomic with holonomic constraints too
+const std::vector<std::string>& methods_for_system(const std::string& system_name);
 // Method names of one family, for messages and `tether list`.
 const std::vector<std::string>& holonomic_method_names();
 const std::vector<std::string>& nonholonomic_method_names();
+const std::vector<std::string>& mixed_method_names();
 const std::vector<int>& chain_sizes();
 const std::vector<std::string>& backend_names();
 

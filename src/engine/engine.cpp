@@ -93,7 +93,9 @@ auto with_method(const RunConfig& c, Fn&& fn) {
   if (c.method_name == M::name) return fn(M{});
 #define TETHER_DISPATCH_STAGED_METHOD(S_, M) \
   if (c.method_name == M::name && c.stages == M::stages) return fn(M{});
-  if constexpr (is_nonholonomic<S>) {
+  if constexpr (is_nonholonomic<S> && holonomic_count<S> > 0) {
+    TETHER_FOR_EACH_MIXED_METHOD(TETHER_DISPATCH_METHOD, void)
+  } else if constexpr (is_nonholonomic<S>) {
     TETHER_FOR_EACH_NONHOLONOMIC_METHOD(TETHER_DISPATCH_STAGED_METHOD, void)
   } else {
     TETHER_FOR_EACH_HOLONOMIC_METHOD(TETHER_DISPATCH_METHOD, void)

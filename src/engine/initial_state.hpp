@@ -7,6 +7,7 @@
 #include "config/config.hpp"
 #include "tether/core/random.hpp"
 #include "tether/methods/projection.hpp"
+#include "tether/methods/rattle_midpoint.hpp"
 #include "tether/systems/generalized_hamiltonian.hpp"
 
 namespace tether {
@@ -30,6 +31,36 @@ Status project_onto_manifold(const S& sys, const NewtonOptions& opt, PhaseState<
   return project_momentum(sys, s.q, s.p);
 }
 
+// The same for an index-1 system with holonomic constraints: q along
+// Dh(q)^T onto h = 0, then p onto T*N by project_cotangent.
+template <class S>
+Status project_onto_manifold_index1(const S& sys, const NewtonOptions& opt, PhaseState<S>& s) {
+  constexpr int n = S::dof, l = holonomic_count<S>;
+  const Mat<l, n> dir = holonomic_jacobian(sys, s.q);
+  const Vec<n> q_in = s.q;
+  Vec<l> mu = Vec<l>::Zero();
+  int iterations = 0;
+  Status st = polished_newton<l>(mu, opt, iterations, [&](const Vec<l>& x, Vec<l>& r, Mat<l, l>& jac) {
+    const Vec<n> q = q_in + dir.transpose() * x;
+    r = holonomic_values(sys, q);
+    jac = holonomic_jacobian(sys, q) * dir.transpose();
+  });
+  if (st != Status::ok) return st;
+  s.q = q_in + dir.transpose() * mu;
+  Vec<S::multiplier_count> lambda;
+  st = start_multipliers(sys, s, opt, lambda, iterations);
+  if (st != Status::ok) return st;
+  return project_cotangent(sys, s.q, s.p, lambda, opt, iterations);
+}
+
+template <class S>
+Status project_state(const S& sys, const NewtonOptions& opt, PhaseState<S>& s) {
+  if constexpr (is_nonholonomic<S>)
+    return project_onto_manifold_index1(sys, opt, s);
+  else
+    return project_onto_manifold(sys, opt, s);
+}
+
 // `moved` receives how far an explicit state was projected (max-norm over q and p).
 template <class S>
 Status initial_state(const S& sys, const RunConfig& c, std::int64_t id, PhaseState<S>& s, Real& moved) {
@@ -40,12 +71,12 @@ Status initial_state(const S& sys, const RunConfig& c, std::int64_t id, PhaseSta
     const ExplicitState& e = ini.states[std::size_t(id)];
     s.q = to_vec<S>(e.q);
     s.p = to_vec<S>(e.p);
-    if constexpr (is_nonholonomic<S>) {
+    if constexpr (is_nonholonomic<S> && holonomic_count<S> == 0) {
       return Status::ok;  // every (q, p) is a state of an index-1 system
     } else {
       if (!ini.project) return Status::ok;
       const PhaseState<S> before = s;
-      const Status st = project_onto_manifold(sys, c.newton, s);
+      const Status st = project_state(sys, c.newton, s);
       moved = std::max(max_abs(Vec<S::dof>(s.q - before.q)), max_abs(Vec<S::dof>(s.p - before.p)));
       return st;
     }
@@ -63,14 +94,15 @@ Status initial_state(const S& sys, const RunConfig& c, std::int64_t id, PhaseSta
       return project_momentum(sys, s.q, s.p);
     }
   }
-  // around: a Gaussian cloud about one state, projected onto T*N (holonomic;
-  // for index-1 systems every (q, p) is a state and the config has no thermal).
+  // around: a Gaussian cloud about one state, projected onto T*N when there
+  // are holonomic constraints (index-1 systems without them take any (q, p);
+  // the config refuses thermal for them).
   for (int c2 = 0; c2 < S::dof; ++c2) xi[c2] = rng.normal();
   s.q = to_vec<S>(ini.center.q) + ini.position_spread * xi;
   for (int c2 = 0; c2 < S::dof; ++c2) xi[c2] = rng.normal();
   s.p = to_vec<S>(ini.center.p) + ini.momentum_spread * xi;
-  if constexpr (is_nonholonomic<S>) return Status::ok;
-  else return project_onto_manifold(sys, c.newton, s);
+  if constexpr (is_nonholonomic<S> && holonomic_count<S> == 0) return Status::ok;
+  else return project_state(sys, c.newton, s);
 }
 
 inline std::string format_number(Real x) {
@@ -84,16 +116,33 @@ template <class S>
 void check_on_manifold(const S& sys, const InitialSpec& ini, const ExplicitState& e, const std::string& path) {
   if (ini.project) return;
   const Vec<S::dof> q = to_vec<S>(e.q), p = to_vec<S>(e.p);
-  const Real g = max_abs(sys.constraints(q));
-  if (!(g <= ini.tolerance))
-    throw ConfigError(path + ".q", "is off the constraint manifold: |g(q)| = " + format_number(g) + " > tolerance " +
-                                       format_number(ini.tolerance) +
-                                       " (set ensemble.initial.project to true to project it)");
-  const Real v = max_abs(sys.constraint_jacobian_times(q, sys.inverse_mass_times(p)));
-  if (!(v <= ini.tolerance))
-    throw ConfigError(path + ".p", "violates the hidden constraint: |G(q) M^-1 p| = " + format_number(v) +
-                                       " > tolerance " + format_number(ini.tolerance) +
-                                       " (set ensemble.initial.project to true to project it)");
+  if constexpr (is_nonholonomic<S>) {
+    const Real g = max_abs(holonomic_values(sys, q));
+    if (!(g <= ini.tolerance))
+      throw ConfigError(path + ".q", "is off the constraint manifold: |h(q)| = " + format_number(g) + " > tolerance " +
+                                         format_number(ini.tolerance) +
+                                         " (set ensemble.initial.project to true to project it)");
+    Vec<S::multiplier_count> lambda = Vec<S::multiplier_count>::Zero();
+    int it = 0;
+    solve_multipliers(sys, q, p, NewtonOptions{}, lambda, it);
+    const Real v = velocity_constraint_residual(sys, q, p, lambda);
+    if (!(v <= ini.tolerance))
+      throw ConfigError(path + ".p", "violates the hidden constraint: |Dh(q) qdot| = " + format_number(v) +
+                                         " > tolerance " + format_number(ini.tolerance) +
+                                         " (set ensemble.initial.project to true to project it)");
+    return;
+  } else {
+    const Real g = max_abs(sys.constraints(q));
+    if (!(g <= ini.tolerance))
+      throw ConfigError(path + ".q", "is off the constraint manifold: |g(q)| = " + format_number(g) + " > tolerance " +
+                                         format_number(ini.tolerance) +
+                                         " (set ensemble.initial.project to true to project it)");
+    const Real v = max_abs(sys.constraint_jacobian_times(q, sys.inverse_mass_times(p)));
+    if (!(v <= ini.tolerance))
+      throw ConfigError(path + ".p", "violates the hidden constraint: |G(q) M^-1 p| = " + format_number(v) +
+                                         " > tolerance " + format_number(ini.tolerance) +
+                                         " (set ensemble.initial.project to true to project it)");
+  }
 }
 
 // Dimension checks on explicit states, and for holonomic systems their
@@ -112,7 +161,8 @@ void check_initial_states(const S& sys, const RunConfig& c) {
   for (std::size_t i = 0; i < ini.states.size(); ++i) {
     const std::string path = "ensemble.initial.states[" + std::to_string(i) + "]";
     check_dims(ini.states[i], path);
-    if constexpr (!is_nonholonomic<S>) check_on_manifold(sys, ini, ini.states[i], path);  // index 1: any (q, p)
+    // Index 1 without holonomic constraints: every (q, p) is a state.
+    if constexpr (!is_nonholonomic<S> || holonomic_count<S> > 0) check_on_manifold(sys, ini, ini.states[i], path);
   }
 }
 

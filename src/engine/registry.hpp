@@ -8,6 +8,7 @@
 #include "tether/methods/constrained_midpoint.hpp"
 #include "tether/methods/gauss_legendre.hpp"
 #include "tether/methods/rattle.hpp"
+#include "tether/methods/rattle_midpoint.hpp"
 #include "tether/methods/shake.hpp"
 #include "tether/methods/stormer_verlet.hpp"
 #include "tether/methods/symplectic_euler.hpp"
@@ -19,6 +20,7 @@
 #include "tether/systems/heisenberg_vakonomic.hpp"
 #include "tether/systems/martinet.hpp"
 #include "tether/systems/parallel_parking.hpp"
+#include "tether/systems/sphere_contact.hpp"
 #include "tether/systems/spherical_pendulum.hpp"
 
 // Holonomic systems (seed 000): SHAKE/RATTLE family.
@@ -37,6 +39,9 @@
   X(S, ::tether::SymplecticEuler)                 \
   X(S, ::tether::StormerVerlet)
 
+// Index-1 systems with holonomic constraints as well (seed 001 Props 6-7).
+#define TETHER_FOR_EACH_MIXED_METHOD(X, S) X(S, ::tether::RattleMidpoint)
+
 #define TETHER_FOR_EACH_CHAIN_SIZE(X) X(4) X(8) X(16)
 
 #define TETHER_FOR_EACH_NONHOLONOMIC_SYSTEM(X) \
@@ -45,3 +50,5 @@
   X(::tether::Martinet)                        \
   X(::tether::MartinetLagrangian)              \
   X(::tether::ParallelParking)
+
+#define TETHER_FOR_EACH_MIXED_SYSTEM(X) X(::tether::SphereContact)

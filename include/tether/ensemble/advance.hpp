@@ -56,8 +56,9 @@ TETHER_HD void energy_and_scale(const S& sys, const Vec<S::dof>& q, const Vec<S:
 }
 
 // Relative energy error and constraint residuals of trajectory i. For the
-// nonholonomic family there is no position constraint, and the velocity
-// residual is max_i |g_i(q) . qdot| (zero for canonical systems).
+// nonholonomic family the position residual is |h(q)| (zero without holonomic
+// constraints), and the velocity residual max_i |g_i(q) . qdot| (zero for
+// canonical systems; with |Dh(q) qdot| for mixed ones).
 template <class S, class M>
 TETHER_HD void observe_trajectory(const S& sys, const EnsembleView& v, std::int64_t i) {
   PhaseState<S> s;
@@ -67,7 +68,10 @@ TETHER_HD void observe_trajectory(const S& sys, const EnsembleView& v, std::int6
     Real potential;
     Vec<S::multiplier_count> lambda;
     const Status st = energy_parts(sys, s.q, s.p, energy, potential, lambda);
-    v.constraint_violation[i] = 0;
+    if constexpr (holonomic_count<S> > 0)
+      v.constraint_violation[i] = max_abs(holonomic_values(sys, s.q));
+    else
+      v.constraint_violation[i] = 0;
     v.velocity_violation[i] =
         st == Status::ok ? velocity_constraint_residual(sys, s.q, s.p, lambda) : Real(INFINITY);  // visible, never silently small
   } else {

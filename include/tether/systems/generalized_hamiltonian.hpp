@@ -43,6 +43,20 @@ struct is_nonholonomic_t<S, decltype(void(S::form))> {
 template <class S>
 constexpr bool is_nonholonomic = is_nonholonomic_t<S>::value;
 
+// Holonomic constraints h(q) = 0 as well (seed 001 Prop 6): a Form::lagrangian
+// system may declare `holonomic_count` and give h(q), templated on T. Only
+// rattle_midpoint (Prop 7) integrates those; the Runge-Kutta methods do not.
+template <class S, class = void>
+struct holonomic_count_t {
+  static constexpr int value = 0;
+};
+template <class S>
+struct holonomic_count_t<S, decltype(void(S::holonomic_count))> {
+  static constexpr int value = S::holonomic_count;
+};
+template <class S>
+constexpr int holonomic_count = holonomic_count_t<S>::value;
+
 // Sizes of z = (q, p, lambda).
 template <class S>
 struct Sizes {
@@ -165,10 +179,38 @@ TETHER_HD Status energy_parts(const S& sys, const Vec<S::dof>& q, const Vec<S::d
   return st;
 }
 
+// h(q) and its Jacobian Dh(q) (l x n, by dual numbers).
+template <class S>
+TETHER_HD Vec<holonomic_count<S>> holonomic_values(const S& sys, const Vec<S::dof>& q) {
+  constexpr int l = holonomic_count<S>;
+  Arr<Real, S::dof> qa;
+  for (int j = 0; j < S::dof; ++j) qa[j] = q[j];
+  Real h[l];
+  sys.holonomic_constraints(qa, h);
+  Vec<l> v;
+  for (int i = 0; i < l; ++i) v[i] = h[i];
+  return v;
+}
+
+template <class S>
+TETHER_HD Mat<holonomic_count<S>, S::dof> holonomic_jacobian(const S& sys, const Vec<S::dof>& q) {
+  constexpr int n = S::dof, l = holonomic_count<S>;
+  using D = ad::Dual<Real>;
+  Mat<l, n> jac;
+  for (int j = 0; j < n; ++j) {
+    Arr<D, n> qa;
+    for (int c = 0; c < n; ++c) qa[c] = D(q[c], c == j ? 1 : 0);
+    D h[l];
+    sys.holonomic_constraints(qa, h);
+    for (int i = 0; i < l; ++i) jac(i, j) = h[i].d;
+  }
+  return jac;
+}
+
 // max_i |g_i(q) . qdot| with qdot = H_p (seed 001 eq. (1.8)): the original
-// nonholonomic constraints, which Corollary 5 says hold at every step. Zero
-// for canonical systems, whose velocities lie in the distribution by
-// construction.
+// nonholonomic constraints, which Corollary 5 says hold at every step (and
+// |Dh(q) qdot| when there are holonomic constraints). Zero for canonical
+// systems, whose velocities lie in the distribution by construction.
 template <class S>
 TETHER_HD Real velocity_constraint_residual(const S& sys, const Vec<S::dof>& q, const Vec<S::dof>& p,
                                             const Vec<S::multiplier_count>& lambda) {
@@ -187,6 +229,9 @@ TETHER_HD Real velocity_constraint_residual(const S& sys, const Vec<S::dof>& q, 
       for (int j = 0; j < n; ++j) r += rows[i][j] * grad[n + j];
       worst = fmax(worst, fabs(r));
     }
+    // With holonomic constraints, also the secondary ones Dh(q) qdot = 0.
+    if constexpr (holonomic_count<S> > 0)
+      worst = fmax(worst, max_abs(Vec<holonomic_count<S>>(holonomic_jacobian(sys, q) * grad.template segment<n>(n))));
     return worst;
   }
 }
