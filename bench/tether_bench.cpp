@@ -348,6 +348,7 @@ struct FamilyPlan {
   std::vector<MethodCase> methods;
   std::vector<std::int64_t> sizes;
   std::int64_t steps = 0;
+  int repeats = 0;
   std::int64_t reference_size = 0;
 };
 
@@ -401,7 +402,8 @@ int main(int argc, char** argv) {
                  "steps per run for cpu and cuda, every family (default holonomic 100, --quick 5; "
                  "nonholonomic 10, --quick 5)")
       ->check(CLI::Range(std::int64_t(1), std::int64_t(1) << 30));
-  app.add_option("--repeats", repeats, "runs per point for cpu and cuda (default 5; --quick 3)")
+  app.add_option("--repeats", repeats,
+                 "runs per point for cpu and cuda, every family (default holonomic 5, nonholonomic 3; --quick 3)")
       ->check(CLI::Range(1, 1000));
   app.add_option("--min-time", min_time,
                  "cpu/cuda: keep repeating a point (up to 20 x --repeats runs) until its runs add up to this many "
@@ -439,7 +441,6 @@ int main(int argc, char** argv) {
   try {
     // ---- resolve the plan
     if (min_time < 0) min_time = quick ? 0.2 : 0.5;
-    if (repeats == 0) repeats = quick ? 3 : 5;
     if (reference_steps == 0) reference_steps = quick ? 2 : 5;
     if (reference_repeats == 0) reference_repeats = 3;
     if (reference_budget < 0) reference_budget = quick ? 3 : 20;
@@ -524,11 +525,11 @@ int main(int argc, char** argv) {
                                                     " system, and no " + f + " method is selected");
       if (fp.systems.empty() || fp.methods.empty()) continue;
       const bool nh = f == kNonholonomic;
-      // A nonholonomic step costs ~1-170 us per trajectory on one core, on cpu
-      // as on the reference (implicit stages, s(2n+k) unknowns, Hessians of H),
-      // against ~0.1-3 us for a holonomic one on cpu: smaller default ensembles
-      // and fewer steps, so that the full family (25 system/method pairs) takes
-      // minutes on a 2-core machine. See bench/README.md.
+      // A nonholonomic trajectory-step costs ~1-240 us on one core, on cpu as
+      // on the reference (implicit stages, s(2n+k) unknowns, Hessians of H),
+      // against ~0.1-3 us for a holonomic one on cpu: smaller default ensembles,
+      // fewer steps and repeats, so that the whole family (25 system/method
+      // pairs) takes minutes on a 2-core machine. See bench/README.md.
       if (!sizes_given.empty())
         fp.sizes = sizes_given;
       else if (nh)
@@ -537,6 +538,7 @@ int main(int argc, char** argv) {
         fp.sizes = quick ? std::vector<std::int64_t>{1000, 10000, 100000}
                          : std::vector<std::int64_t>{1000, 10000, 100000, 1000000};
       fp.steps = steps_arg > 0 ? steps_arg : quick ? 5 : nh ? 10 : 100;
+      fp.repeats = repeats > 0 ? repeats : quick || nh ? 3 : 5;
       fp.reference_size = reference_size_given > 0 ? reference_size_given : fp.sizes.front();
       plans.push_back(fp);
     }
@@ -585,12 +587,12 @@ int main(int argc, char** argv) {
       }
       f["sizes"] = fp.sizes;
       f["steps"] = fp.steps;
+      f["repeats"] = fp.repeats;
       f["reference_max_trajectories"] = fp.reference_size;
       f["sampler"] = fp.family == kHolonomic ? "thermal" : "around";
       families[fp.family] = f;
     }
     settings["families"] = families;
-    settings["repeats"] = repeats;
     settings["reference_steps"] = reference_steps;
     settings["reference_repeats"] = reference_repeats;
     settings["reference_budget_seconds"] = reference_budget;
@@ -606,8 +608,8 @@ int main(int argc, char** argv) {
     const auto bench_start = std::chrono::steady_clock::now();
     for (const auto& backend : backends) {
       const bool is_reference = backend == "reference";
-      const int these_repeats = is_reference ? reference_repeats : repeats;
       for (const auto& fp : plans) {
+        const int these_repeats = is_reference ? reference_repeats : fp.repeats;
         const std::int64_t these_steps = is_reference ? reference_steps : fp.steps;
         const std::int64_t reference_size = fp.reference_size;
         for (const auto& sys : fp.systems)

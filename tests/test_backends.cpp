@@ -825,8 +825,9 @@ TEST_P(NonholonomicDeterminism, ThreadCountAndBatchSizeDoNotChangeResults) {
   const auto& [system, method] = GetParam();
   const long n = 600;  // >= parallel_threshold, not a multiple of 64 or 128
   ASSERT_GE(n, parallel_threshold);
-  json cfg = nonholonomic_config(system, method, 0.05, 60, n, "cpu", 99);
-  cfg["output"]["every"] = 25;  // 0, 25, 50, 60
+  // Few steps: the dual-number Hessians make these steps costly.
+  json cfg = nonholonomic_config(system, method, 0.05, 20, n, "cpu", 99);
+  cfg["output"]["every"] = 8;  // 0, 8, 16, 20
 
   omp_set_num_threads(1);
   const Outcome base = run_cfg(cfg);
@@ -856,9 +857,10 @@ TEST_P(NonholonomicDeterminism, ThreadCountAndBatchSizeDoNotChangeResults) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Systems, NonholonomicDeterminism,
-                         ::testing::Values(std::tuple{"parallel_parking", "gauss_legendre2"},
+                         ::testing::Values(std::tuple{"parallel_parking", "gauss_legendre1"},
+                                           std::tuple{"heisenberg_vakonomic", "gauss_legendre3"},
                                            std::tuple{"martinet_lagrangian", "stormer_verlet"},
-                                           std::tuple{"heisenberg", "symplectic_euler"}),
+                                           std::tuple{"martinet", "symplectic_euler"}),
                          [](const auto& info) { return std::get<0>(info.param) + "_" + std::get<1>(info.param); });
 
 // The original constraints g_i(q) . qdot = 0 hold along every trajectory
@@ -868,15 +870,15 @@ class NonholonomicVelocityConstraint : public ::testing::TestWithParam<std::tupl
 
 TEST_P(NonholonomicVelocityConstraint, HoldsAlongTheRun) {
   const auto& [system, method] = GetParam();
-  json cfg = nonholonomic_config(system, method, 0.02, 200, 64, "cpu", 4);
-  cfg["output"]["every"] = 20;
+  json cfg = nonholonomic_config(system, method, 0.02, 100, 32, "cpu", 4);
+  cfg["output"]["every"] = 10;
   const RunResult r = run_json(cfg.dump());
   EXPECT_EQ(r.failed, 0);
   EXPECT_EQ(r.family, "nonholonomic");
   EXPECT_EQ(r.max_constraint_violation, 0) << "no position constraints in this family";
   ASSERT_EQ(r.timeseries.size(), 11u);
   for (const TimeseriesRow& t : r.timeseries) {
-    EXPECT_EQ(t.live, 64);
+    EXPECT_EQ(t.live, 32);
     EXPECT_EQ(t.max_constraint_violation, 0) << "step " << t.step;
     EXPECT_GE(t.max_velocity_constraint_violation, 0) << "step " << t.step;
     if (canonical_form(system))
