@@ -118,7 +118,8 @@ void write_summary(const fs::path& file, const RunConfig& c, const RunResult& r)
           : "|H - H0| / (K0 + |V0| + E_sys) per trajectory, E_sys the system's characteristic energy";
   j["constraint_definition"] =
       r.family == "nonholonomic"
-          ? "no position constraints; velocity: max_i |g_i(q) . qdot| with qdot = H_p (0 for canonical systems)"
+          ? "position: max |h(q)| (0 without holonomic constraints); velocity: max_i |g_i(q) . qdot| and |Dh(q) qdot| "
+            "with qdot = H_p (0 for canonical systems)"
           : "position: max |g(q)|; velocity: max |G(q) M^-1 p|";
   std::ofstream out(file, std::ios::binary);
   check_stream(out, file);

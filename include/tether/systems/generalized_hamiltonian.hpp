@@ -149,7 +149,7 @@ TETHER_HD void hamiltonian_derivatives(const S& sys, const ZVec<S>& z, ZVec<S>& 
 template <class S>
 TETHER_HD Status solve_multipliers(const S& sys, const Vec<S::dof>& q, const Vec<S::dof>& p, const NewtonOptions& opt,
                                    Vec<S::multiplier_count>& lambda, int& iterations) {
-  constexpr int n = S::dof, k = S::multiplier_count;
+  constexpr int k = S::multiplier_count;
   if constexpr (k == 0) {
     return Status::ok;
   } else {
