@@ -96,8 +96,10 @@ int do_run(const std::string& config_path, const std::string& out, const std::st
 int do_validate(const std::string& path) {
   const tether::RunConfig cfg = tether::load_config_file(path);
   tether::check_config(cfg);
+  const std::string method =
+      cfg.stages > 0 ? cfg.method_name + " (" + std::to_string(cfg.stages) + " stages)" : cfg.method_name;
   std::printf("%s: ok (%s, %s, %lld trajectories x %lld steps of dt %g, backend %s)\n", path.c_str(),
-              cfg.system_name.c_str(), cfg.method_name.c_str(), (long long)cfg.size, (long long)cfg.steps, cfg.dt,
+              cfg.system_name.c_str(), method.c_str(), (long long)cfg.size, (long long)cfg.steps, cfg.dt,
               cfg.backend.c_str());
   // A config may be meant for another machine: say so, but it is not an error.
   try {

@@ -115,9 +115,7 @@ struct GaussLegendre {
   // Reference form: unknowns x = (Z_1, ..., Z_s), eqs. (2.2) and (2.4) as written.
   template <class S>
   static Eigen::VectorXd reference_guess(const S& sys, const PhaseState<S>& s0, Real) {
-    Vec<S::multiplier_count> lambda;
-    int it = 0;
-    start_multipliers(sys, s0, NewtonOptions{}, lambda, it);
+    const Vec<S::multiplier_count> lambda = multipliers_of(sys, s0);
     Eigen::VectorXd x(Parts<S>::m * Stages);
     for (int i = 0; i < Stages; ++i) x.segment(i * Parts<S>::m, Parts<S>::m) = pack<S>(s0.q, s0.p, lambda);
     return x;

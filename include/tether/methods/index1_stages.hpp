@@ -29,6 +29,15 @@ TETHER_HD Status start_multipliers(const S& sys, const PhaseState<S>& s, const N
   return solve_multipliers(sys, s.q, s.p, opt, lambda, iterations);
 }
 
+// lambda~(q0, p0) for a reference guess (a failed solve shows up in the residual).
+template <class S>
+Vec<S::multiplier_count> multipliers_of(const S& sys, const PhaseState<S>& s) {
+  Vec<S::multiplier_count> lambda;
+  int it = 0;
+  start_multipliers(sys, s, NewtonOptions{}, lambda, it);
+  return lambda;
+}
+
 // Solves p = p0 - c H_q(q, p, Lambda), 0 = H_lambda(q, p, Lambda) for (p, Lambda), q fixed.
 template <class S>
 TETHER_HD Status solve_momentum_stage(const S& sys, const Vec<S::dof>& q, const Vec<S::dof>& p0, Real c,

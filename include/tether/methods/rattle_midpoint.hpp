@@ -111,9 +111,7 @@ struct RattleMidpoint {
   template <class S>
   static Eigen::VectorXd reference_guess(const S& sys, const PhaseState<S>& s0, Real) {
     constexpr int k = S::multiplier_count, l = holonomic_count<S>;
-    Vec<k> lambda;
-    int it = 0;
-    start_multipliers(sys, s0, NewtonOptions{}, lambda, it);
+    const Vec<S::multiplier_count> lambda = multipliers_of(sys, s0);
     Eigen::VectorXd x(2 * l + 2 * S::dof + 2 * k);
     x << Vec<l>::Zero(), s0.q, s0.p, lambda, Vec<l>::Zero(), lambda;
     return x;

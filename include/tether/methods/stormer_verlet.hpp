@@ -44,9 +44,7 @@ struct StormerVerlet {
   // Reference form: unknowns x = (p_{1/2}, Lambda_1, q1, Lambda_2).
   template <class S>
   static Eigen::VectorXd reference_guess(const S& sys, const PhaseState<S>& s0, Real) {
-    Vec<S::multiplier_count> lambda;
-    int it = 0;
-    start_multipliers(sys, s0, NewtonOptions{}, lambda, it);
+    const Vec<S::multiplier_count> lambda = multipliers_of(sys, s0);
     Eigen::VectorXd x(2 * (S::dof + S::multiplier_count));
     x << s0.p, lambda, s0.q, lambda;
     return x;

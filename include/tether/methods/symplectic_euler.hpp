@@ -36,9 +36,7 @@ struct SymplecticEuler {
   // Reference form: unknowns x = (p1, Lambda).
   template <class S>
   static Eigen::VectorXd reference_guess(const S& sys, const PhaseState<S>& s0, Real) {
-    Vec<S::multiplier_count> lambda;
-    int it = 0;
-    start_multipliers(sys, s0, NewtonOptions{}, lambda, it);
+    const Vec<S::multiplier_count> lambda = multipliers_of(sys, s0);
     Eigen::VectorXd x(S::dof + S::multiplier_count);
     x << s0.p, lambda;
     return x;
