@@ -898,5 +898,81 @@ INSTANTIATE_TEST_SUITE_P(AllMethods, NonholonomicVelocityConstraint,
                                             ::testing::ValuesIn(nonholonomic_methods)),
                          [](const auto& info) { return std::get<0>(info.param) + "_" + std::get<1>(info.param); });
 
+
+// A state at a singularity of the metric (Martinet: 1 + beta x = 0, where the
+// frame field X2 = d/dy / (1 + beta x) blows up) has no finite energy. It may
+// be rejected as bad input, or fail as a trajectory; either way it must not
+// count as live and bring NaN or infinity into the ensemble statistics.
+class NonholonomicSingularState : public ::testing::TestWithParam<std::tuple<std::string, std::string>> {};
+
+TEST_P(NonholonomicSingularState, IsRejectedOrFailsWithoutPoisoningStatistics) {
+  const auto& [system, backend] = GetParam();
+  const json states = json::array({{{"q", {0.5, 0.0, 0.0}}, {"p", {1.0, 1.0, 0.0}}},    // beta = -2: 1 + beta x = 0
+                                   {{"q", {0.1, 0.0, 0.0}}, {"p", {1.0, 1.0, 0.0}}}});  // regular
+  const json cfg = {{"system", {{"name", system}, {"parameters", {{"beta", -2.0}}}}},
+                    {"method", {{"name", "gauss_legendre"}, {"stages", 2}, {"dt", 0.02}, {"steps", 10}}},
+                    {"ensemble", {{"initial", {{"states", states}}}}},
+                    {"output", {{"every", 5}}},
+                    {"backend", backend}};
+  Outcome o;
+  try {
+    o = run_cfg(cfg);
+  } catch (const ConfigError& e) {
+    EXPECT_EQ(e.path().rfind("ensemble.initial.states[0]", 0), 0u) << e.what();
+    return;
+  }
+  expect_ids_complete(o.sink, 2);
+  EXPECT_EQ(o.result.failed, 1);
+  EXPECT_NE(o.sink.rows[0].status, Status::ok);
+  EXPECT_EQ(o.sink.rows[1].status, Status::ok);
+  ASSERT_EQ(o.result.timeseries.size(), 3u);
+  for (const TimeseriesRow& t : o.result.timeseries) {
+    EXPECT_EQ(t.live, 1) << "step " << t.step << ": the singular state is not a live trajectory";
+    EXPECT_TRUE(std::isfinite(t.mean_energy_error)) << "step " << t.step << ": " << t.mean_energy_error;
+    EXPECT_TRUE(std::isfinite(t.max_energy_error)) << "step " << t.step;
+    EXPECT_TRUE(std::isfinite(t.max_velocity_constraint_violation))
+        << "step " << t.step << ": " << t.max_velocity_constraint_violation;
+  }
+  EXPECT_TRUE(std::isfinite(o.result.max_relative_energy_error));
+  EXPECT_TRUE(std::isfinite(o.result.max_velocity_constraint_violation)) << o.result.max_velocity_constraint_violation;
+}
+
+INSTANTIATE_TEST_SUITE_P(Martinet, NonholonomicSingularState,
+                         ::testing::Combine(::testing::Values("martinet", "martinet_lagrangian"),
+                                            ::testing::Values("cpu", "reference")),
+                         [](const auto& info) { return std::get<0>(info.param) + "_" + std::get<1>(info.param); });
+
+// The system parameters reach the integrator: changing any one of them
+// changes the trajectories.
+TEST(NonholonomicParameters, EachParameterChangesTheFinalStates) {
+  auto finals = [](const std::string& system, const json& parameters) {
+    json cfg = nonholonomic_config(system, "gauss_legendre2", 0.05, 20, 4, "cpu", 3);
+    cfg["system"]["parameters"] = parameters;
+    const Outcome o = run_cfg(cfg);
+    EXPECT_EQ(o.result.failed, 0) << system << " " << parameters.dump();
+    return o.sink;
+  };
+  auto differ = [](const MemorySink& a, const MemorySink& b) {
+    if (a.rows.size() != b.rows.size()) return true;
+    for (std::size_t i = 0; i < a.rows.size(); ++i)
+      if (max_abs_diff(a.rows[i].q, b.rows[i].q) > 1e-6) return true;
+    return false;
+  };
+  for (const char* system : {"martinet", "martinet_lagrangian"}) {
+    const MemorySink base = finals(system, json::object());
+    EXPECT_FALSE(differ(base, finals(system, {{"beta", 0.0}}))) << system << ": beta defaults to 0";
+    EXPECT_TRUE(differ(base, finals(system, {{"beta", 0.5}}))) << system << ": beta";
+  }
+  const json parking = {{"length", 1.0}, {"alpha", 1.0}, {"beta", 1.0}, {"potential", "none"}};
+  const MemorySink base = finals("parallel_parking", parking);
+  EXPECT_FALSE(differ(base, finals("parallel_parking", json::object()))) << "documented defaults";
+  for (const auto& [key, value] : std::vector<std::pair<std::string, json>>{
+           {"length", 0.3}, {"alpha", 2.0}, {"beta", 0.5}, {"potential", "bowl"}}) {
+    json changed = parking;
+    changed[key] = value;
+    EXPECT_TRUE(differ(base, finals("parallel_parking", changed))) << "parallel_parking: " << key;
+  }
+}
+
 }  // namespace
 }  // namespace tether::test

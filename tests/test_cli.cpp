@@ -741,5 +741,34 @@ TEST_F(CliTest, ValidateEveryConfigInConfigsFolder) {
   }
 }
 
+
+// A state where the Martinet frame is singular (1 + beta x = 0): bad input
+// (exit 2, naming the state) or a failed trajectory (exit 0), but never NaN,
+// infinity or null in the files.
+TEST_F(CliTest, NonholonomicSingularStateLeavesNoNanInTheFiles) {
+  for (const char* system : {"martinet", "martinet_lagrangian"}) {
+    json j = heisenberg_config();
+    j["system"] = {{"name", system}, {"parameters", {{"beta", -2.0}}}};
+    j["ensemble"] = states_ensemble(json::array({{{"q", {0.5, 0.0, 0.0}}, {"p", {1.0, 1.0, 0.0}}},
+                                                 {{"q", {0.1, 0.0, 0.0}}, {"p", {1.0, 1.0, 0.0}}}}));
+    const fs::path out = dir_ / (std::string("out_") + system);
+    const Cli r = run(write(std::string(system) + ".json", j), out);
+    if (r.code == 2) {
+      EXPECT_NE(one_error_line(r).find("ensemble.initial.states[0]"), std::string::npos) << system;
+      EXPECT_FALSE(fs::exists(out)) << system;
+      continue;
+    }
+    ASSERT_EQ(r.code, 0) << system << ": " << r.err;
+    const std::string summary = read_file(out / "summary.json"), series = read_file(out / "timeseries.csv");
+    EXPECT_EQ(summary.find("null"), std::string::npos) << system << ":\n" << summary;
+    EXPECT_EQ(series.find("nan"), std::string::npos) << system << ":\n" << series;
+    EXPECT_EQ(series.find("inf"), std::string::npos) << system << ":\n" << series;
+    const json s = json::parse(summary);
+    EXPECT_EQ(s.value("failed_trajectories", -1), 1) << system;
+    ASSERT_EQ(s["failures"].size(), 1u) << system;
+    EXPECT_EQ(s["failures"][0].value("id", -1), 0) << system;
+  }
+}
+
 }  // namespace
 }  // namespace tether::test

@@ -285,7 +285,15 @@ ExplicitState parse_state(const Node& s) {
   return ExplicitState{s.numbers("q"), s.numbers("p")};
 }
 
-InitialSpec parse_initial(const Node& ini) {
+// The family decides what applies: index-1 systems take any (q, p), so no
+// thermal sampler, and without holonomic constraints nothing to project.
+InitialSpec parse_initial(const Node& ini, const std::string& system_name) {
+  const bool nonholonomic = is_nonholonomic_system(system_name), mixed = is_mixed_system(system_name);
+  if (nonholonomic && !mixed)
+    for (const char* key : {"project", "tolerance"})
+      if (ini.has(key))
+        throw ConfigError(ini.at(key), std::string("does not apply to ") + system_name +
+                                           ": every (q, p) is a valid state of an index-1 system");
   InitialSpec spec;
   if (ini.has("states")) {
     ini.only({"states", "project", "tolerance"});
@@ -301,6 +309,9 @@ InitialSpec parse_initial(const Node& ini) {
   }
   static const std::vector<std::string> samplers{"thermal", "around"};
   const std::string sampler = ini.string("sampler", samplers);
+  if (sampler == "thermal" && nonholonomic)
+    throw ConfigError(ini.at("sampler"), "\"thermal\" applies to holonomic systems; for " + system_name +
+                                             " use \"around\" or explicit states");
   if (sampler == "thermal") {
     ini.only({"sampler", "temperature"});
     spec.kind = InitialSpec::Kind::thermal;
@@ -359,18 +370,7 @@ RunConfig parse_config(const std::string& text, const std::string& source) {
 
   const Node ens = top.object("ensemble");
   ens.only({"size", "seed", "batch_size", "initial"});
-  c.initial = parse_initial(ens.object("initial"));
-  if (nonholonomic) {
-    // Index-1 systems: lambda follows from (q, p), so every (q, p) is a state.
-    const Node ini = ens.object("initial");
-    if (c.initial.kind == InitialSpec::Kind::thermal)
-      throw ConfigError(ini.at("sampler"), "\"thermal\" applies to holonomic systems; for " + c.system_name +
-                                               " use \"around\" or explicit states");
-    for (const char* key : {"project", "tolerance"})
-      if (!mixed && ini.has(key))
-        throw ConfigError(ini.at(key), "does not apply to " + c.system_name +
-                                           ": every (q, p) is a valid state of an index-1 system");
-  }
+  c.initial = parse_initial(ens.object("initial"), c.system_name);
   if (c.initial.kind == InitialSpec::Kind::states) {
     const auto n = static_cast<std::int64_t>(c.initial.states.size());
     c.size = ens.integer("size", 1, INT64_MAX, n);

@@ -40,10 +40,10 @@ Status project_onto_manifold_index1(const S& sys, const NewtonOptions& opt, Phas
   const Vec<n> q_in = s.q;
   Vec<l> mu = Vec<l>::Zero();
   int iterations = 0;
-  Status st = polished_newton<l>(mu, opt, iterations, [&](const Vec<l>& x, Vec<l>& r, Mat<l, l>& jac) {
+  Status st = polished_newton<l>(mu, opt, iterations, [&](const Vec<l>& x, Vec<l>& r, Mat<l, l>* jac) {
     const Vec<n> q = q_in + dir.transpose() * x;
     r = holonomic_values(sys, q);
-    jac = holonomic_jacobian(sys, q) * dir.transpose();
+    if (jac) *jac = holonomic_jacobian(sys, q) * dir.transpose();
   });
   if (st != Status::ok) return st;
   s.q = q_in + dir.transpose() * mu;

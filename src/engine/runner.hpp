@@ -22,16 +22,17 @@ void prepare_batch(const S& sys, const RunConfig& c, std::int64_t first_id, Host
   for (std::int64_t j = 0; j < h.count; ++j) {
     PhaseState<S> s;
     Real moved = 0;
-    const Status st = initial_state<S>(sys, c, first_id + j, s, moved);
+    Status st = initial_state<S>(sys, c, first_id + j, s, moved);
     if (moved > 0) ++projected;
     farthest = std::max(farthest, moved);
-    if (st != Status::ok) {
+    M::start(sys, s, c.dt);
+    Real energy, scale;
+    const Status energy_status = energy_and_scale(sys, s.q, s.p, energy, scale);
+    if (st == Status::ok) st = energy_status;
+    if (st != Status::ok) {  // reported as failed at step 0, kept out of every statistic
       v.status[j] = static_cast<std::uint8_t>(st);
       v.failed_step[j] = 0;
     }
-    M::start(sys, s, c.dt);
-    Real energy, scale;
-    energy_and_scale(sys, s.q, s.p, energy, scale);
     v.energy0[j] = energy;
     v.energy_scale[j] = scale > 0 && std::isfinite(scale) ? scale : Real(1);
     store_state<S, M>(v, j, s);

@@ -6,6 +6,53 @@
 
 namespace tether {
 
+// LU factors of a dense K x K matrix with partial pivoting, kept so that one
+// factorization serves several right-hand sides (chord Newton iterations).
+template <int K>
+struct DenseLU {
+  Mat<K, K> lu;
+  int perm[K];
+
+  // Returns false when a pivot vanishes.
+  TETHER_HD bool factor(const Mat<K, K>& a) {
+    lu = a;
+    for (int c = 0; c < K; ++c) {
+      int piv = c;
+      Real best = lu(c, c) < 0 ? -lu(c, c) : lu(c, c);
+      for (int r = c + 1; r < K; ++r) {
+        const Real v = lu(r, c) < 0 ? -lu(r, c) : lu(r, c);
+        if (v > best) { best = v; piv = r; }
+      }
+      if (!(best > 0)) return false;
+      perm[c] = piv;
+      if (piv != c)
+        for (int j = 0; j < K; ++j) { const Real t = lu(c, j); lu(c, j) = lu(piv, j); lu(piv, j) = t; }
+      for (int r = c + 1; r < K; ++r) {
+        lu(r, c) /= lu(c, c);
+        for (int j = c + 1; j < K; ++j) lu(r, j) -= lu(r, c) * lu(c, j);
+      }
+    }
+    return true;
+  }
+
+  // Returns false when the result is not finite.
+  TETHER_HD bool solve(const Vec<K>& rhs, Vec<K>& x) const {
+    // Rows were swapped whole (multipliers included), so P A = L U with every
+    // swap applied first.
+    Vec<K> b = rhs;
+    for (int c = 0; c < K; ++c)
+      if (perm[c] != c) { const Real t = b[c]; b[c] = b[perm[c]]; b[perm[c]] = t; }
+    for (int c = 0; c < K; ++c)
+      for (int r = c + 1; r < K; ++r) b[r] -= lu(r, c) * b[c];
+    for (int r = K - 1; r >= 0; --r) {
+      Real s = b[r];
+      for (int j = r + 1; j < K; ++j) s -= lu(r, j) * x[j];
+      x[r] = s / lu(r, r);
+    }
+    return all_finite(x);
+  }
+};
+
 // Dense K x K matrix, solved by LU with partial pivoting.
 template <int K>
 struct DenseMatrix {
@@ -17,32 +64,8 @@ struct DenseMatrix {
       x[0] = rhs[0] / a(0, 0);
       return is_finite(x[0]);
     } else {
-      Mat<K, K> lu = a;
-      Vec<K> b = rhs;
-      for (int c = 0; c < K; ++c) {
-        int piv = c;
-        Real best = lu(c, c) < 0 ? -lu(c, c) : lu(c, c);
-        for (int r = c + 1; r < K; ++r) {
-          const Real v = lu(r, c) < 0 ? -lu(r, c) : lu(r, c);
-          if (v > best) { best = v; piv = r; }
-        }
-        if (!(best > 0)) return false;
-        if (piv != c) {
-          for (int j = 0; j < K; ++j) { const Real t = lu(c, j); lu(c, j) = lu(piv, j); lu(piv, j) = t; }
-          const Real t = b[c]; b[c] = b[piv]; b[piv] = t;
-        }
-        for (int r = c + 1; r < K; ++r) {
-          const Real f = lu(r, c) / lu(c, c);
-          for (int j = c + 1; j < K; ++j) lu(r, j) -= f * lu(c, j);
-          b[r] -= f * b[c];
-        }
-      }
-      for (int r = K - 1; r >= 0; --r) {
-        Real s = b[r];
-        for (int j = r + 1; j < K; ++j) s -= lu(r, j) * x[j];
-        x[r] = s / lu(r, r);
-      }
-      return all_finite(x);
+      DenseLU<K> f;
+      return f.factor(a) && f.solve(rhs, x);
     }
   }
 };

@@ -41,18 +41,24 @@ TETHER_HD void advance_trajectory(const S& sys, const StepControl& ctl, const En
 // The energy of a state and the scale its relative error is taken against.
 // Holonomic: H = K + V, scale K + |V| + E_sys (the system's characteristic
 // energy). Nonholonomic: H(q, p, lambda~(q, p)), scale |H - V| + |V|.
+// Not ok when the energy cannot be formed (e.g. a singular metric, where
+// 1 + beta x = 0 for Martinet): such a state cannot start.
 template <class S>
-TETHER_HD void energy_and_scale(const S& sys, const Vec<S::dof>& q, const Vec<S::dof>& p, Real& energy, Real& scale) {
+TETHER_HD Status energy_and_scale(const S& sys, const Vec<S::dof>& q, const Vec<S::dof>& p, Real& energy,
+                                  Real& scale) {
+  Status st = Status::ok;
   if constexpr (is_nonholonomic<S>) {
     Real potential;
     Vec<S::multiplier_count> lambda;
-    energy_parts(sys, q, p, energy, potential, lambda);
+    st = energy_parts(sys, q, p, energy, potential, lambda);
     scale = fabs(energy - potential) + fabs(potential);
   } else {
     const Real kinetic = Real(0.5) * p.dot(sys.inverse_mass_times(p)), potential = sys.potential(q);
     energy = kinetic + potential;
     scale = kinetic + fabs(potential) + sys.energy_scale();
   }
+  if (st == Status::ok && !is_finite(energy)) st = Status::non_finite;
+  return st;
 }
 
 // Relative energy error and constraint residuals of trajectory i. For the

@@ -75,27 +75,28 @@ struct GaussLegendre {
     for (int i = 0; i < Stages; ++i)
       Z.template segment<m>(i * m) =
           pack<S>(s.q + h * Tableau::c(i) * P::p(g0), s.p - h * Tableau::c(i) * P::q(g0), lambda0);
-    st = polished_newton<K>(Z, opt, iterations, [&](const Vec<K>& x, Vec<K>& r, Mat<K, K>& jac) {
-      jac.setZero();
+    st = polished_newton<K>(Z, opt, iterations, [&](const Vec<K>& x, Vec<K>& r, Mat<K, K>* jac) {
+      if (jac) jac->setZero();
       for (int i = 0; i < Stages; ++i) {
         r.template segment<n>(i * m) = P::q(x.template segment<m>(i * m)) - s.q;
         r.template segment<n>(i * m + n) = P::p(x.template segment<m>(i * m)) - s.p;
-        jac.template block<2 * n, 2 * n>(i * m, i * m).setIdentity();
+        if (jac) jac->template block<2 * n, 2 * n>(i * m, i * m).setIdentity();
       }
       for (int j = 0; j < Stages; ++j) {
         ZVec<S> g;
         ZMat<S> hs;
-        hamiltonian_derivatives(sys, ZVec<S>(x.template segment<m>(j * m)), g, hs);
+        hamiltonian_derivatives(sys, ZVec<S>(x.template segment<m>(j * m)), g, hs, jac != nullptr);
         for (int i = 0; i < Stages; ++i) {
           const Real ha = h * Tableau::a(i, j);
           r.template segment<n>(i * m) -= ha * P::p(g);
           r.template segment<n>(i * m + n) += ha * P::q(g);
-          jac.template block<n, m>(i * m, j * m) -= ha * hs.template middleRows<n>(n);
-          jac.template block<n, m>(i * m + n, j * m) += ha * hs.template topRows<n>();
+          if (!jac) continue;
+          jac->template block<n, m>(i * m, j * m) -= ha * hs.template middleRows<n>(n);
+          jac->template block<n, m>(i * m + n, j * m) += ha * hs.template topRows<n>();
         }
         if constexpr (k > 0) {
           r.template segment<k>(j * m + 2 * n) = P::lambda(g);
-          jac.template block<k, m>(j * m + 2 * n, j * m) = hs.template bottomRows<k>();
+          if (jac) jac->template block<k, m>(j * m + 2 * n, j * m) = hs.template bottomRows<k>();
         }
       }
     });

@@ -47,17 +47,16 @@ TETHER_HD Status solve_momentum_stage(const S& sys, const Vec<S::dof>& q, const 
   Vec<n + k> y;
   y.template head<n>() = p;
   if constexpr (k > 0) y.template tail<k>() = lambda;
-  const Status st = polished_newton<n + k>(y, opt, iterations, [&](const Vec<n + k>& x, Vec<n + k>& r, Mat<n + k, n + k>& jac) {
+  const Status st = polished_newton<n + k>(y, opt, iterations, [&](const Vec<n + k>& x, Vec<n + k>& r, Mat<n + k, n + k>* jac) {
     ZVec<S> g;
     ZMat<S> hs;
-    hamiltonian_derivatives(sys, pack<S>(q, x.template head<n>(), x.template tail<k>()), g, hs);
+    hamiltonian_derivatives(sys, pack<S>(q, x.template head<n>(), x.template tail<k>()), g, hs, jac != nullptr);
     r.template head<n>() = x.template head<n>() - p0 + c * g.template head<n>();
-    jac.template topRows<n>() = c * hs.template block<n, n + k>(0, n);
-    jac.template topLeftCorner<n, n>() += Mat<n, n>::Identity();
-    if constexpr (k > 0) {
-      r.template tail<k>() = g.template tail<k>();
-      jac.template bottomRows<k>() = hs.template block<k, n + k>(2 * n, n);
-    }
+    if constexpr (k > 0) r.template tail<k>() = g.template tail<k>();
+    if (!jac) return;
+    jac->template topRows<n>() = c * hs.template block<n, n + k>(0, n);
+    jac->template topLeftCorner<n, n>() += Mat<n, n>::Identity();
+    if constexpr (k > 0) jac->template bottomRows<k>() = hs.template block<k, n + k>(2 * n, n);
   });
   p = y.template head<n>();
   if constexpr (k > 0) lambda = y.template tail<k>();
@@ -73,19 +72,20 @@ TETHER_HD Status solve_position_stage(const S& sys, const Vec<S::dof>& a, const 
   Vec<n + k> y;
   y.template head<n>() = q;
   if constexpr (k > 0) y.template tail<k>() = lambda;
-  const Status st = polished_newton<n + k>(y, opt, iterations, [&](const Vec<n + k>& x, Vec<n + k>& r, Mat<n + k, n + k>& jac) {
+  const Status st = polished_newton<n + k>(y, opt, iterations, [&](const Vec<n + k>& x, Vec<n + k>& r, Mat<n + k, n + k>* jac) {
     const ZVec<S> z = pack<S>(x.template head<n>(), p, x.template tail<k>());
     ZVec<S> g;
     ZMat<S> hs;
-    hamiltonian_derivatives(sys, z, g, hs);
+    hamiltonian_derivatives(sys, z, g, hs, jac != nullptr);
     r.template head<n>() = x.template head<n>() - a - c * g.template segment<n>(n);
+    if constexpr (k > 0) r.template tail<k>() = g.template tail<k>();
+    if (!jac) return;
     // Unknowns (q, Lambda) are the columns 0..n-1 and 2n..2n+k-1 of Hess H.
-    jac.template topLeftCorner<n, n>() = Mat<n, n>::Identity() - c * hs.template block<n, n>(n, 0);
+    jac->template topLeftCorner<n, n>() = Mat<n, n>::Identity() - c * hs.template block<n, n>(n, 0);
     if constexpr (k > 0) {
-      jac.template topRightCorner<n, k>() = -c * hs.template block<n, k>(n, 2 * n);
-      r.template tail<k>() = g.template tail<k>();
-      jac.template bottomLeftCorner<k, n>() = hs.template block<k, n>(2 * n, 0);
-      jac.template bottomRightCorner<k, k>() = hs.template block<k, k>(2 * n, 2 * n);
+      jac->template topRightCorner<n, k>() = -c * hs.template block<n, k>(n, 2 * n);
+      jac->template bottomLeftCorner<k, n>() = hs.template block<k, n>(2 * n, 0);
+      jac->template bottomRightCorner<k, k>() = hs.template block<k, k>(2 * n, 2 * n);
     }
   });
   q = y.template head<n>();

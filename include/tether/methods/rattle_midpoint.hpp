@@ -25,17 +25,18 @@ TETHER_HD Status project_cotangent(const S& sys, const Vec<S::dof>& q, Vec<S::do
   Vec<l + k> y;
   y.template head<l>().setZero();
   y.template tail<k>() = lambda;
-  const Status st = polished_newton<l + k>(y, opt, iterations, [&](const Vec<l + k>& x, Vec<l + k>& r, Mat<l + k, l + k>& jac) {
+  const Status st = polished_newton<l + k>(y, opt, iterations, [&](const Vec<l + k>& x, Vec<l + k>& r, Mat<l + k, l + k>* jac) {
     ZVec<S> g;
     ZMat<S> hs;
     hamiltonian_derivatives(sys, pack<S>(q, Vec<n>(p_in + dh.transpose() * x.template head<l>()), x.template tail<k>()), g,
-                            hs);
+                            hs, jac != nullptr);
     r.template head<l>() = dh * g.template segment<n>(n);
     r.template tail<k>() = g.template tail<k>();
-    jac.template topLeftCorner<l, l>() = dh * hs.template block<n, n>(n, n) * dh.transpose();
-    jac.template topRightCorner<l, k>() = dh * hs.template block<n, k>(n, 2 * n);
-    jac.template bottomLeftCorner<k, l>() = hs.template block<k, n>(2 * n, n) * dh.transpose();
-    jac.template bottomRightCorner<k, k>() = hs.template block<k, k>(2 * n, 2 * n);
+    if (!jac) return;
+    jac->template topLeftCorner<l, l>() = dh * hs.template block<n, n>(n, n) * dh.transpose();
+    jac->template topRightCorner<l, k>() = dh * hs.template block<n, k>(n, 2 * n);
+    jac->template bottomLeftCorner<k, l>() = hs.template block<k, n>(2 * n, n) * dh.transpose();
+    jac->template bottomRightCorner<k, k>() = hs.template block<k, k>(2 * n, 2 * n);
   });
   p = p_in + dh.transpose() * y.template head<l>();
   lambda = y.template tail<k>();
@@ -63,19 +64,22 @@ struct RattleMidpoint {
     // Unknowns x = (mu, q1, p^1, Lambda).
     Vec<K> x;
     x << Vec<l>::Zero(), s.q + h * g0.template segment<n>(n), s.p - h * g0.template head<n>(), lambda;
-    st = polished_newton<K>(x, opt, iterations, [&](const Vec<K>& y, Vec<K>& r, Mat<K, K>& jac) {
+    st = polished_newton<K>(x, opt, iterations, [&](const Vec<K>& y, Vec<K>& r, Mat<K, K>* out) {
       const Vec<l> mu = y.template head<l>();
       const Vec<n> q1 = y.template segment<n>(l), p1 = y.template segment<n>(l + n);
       const Vec<k> big_lambda = y.template tail<k>();
       const Vec<n> p_jump = s.p + dh0.transpose() * mu;
       ZVec<S> g;
       ZMat<S> hs;
-      hamiltonian_derivatives(sys, pack<S>(Vec<n>((s.q + q1) / 2), Vec<n>((p_jump + p1) / 2), big_lambda), g, hs);
+      hamiltonian_derivatives(sys, pack<S>(Vec<n>((s.q + q1) / 2), Vec<n>((p_jump + p1) / 2), big_lambda), g, hs, out != nullptr);
       const auto hqq = hs.template block<n, n>(0, 0), hqp = hs.template block<n, n>(0, n);
       const auto hpq = hs.template block<n, n>(n, 0), hpp = hs.template block<n, n>(n, n);
       r.template head<l>() = holonomic_values(sys, q1);
       r.template segment<n>(l) = q1 - s.q - h * g.template segment<n>(n);
       r.template segment<n>(l + n) = p1 - p_jump + h * g.template head<n>();
+      if constexpr (k > 0) r.template tail<k>() = g.template tail<k>();
+      if (!out) return;
+      Mat<K, K>& jac = *out;
       jac.setZero();
       jac.template block<l, n>(0, l) = holonomic_jacobian(sys, q1);
       // d/d mu enters through p^0 = p0 + Dh0^T mu (in p^1 - p^0 and in the midpoint).
@@ -88,7 +92,6 @@ struct RattleMidpoint {
       if constexpr (k > 0) {
         jac.template block<n, k>(l, l + 2 * n) = -h * hs.template block<n, k>(n, 2 * n);
         jac.template block<n, k>(l + n, l + 2 * n) = h * hs.template block<n, k>(0, 2 * n);
-        r.template tail<k>() = g.template tail<k>();
         const auto hlq = hs.template block<k, n>(2 * n, 0), hlp = hs.template block<k, n>(2 * n, n);
         jac.template block<k, l>(l + 2 * n, 0) = hlp * dh0.transpose() / 2;
         jac.template block<k, n>(l + 2 * n, l) = hlq / 2;

@@ -143,6 +143,16 @@ TETHER_HD void hamiltonian_derivatives(const S& sys, const ZVec<S>& z, ZVec<S>& 
   hessian_of<Sizes<S>::m>(PackedHamiltonian<S>{sys}, z, value, grad, hess);
 }
 
+// grad H, and Hess H only when asked for (a Newton iteration that reuses its
+// factored Jacobian needs only the gradient, at a fraction of the cost).
+template <class S>
+TETHER_HD void hamiltonian_derivatives(const S& sys, const ZVec<S>& z, ZVec<S>& grad, ZMat<S>& hess, bool want_hessian) {
+  if (want_hessian)
+    hamiltonian_derivatives(sys, z, grad, hess);
+  else
+    grad = hamiltonian_gradient(sys, z);
+}
+
 // lambda~(q, p): the root of H_lambda(q, p, lambda) = 0, by Newton with
 // H_lambda_lambda (for Form::lagrangian that is G M^-1 G^T and H_lambda is
 // linear in lambda, so one update plus the polishing one).
@@ -153,12 +163,12 @@ TETHER_HD Status solve_multipliers(const S& sys, const Vec<S::dof>& q, const Vec
   if constexpr (k == 0) {
     return Status::ok;
   } else {
-    return polished_newton<k>(lambda, opt, iterations, [&](const Vec<k>& x, Vec<k>& r, Mat<k, k>& jac) {
+    return polished_newton<k>(lambda, opt, iterations, [&](const Vec<k>& x, Vec<k>& r, Mat<k, k>* jac) {
       ZVec<S> grad;
       ZMat<S> hess;
-      hamiltonian_derivatives(sys, pack<S>(q, p, x), grad, hess);
+      hamiltonian_derivatives(sys, pack<S>(q, p, x), grad, hess, jac != nullptr);
       r = grad.template tail<k>();
-      jac = hess.template bottomRightCorner<k, k>();
+      if (jac) *jac = hess.template bottomRightCorner<k, k>();
     });
   }
 }
