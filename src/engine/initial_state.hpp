@@ -48,7 +48,7 @@ Status project_onto_manifold_index1(const S& sys, const NewtonOptions& opt, Phas
   if (st != Status::ok) return st;
   s.q = q_in + dir.transpose() * mu;
   Vec<S::multiplier_count> lambda;
-  st = start_multipliers(sys, s, opt, lambda, iterations);
+  st = solve_multipliers(sys, s.q, s.p, opt, lambda, iterations);
   if (st != Status::ok) return st;
   return project_cotangent(sys, s.q, s.p, lambda, opt, iterations);
 }
@@ -122,7 +122,7 @@ void check_on_manifold(const S& sys, const InitialSpec& ini, const ExplicitState
       throw ConfigError(path + ".q", "is off the constraint manifold: |h(q)| = " + format_number(g) + " > tolerance " +
                                          format_number(ini.tolerance) +
                                          " (set ensemble.initial.project to true to project it)");
-    Vec<S::multiplier_count> lambda = Vec<S::multiplier_count>::Zero();
+    Vec<S::multiplier_count> lambda;
     int it = 0;
     solve_multipliers(sys, q, p, NewtonOptions{}, lambda, it);
     const Real v = velocity_constraint_residual(sys, q, p, lambda);

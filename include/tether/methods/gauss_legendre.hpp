@@ -68,7 +68,7 @@ struct GaussLegendre {
     using P = Parts<S>;
     constexpr int n = P::n, k = P::k, m = P::m, K = m * Stages;
     Vec<k> lambda0;
-    Status st = start_multipliers(sys, s, opt, lambda0, iterations);
+    Status st = solve_multipliers(sys, s.q, s.p, opt, lambda0, iterations);
     if (st != Status::ok) return st;
     const ZVec<S> g0 = hamiltonian_gradient(sys, pack<S>(s.q, s.p, lambda0));
     Vec<K> Z;
@@ -126,18 +126,19 @@ struct GaussLegendre {
   static Eigen::VectorXd residual(const S& sys, const PhaseState<S>& s0, Real h, const Eigen::VectorXd& x) {
     using P = Parts<S>;
     constexpr int n = P::n, m = P::m;
+    ZVec<S> g[Stages];  // grad H at each stage, once
+    for (int j = 0; j < Stages; ++j) g[j] = hamiltonian_gradient(sys, ZVec<S>(x.segment(j * m, m)));
     Eigen::VectorXd r(m * Stages);
     for (int i = 0; i < Stages; ++i) {
       const Eigen::VectorXd zi = x.segment(i * m, m);
       Eigen::VectorXd q_rate = Eigen::VectorXd::Zero(n), p_rate = Eigen::VectorXd::Zero(n);
       for (int j = 0; j < Stages; ++j) {
-        const Eigen::VectorXd gj = hamiltonian_gradient(sys, ZVec<S>(x.segment(j * m, m)));
-        q_rate += Tableau::a(i, j) * gj.segment(n, n);
-        p_rate -= Tableau::a(i, j) * gj.head(n);
+        q_rate += Tableau::a(i, j) * g[j].template segment<n>(n);
+        p_rate -= Tableau::a(i, j) * g[j].template head<n>();
       }
       r.segment(i * m, n) = zi.head(n) - s0.q - h * q_rate;
       r.segment(i * m + n, n) = zi.segment(n, n) - s0.p - h * p_rate;
-      r.segment(i * m + 2 * n, m - 2 * n) = hamiltonian_gradient(sys, ZVec<S>(zi)).tail(m - 2 * n);
+      r.segment(i * m + 2 * n, m - 2 * n) = g[i].tail(m - 2 * n);
     }
     return r;
   }

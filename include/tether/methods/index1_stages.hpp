@@ -21,20 +21,12 @@ struct Parts {
   TETHER_HD static Vec<k> lambda(const V& z) { return z.template segment<k>(2 * n); }
 };
 
-// Multipliers of the start of a step, lambda~(q0, p0).
-template <class S>
-TETHER_HD Status start_multipliers(const S& sys, const PhaseState<S>& s, const NewtonOptions& opt,
-                                   Vec<S::multiplier_count>& lambda, int& iterations) {
-  lambda.setZero();
-  return solve_multipliers(sys, s.q, s.p, opt, lambda, iterations);
-}
-
 // lambda~(q0, p0) for a reference guess (a failed solve shows up in the residual).
 template <class S>
 Vec<S::multiplier_count> multipliers_of(const S& sys, const PhaseState<S>& s) {
   Vec<S::multiplier_count> lambda;
   int it = 0;
-  start_multipliers(sys, s, NewtonOptions{}, lambda, it);
+  solve_multipliers(sys, s.q, s.p, NewtonOptions{}, lambda, it);
   return lambda;
 }
 

@@ -57,7 +57,7 @@ struct RattleMidpoint {
   TETHER_HD static Status step(const S& sys, PhaseState<S>& s, Real h, const NewtonOptions& opt, int& iterations) {
     constexpr int n = S::dof, k = S::multiplier_count, l = holonomic_count<S>, K = l + 2 * n + k;
     Vec<k> lambda;
-    Status st = start_multipliers(sys, s, opt, lambda, iterations);
+    Status st = solve_multipliers(sys, s.q, s.p, opt, lambda, iterations);
     if (st != Status::ok) return st;
     const Mat<l, n> dh0 = holonomic_jacobian(sys, s.q);
     const ZVec<S> g0 = hamiltonian_gradient(sys, pack<S>(s.q, s.p, lambda));

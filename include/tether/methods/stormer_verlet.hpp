@@ -25,7 +25,7 @@ struct StormerVerlet {
   TETHER_HD static Status step(const S& sys, PhaseState<S>& s, Real h, const NewtonOptions& opt, int& iterations) {
     using P = Parts<S>;
     Vec<S::multiplier_count> lambda;
-    Status st = start_multipliers(sys, s, opt, lambda, iterations);
+    Status st = solve_multipliers(sys, s.q, s.p, opt, lambda, iterations);
     if (st != Status::ok) return st;
     Vec<S::dof> half = s.p;
     st = solve_momentum_stage(sys, s.q, s.p, h / 2, opt, half, lambda, iterations);

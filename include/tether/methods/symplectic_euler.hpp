@@ -21,7 +21,7 @@ struct SymplecticEuler {
   template <class S>
   TETHER_HD static Status step(const S& sys, PhaseState<S>& s, Real h, const NewtonOptions& opt, int& iterations) {
     Vec<S::multiplier_count> lambda;
-    Status st = start_multipliers(sys, s, opt, lambda, iterations);
+    Status st = solve_multipliers(sys, s.q, s.p, opt, lambda, iterations);
     if (st != Status::ok) return st;
     Vec<S::dof> p1 = s.p;
     st = solve_momentum_stage(sys, s.q, s.p, h, opt, p1, lambda, iterations);

@@ -115,6 +115,13 @@ struct PackedHamiltonian {
 };
 
 template <class S>
+TETHER_HD Arr<Real, S::dof> to_arr(const Vec<S::dof>& q) {
+  Arr<Real, S::dof> a;
+  for (int j = 0; j < S::dof; ++j) a[j] = q[j];
+  return a;
+}
+
+template <class S>
 TETHER_HD ZVec<S> pack(const Vec<S::dof>& q, const Vec<S::dof>& p, const Vec<S::multiplier_count>& lambda) {
   constexpr int n = S::dof;
   ZVec<S> z;
@@ -153,13 +160,14 @@ TETHER_HD void hamiltonian_derivatives(const S& sys, const ZVec<S>& z, ZVec<S>& 
     grad = hamiltonian_gradient(sys, z);
 }
 
-// lambda~(q, p): the root of H_lambda(q, p, lambda) = 0, by Newton with
-// H_lambda_lambda (for Form::lagrangian that is G M^-1 G^T and H_lambda is
-// linear in lambda, so one update plus the polishing one).
+// lambda~(q, p): the root of H_lambda(q, p, lambda) = 0, by Newton from
+// lambda = 0 with H_lambda_lambda (for Form::lagrangian that is G M^-1 G^T
+// and H_lambda is linear in lambda, so one update plus the polishing one).
 template <class S>
 TETHER_HD Status solve_multipliers(const S& sys, const Vec<S::dof>& q, const Vec<S::dof>& p, const NewtonOptions& opt,
                                    Vec<S::multiplier_count>& lambda, int& iterations) {
   constexpr int k = S::multiplier_count;
+  lambda.setZero();
   if constexpr (k == 0) {
     return Status::ok;
   } else {
@@ -180,12 +188,9 @@ TETHER_HD Status energy_parts(const S& sys, const Vec<S::dof>& q, const Vec<S::d
                               Vec<S::multiplier_count>& lambda) {
   NewtonOptions opt;
   int it = 0;
-  lambda.setZero();
   const Status st = solve_multipliers(sys, q, p, opt, lambda, it);
   energy = hamiltonian_value(sys, pack<S>(q, p, lambda));
-  Arr<Real, S::dof> qa;
-  for (int j = 0; j < S::dof; ++j) qa[j] = q[j];
-  potential = sys.potential(qa);
+  potential = sys.potential(to_arr<S>(q));
   return st;
 }
 
@@ -193,10 +198,8 @@ TETHER_HD Status energy_parts(const S& sys, const Vec<S::dof>& q, const Vec<S::d
 template <class S>
 TETHER_HD Vec<holonomic_count<S>> holonomic_values(const S& sys, const Vec<S::dof>& q) {
   constexpr int l = holonomic_count<S>;
-  Arr<Real, S::dof> qa;
-  for (int j = 0; j < S::dof; ++j) qa[j] = q[j];
   Real h[l];
-  sys.holonomic_constraints(qa, h);
+  sys.holonomic_constraints(to_arr<S>(q), h);
   Vec<l> v;
   for (int i = 0; i < l; ++i) v[i] = h[i];
   return v;
@@ -229,10 +232,8 @@ TETHER_HD Real velocity_constraint_residual(const S& sys, const Vec<S::dof>& q, 
     return 0;
   } else {
     const ZVec<S> grad = hamiltonian_gradient(sys, pack<S>(q, p, lambda));
-    Arr<Real, n> qa;
-    for (int j = 0; j < n; ++j) qa[j] = q[j];
     Real rows[S::multiplier_count][n];
-    sys.constraint_rows(qa, rows);
+    sys.constraint_rows(to_arr<S>(q), rows);
     Real worst = 0;
     for (int i = 0; i < S::multiplier_count; ++i) {
       Real r = 0;
