@@ -770,5 +770,109 @@ TEST_F(CliTest, NonholonomicSingularStateLeavesNoNanInTheFiles) {
   }
 }
 
+// ---------------------------------------------------------------- shoot
+
+json shoot_config() {
+  return json::parse(R"({
+    "system": {"name": "heisenberg"},
+    "method": {"name": "gauss_legendre", "stages": 1, "steps": 10},
+    "shoot": {"q0": [0, 0, 0], "time": 1.0,
+              "targets": {"list": [[0.5, 0.0, 0.0], [0.3, 0.2, 0.05], [-0.2, 0.4, -0.03]]},
+              "guesses": {"toward": true}},
+    "backend": "cpu"})");
+}
+
+TEST_F(CliTest, ShootWritesOneRowPerTargetAndASummary) {
+  json j = shoot_config();
+  j["output"] = {{"geodesics", {{"every", 5}}}};
+  const fs::path out = dir_ / "shots";
+  const Cli r = tether("shoot " + quote(write("shoot.json", j)) + " --out " + quote(out) + " --quiet");
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_EQ(r.err, "");
+  const auto rows = lines(read_file(out / "shots.csv"));
+  ASSERT_EQ(rows.size(), 4u);
+  const auto header = split(rows[0], ',');
+  const auto col = [&](const std::string& name) {
+    return std::size_t(std::find(header.begin(), header.end(), name) - header.begin());
+  };
+  for (const char* name : {"target", "converged", "status", "iterations", "residual", "p0_2", "length", "energy",
+                           "conjugate_point"})
+    EXPECT_LT(col(name), header.size()) << name;
+  for (std::size_t t = 1; t < rows.size(); ++t) {
+    const auto cells = split(rows[t], ',');
+    EXPECT_EQ(cells[0], std::to_string(t - 1));
+    EXPECT_EQ(cells[col("converged")], "1") << rows[t];
+    EXPECT_LE(std::stod(cells[col("residual")]), 1e-10) << rows[t];
+  }
+  const json s = json::parse(read_file(out / "summary.json"));
+  EXPECT_EQ(s["targets"], 3);
+  EXPECT_EQ(s["converged"], 3);
+  EXPECT_EQ(s["shots"], 3);
+  EXPECT_GT(s["shots_per_second"].get<double>(), 0);
+  // Geodesics sampled at t = 0, 0.5, 1 for each of the three targets.
+  EXPECT_EQ(lines(read_file(out / "geodesics.csv")).size(), 1u + 3 * 3);
+}
+
+// A target that does not converge keeps its row, with its status and residual,
+// and the command warns (exit 0: the other targets are good results).
+TEST_F(CliTest, ShootReportsTargetsThatDidNotConverge) {
+  json j = shoot_config();
+  // On the z-axis the straight guess is p0 = (0, 0, 0.4): no horizontal
+  // momentum, the curve stays at the origin and dq(T)/dp0 is singular.
+  j["shoot"]["targets"]["list"].push_back({0.0, 0.0, 0.4});
+  const fs::path out = dir_ / "shots";
+  const Cli r = tether("shoot " + quote(write("shoot.json", j)) + " --out " + quote(out) + " --quiet");
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_NE(r.err.find("warning: 1 of 4 targets did not converge"), std::string::npos) << r.err;
+  const auto rows = lines(read_file(out / "shots.csv"));
+  ASSERT_EQ(rows.size(), 5u);
+  const auto cells = split(rows[4], ',');
+  EXPECT_EQ(cells[0], "3");
+  EXPECT_EQ(cells[4], "0") << rows[4];
+  EXPECT_EQ(cells[5], "singular_jacobian") << rows[4];
+  const json s = json::parse(read_file(out / "summary.json"));
+  EXPECT_EQ(s["not_converged"], 1);
+  EXPECT_EQ(lines(read_file(out / "shots.csv")).size(), 5u);
+}
+
+TEST_F(CliTest, ShootBadInputNamesThePathAndWritesNothing) {
+  struct Case {
+    std::function<void(json&)> edit;
+    std::string path;
+  };
+  const std::vector<Case> cases{
+      {[](json& j) { j["shoot"]["q0"] = {0, 0}; }, "shoot.q0"},
+      {[](json& j) { j["shoot"]["targets"]["list"][1] = {1, 2}; }, "shoot.targets.list[1]"},
+      {[](json& j) { j["system"]["name"] = "spherical_pendulum"; }, "system.name"},
+      {[](json& j) { j["shoot"]["guesses"] = json::object(); }, "shoot.guesses"},
+      {[](json& j) { j["method"]["dt"] = 0.3; j["method"].erase("steps"); }, "method.dt"},
+      {[](json& j) { j["shoot"]["newton"] = {{"tolerence", 1e-9}}; }, "shoot.newton.tolerence"},
+  };
+  for (const Case& c : cases) {
+    json j = shoot_config();
+    c.edit(j);
+    const fs::path out = dir_ / "never";
+    const Cli r = tether("shoot " + quote(write("bad.json", j)) + " --out " + quote(out) + " --quiet");
+    EXPECT_EQ(r.code, 2) << c.path;
+    EXPECT_NE(one_error_line(r).find(c.path), std::string::npos) << c.path << ": " << r.err;
+    EXPECT_FALSE(fs::exists(out)) << c.path;
+    const Cli v = tether("validate " + quote(dir_ / "bad.json"));
+    EXPECT_EQ(v.code, 2) << c.path;
+    EXPECT_NE(one_error_line(v).find(c.path), std::string::npos) << c.path << ": " << v.err;
+  }
+}
+
+// Each kind of config goes to its own command.
+TEST_F(CliTest, RunRefusesAShootingConfigAndSaysWhich) {
+  const fs::path cfg = write("shoot.json", shoot_config());
+  const Cli r = run(cfg, dir_ / "never");
+  EXPECT_EQ(r.code, 2);
+  EXPECT_NE(one_error_line(r).find("tether shoot"), std::string::npos) << r.err;
+  EXPECT_FALSE(fs::exists(dir_ / "never"));
+  const Cli v = tether("validate " + quote(cfg));
+  EXPECT_EQ(v.code, 0) << v.err;
+  EXPECT_NE(v.out.find("shoot: heisenberg"), std::string::npos) << v.out;
+}
+
 }  // namespace
 }  // namespace tether::test

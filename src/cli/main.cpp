@@ -1,4 +1,4 @@
-// The `tether` command: run, validate, list.
+// The `tether` command: run, shoot, validate, list.
 #include <CLI/CLI.hpp>
 #include <chrono>
 #include <cstdio>
@@ -21,7 +21,8 @@ constexpr int exit_runtime_error = 1;
 // Progress on stderr, at most every two seconds, only for runs long enough to need it.
 class Progress {
  public:
-  explicit Progress(bool quiet) : quiet_(quiet), tty_(isatty(2) != 0), start_(clock::now()), last_(start_) {}
+  explicit Progress(bool quiet, const char* unit = "trajectory-steps")
+      : quiet_(quiet), tty_(isatty(2) != 0), unit_(unit), start_(clock::now()), last_(start_) {}
   void operator()(double done, double total) {
     if (quiet_) return;
     const auto now = clock::now();
@@ -31,8 +32,8 @@ class Progress {
     if (elapsed < 1.0) return;
     last_ = now;
     const double rate = done / elapsed;
-    std::fprintf(stderr, "%s[tether] %5.1f%%  %.3g trajectory-steps/s  eta %.0f s%s", tty_ ? "\r" : "",
-                 100.0 * done / total, rate, rate > 0 ? (total - done) / rate : 0.0, tty_ ? "   " : "\n");
+    std::fprintf(stderr, "%s[tether] %5.1f%%  %.3g %s/s  eta %.0f s%s", tty_ ? "\r" : "", 100.0 * done / total, rate,
+                 unit_, rate > 0 ? (total - done) / rate : 0.0, tty_ ? "   " : "\n");
     shown_ = tty_;
   }
   ~Progress() {
@@ -42,11 +43,18 @@ class Progress {
  private:
   using clock = std::chrono::steady_clock;
   bool quiet_, tty_, shown_ = false;
+  const char* unit_;
   clock::time_point start_, last_;
 };
 
+std::string method_label(const tether::RunConfig& c) {
+  return c.stages > 0 ? c.method_name + " (" + std::to_string(c.stages) + " stages)" : c.method_name;
+}
+
 int do_run(const std::string& config_path, const std::string& out, const std::string& backend, long threads,
            long batch_size, bool quiet) {
+  if (tether::is_shoot_config_file(config_path))
+    throw tether::ConfigError("shoot", "this is a shooting config: run it with `tether shoot " + config_path + " --out DIR`");
   tether::RunConfig cfg = tether::load_config_file(config_path);
   if (!backend.empty()) cfg.backend = backend;
   if (batch_size > 0) cfg.batch_size = batch_size;
@@ -75,7 +83,7 @@ int do_run(const std::string& config_path, const std::string& out, const std::st
   folder.commit("summary.json");
 
   if (!quiet) {
-    const std::string method = r.stages > 0 ? r.method + " (" + std::to_string(r.stages) + " stages)" : r.method;
+    const std::string method = method_label(cfg);
     std::printf("%s / %s on %s: %lld trajectories x %lld steps in %.3g s (%.3g trajectory-steps/s)\n", r.system.c_str(),
                 method.c_str(), r.backend.c_str(), (long long)r.trajectories, (long long)r.steps, r.wall_seconds,
                 r.integration_seconds > 0 ? double(r.trajectory_steps) / r.integration_seconds : 0.0);
@@ -93,11 +101,58 @@ int do_run(const std::string& config_path, const std::string& out, const std::st
   return 0;
 }
 
+int do_shoot(const std::string& config_path, const std::string& out, const std::string& backend, long threads,
+             bool quiet) {
+  tether::ShootConfig cfg = tether::load_shoot_config_file(config_path);
+  if (!backend.empty()) cfg.run.backend = backend;
+#ifdef _OPENMP
+  if (threads > 0) omp_set_num_threads(int(threads));
+#endif
+  cfg.run.backend = tether::resolve_backend(cfg.run.backend);
+  tether::OutputFolder folder(out);
+  Progress progress(quiet, "shots");
+  tether::ShootOptions opt;
+  opt.progress = [&](double d, double t) { progress(d, t); };
+  const tether::ShootResult r = tether::shoot(cfg, opt);
+  tether::write_shots(folder.partial("shots.csv"), r);
+  folder.commit("shots.csv");
+  if (cfg.shoot.geodesic_every > 0) {
+    tether::write_geodesics(folder.partial("geodesics.csv"), r);
+    folder.commit("geodesics.csv");
+  }
+  tether::write_shoot_summary(folder.partial("summary.json"), cfg, r);
+  folder.commit("summary.json");
+
+  std::int64_t converged = 0;
+  for (const auto& t : r.targets) converged += t.status == tether::ShotStatus::converged;
+  if (!quiet)
+    std::printf("%s / %s on %s: %lld of %lld targets converged, %lld shots in %.3g s (%.3g shots/s)\n  wrote %s\n",
+                r.system.c_str(), method_label(cfg.run).c_str(), r.backend.c_str(), (long long)converged,
+                (long long)r.targets.size(), (long long)r.shots, r.wall_seconds,
+                r.shooting_seconds > 0 ? double(r.shots) / r.shooting_seconds : 0.0, folder.dir().string().c_str());
+  if (converged < std::int64_t(r.targets.size()))
+    std::fprintf(stderr, "warning: %lld of %lld targets did not converge (their rows in shots.csv say why)\n",
+                 (long long)(std::int64_t(r.targets.size()) - converged), (long long)r.targets.size());
+  return 0;
+}
+
 int do_validate(const std::string& path) {
+  if (tether::is_shoot_config_file(path)) {
+    const tether::ShootConfig cfg = tether::load_shoot_config_file(path);
+    std::printf("%s: ok (shoot: %s, %s, %zu targets x %lld guesses, T %g in %lld steps, backend %s)\n", path.c_str(),
+                cfg.run.system_name.c_str(), method_label(cfg.run).c_str(), cfg.shoot.targets.size(),
+                (long long)cfg.shoot.guesses_per_target(), cfg.shoot.time, (long long)cfg.run.steps,
+                cfg.run.backend.c_str());
+    try {
+      tether::resolve_backend(cfg.run.backend);
+    } catch (const tether::ConfigError& e) {
+      std::printf("note: on this machine, %s\n", e.what());
+    }
+    return 0;
+  }
   const tether::RunConfig cfg = tether::load_config_file(path);
   tether::check_config(cfg);
-  const std::string method =
-      cfg.stages > 0 ? cfg.method_name + " (" + std::to_string(cfg.stages) + " stages)" : cfg.method_name;
+  const std::string method = method_label(cfg);
   std::printf("%s: ok (%s, %s, %lld trajectories x %lld steps of dt %g, backend %s)\n", path.c_str(),
               cfg.system_name.c_str(), method.c_str(), (long long)cfg.size, (long long)cfg.steps, cfg.dt,
               cfg.backend.c_str());
@@ -173,6 +228,16 @@ int main(int argc, char** argv) {
       ->check(CLI::Range(1L, 1L << 30));
   run->add_flag("--quiet", quiet, "no progress or report on the terminal");
 
+  std::string sconfig, sout, sbackend;
+  long sthreads = 0;
+  bool squiet = false;
+  auto* shoot = app.add_subcommand("shoot", "solve q(0) = q0, q(T) = q1 for p0, for every target a config lists");
+  shoot->add_option("config", sconfig, "shooting config (JSON)")->required();
+  shoot->add_option("--out", sout, "output folder")->required();
+  shoot->add_option("--backend", sbackend, "auto, cpu, reference or cuda (overrides the config)");
+  shoot->add_option("--threads", sthreads, "cpu threads (default: all cores)")->check(CLI::Range(1L, 1024L));
+  shoot->add_flag("--quiet", squiet, "no progress or report on the terminal");
+
   std::string vconfig;
   auto* validate = app.add_subcommand("validate", "check a config and say what is wrong and where");
   validate->add_option("config", vconfig, "config file (JSON)")->required();
@@ -188,6 +253,7 @@ int main(int argc, char** argv) {
 
   try {
     if (*run) return do_run(config, out, backend, threads, batch, quiet);
+    if (*shoot) return do_shoot(sconfig, sout, sbackend, sthreads, squiet);
     if (*validate) return do_validate(vconfig);
     if (*list) do_list();
     return 0;

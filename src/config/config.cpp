@@ -1,6 +1,7 @@
 #include "config/config.hpp"
 
 #include "engine/registry.hpp"
+#include "tether/core/random.hpp"
 
 #include <algorithm>
 #include <cmath>
@@ -11,6 +12,7 @@
 #include <nlohmann/json.hpp>
 #include <set>
 #include <sstream>
+#include <type_traits>
 
 namespace tether {
 
@@ -326,6 +328,29 @@ InitialSpec parse_initial(const Node& ini, const std::string& system_name) {
   return spec;
 }
 
+// method.name (checked against the system's family), stages, newton.
+void parse_method(const Node& m, RunConfig& c) {
+  c.method_name = m.string("name", method_names());
+  const bool nonholonomic = is_nonholonomic_system(c.system_name);
+  const bool mixed = is_mixed_system(c.system_name);
+  const auto& family = methods_for_system(c.system_name);
+  if (std::find(family.begin(), family.end(), c.method_name) == family.end())
+    throw ConfigError(m.at("name"), "\"" + c.method_name + "\" does not apply to " + c.system_name + ", a " +
+                                        (mixed ? "holonomic + nonholonomic"
+                                               : (nonholonomic ? "nonholonomic" : "holonomic")) +
+                                        " system (its methods: " + join(family) + ")");
+  if (c.method_name == "gauss_legendre") {
+    if (!m.has("stages")) throw ConfigError(m.at("stages"), "is missing (1, 2 or 3: orders 2, 4, 6)");
+    c.stages = static_cast<int>(m.integer("stages", 1, 3));
+  } else if (m.has("stages")) {
+    throw ConfigError(m.at("stages"), "applies only to gauss_legendre");
+  }
+  const Node nw = m.object_or_empty("newton");
+  nw.only({"tolerance", "max_iterations"});
+  c.newton.tolerance = nw.positive("tolerance", c.newton.tolerance);
+  c.newton.max_iterations = static_cast<int>(nw.integer("max_iterations", 1, 1000, c.newton.max_iterations));
+}
+
 }  // namespace
 
 RunConfig parse_config(const std::string& text, const std::string& source) {
@@ -346,27 +371,9 @@ RunConfig parse_config(const std::string& text, const std::string& source) {
 
   const Node m = top.object("method");
   m.only({"name", "stages", "dt", "steps", "newton"});
-  c.method_name = m.string("name", method_names());
-  const bool nonholonomic = is_nonholonomic_system(c.system_name);
-  const bool mixed = is_mixed_system(c.system_name);
-  const auto& family = methods_for_system(c.system_name);
-  if (std::find(family.begin(), family.end(), c.method_name) == family.end())
-    throw ConfigError(m.at("name"), "\"" + c.method_name + "\" does not apply to " + c.system_name + ", a " +
-                                        (mixed ? "holonomic + nonholonomic"
-                                               : (nonholonomic ? "nonholonomic" : "holonomic")) +
-                                        " system (its methods: " + join(family) + ")");
-  if (c.method_name == "gauss_legendre") {
-    if (!m.has("stages")) throw ConfigError(m.at("stages"), "is missing (1, 2 or 3: orders 2, 4, 6)");
-    c.stages = static_cast<int>(m.integer("stages", 1, 3));
-  } else if (m.has("stages")) {
-    throw ConfigError(m.at("stages"), "applies only to gauss_legendre");
-  }
+  parse_method(m, c);
   c.dt = m.positive("dt");
   c.steps = m.integer("steps", 0, std::int64_t(1) << 40);
-  const Node nw = m.object_or_empty("newton");
-  nw.only({"tolerance", "max_iterations"});
-  c.newton.tolerance = nw.positive("tolerance", c.newton.tolerance);
-  c.newton.max_iterations = static_cast<int>(nw.integer("max_iterations", 1, 1000, c.newton.max_iterations));
 
   const Node ens = top.object("ensemble");
   ens.only({"size", "seed", "batch_size", "initial"});
@@ -395,7 +402,9 @@ RunConfig parse_config(const std::string& text, const std::string& source) {
   return c;
 }
 
-RunConfig load_config_file(const std::string& path) {
+namespace {
+
+std::string read_config_file(const std::string& path) {
   std::error_code ec;
   if (std::filesystem::is_directory(path, ec)) throw ConfigError(path, "is a folder, not a config file");
   std::ifstream in(path, std::ios::binary);
@@ -403,7 +412,228 @@ RunConfig load_config_file(const std::string& path) {
   std::stringstream ss;
   ss << in.rdbuf();
   if (in.bad()) throw ConfigError(path, "cannot be read");
-  return parse_config(ss.str(), path);
+  return ss.str();
+}
+
+int dof_of(const SystemSpec& spec) {
+  return std::visit(
+      [](const auto& s) {
+        if constexpr (std::is_same_v<std::decay_t<decltype(s)>, ChainSpec>)
+          return 3 * s.beads;
+        else
+          return std::decay_t<decltype(s)>::dof;
+      },
+      spec);
+}
+
+// A point of R^dof at `path`.
+std::vector<Real> point(const json& v, const std::string& path, int dof, const std::string& what) {
+  if (!v.is_array()) throw ConfigError(path, "must be an array of " + std::to_string(dof) + " numbers (" + what + ")");
+  if (int(v.size()) != dof)
+    throw ConfigError(path, "has " + std::to_string(v.size()) + " numbers, expected " + std::to_string(dof) + " (" +
+                                what + ")");
+  std::vector<Real> x;
+  for (std::size_t i = 0; i < v.size(); ++i) x.push_back(Node::as_number(v[i], path + "[" + std::to_string(i) + "]"));
+  return x;
+}
+
+std::vector<Real> point_at(const Node& node, const std::string& key, int dof, const std::string& what) {
+  if (!node.has(key)) throw ConfigError(node.at(key), "is missing (" + what + ")");
+  return point(node.raw(key), node.at(key), dof, what);
+}
+
+std::vector<std::vector<Real>> points(const Node& node, const std::string& key, int dof, const std::string& what) {
+  if (!node.has(key)) throw ConfigError(node.at(key), "is missing");
+  const json& arr = node.raw(key);
+  if (!arr.is_array() || arr.empty()) throw ConfigError(node.at(key), "must be a non-empty array of points (" + what + ")");
+  std::vector<std::vector<Real>> out;
+  for (std::size_t i = 0; i < arr.size(); ++i)
+    out.push_back(point(arr[i], node.at(key) + "[" + std::to_string(i) + "]", dof, what));
+  return out;
+}
+
+constexpr std::int64_t max_shots = std::int64_t(1) << 31;
+
+void parse_targets(const Node& t, int dof, ShootSpec& s) {
+  const int kinds = int(t.has("list")) + int(t.has("grid")) + int(t.has("random"));
+  if (kinds != 1)
+    throw ConfigError(t.at(kinds == 0 ? "list" : (t.has("random") ? "random" : "grid")),
+                      kinds == 0 ? "is missing: give the targets as one of \"list\", \"grid\" or \"random\""
+                                 : "give only one of \"list\", \"grid\" or \"random\"");
+  t.only({"list", "grid", "random"});
+  const std::string what = "a configuration q of the system";
+  if (t.has("list")) {
+    s.targets_kind = "list";
+    s.targets = points(t, "list", dof, what);
+    return;
+  }
+  const bool grid = t.has("grid");
+  const Node g = t.object(grid ? "grid" : "random");
+  g.only(grid ? std::set<std::string>{"min", "max", "count"} : std::set<std::string>{"min", "max", "count", "seed"});
+  const std::vector<Real> lo = point_at(g, "min", dof, what), hi = point_at(g, "max", dof, what);
+  for (int c = 0; c < dof; ++c)
+    if (!(hi[c] >= lo[c]))
+      throw ConfigError(g.at("max") + "[" + std::to_string(c) + "]", "must be >= min[" + std::to_string(c) + "]");
+  if (grid) {
+    s.targets_kind = "grid";
+    if (!g.has("count")) throw ConfigError(g.at("count"), "is missing (points per coordinate)");
+    const json& cnt = g.raw("count");
+    if (!cnt.is_array() || int(cnt.size()) != dof)
+      throw ConfigError(g.at("count"), "must be an array of " + std::to_string(dof) + " point counts, one per coordinate");
+    std::vector<std::int64_t> counts;
+    std::int64_t total = 1;
+    for (int c = 0; c < dof; ++c) {
+      const std::string path = g.at("count") + "[" + std::to_string(c) + "]";
+      if (!cnt[c].is_number_integer() || cnt[c].get<std::int64_t>() < 1)
+        throw ConfigError(path, "must be an integer >= 1, got " + show(cnt[c]));
+      counts.push_back(cnt[c].get<std::int64_t>());
+      if (counts.back() > 1 && hi[c] == lo[c])
+        throw ConfigError(path, "is " + std::to_string(counts.back()) + " but min and max are equal");
+      if (counts.back() > max_shots / total)
+        throw ConfigError(g.at("count"), "gives more than " + std::to_string(max_shots) + " targets");
+      total *= counts.back();
+    }
+    // Row-major order: the last coordinate varies fastest.
+    for (std::int64_t i = 0; i < total; ++i) {
+      std::vector<Real> q(dof);
+      std::int64_t rest = i;
+      for (int c = dof - 1; c >= 0; --c) {
+        const std::int64_t j = rest % counts[c];
+        rest /= counts[c];
+        q[c] = counts[c] == 1 ? lo[c] : lo[c] + (hi[c] - lo[c]) * Real(j) / Real(counts[c] - 1);
+      }
+      s.targets.push_back(q);
+    }
+    return;
+  }
+  s.targets_kind = "random";
+  const std::int64_t count = g.integer("count", 1, max_shots);
+  const auto seed = static_cast<std::uint64_t>(g.integer("seed", 0, INT64_MAX, 0));
+  for (std::int64_t i = 0; i < count; ++i) {
+    CounterRng rng(seed, static_cast<std::uint64_t>(i));
+    std::vector<Real> q(dof);
+    for (int c = 0; c < dof; ++c) q[c] = lo[c] + (hi[c] - lo[c]) * rng.uniform();
+    s.targets.push_back(q);
+  }
+}
+
+void parse_guesses(const Node& g, int dof, ShootSpec& s) {
+  g.only({"list", "toward", "random"});
+  if (g.has("list")) s.guesses = points(g, "list", dof, "a covector p0 of the system");
+  s.toward = g.boolean("toward", false);
+  if (g.has("random")) {
+    const Node r = g.object("random");
+    r.only({"count", "scale", "seed"});
+    s.random_guesses = r.integer("count", 1, 1 << 20);
+    s.guess_scale = r.positive("scale", s.guess_scale);
+    s.guess_seed = static_cast<std::uint64_t>(r.integer("seed", 0, INT64_MAX, 0));
+  }
+  if (s.guesses_per_target() == 0)
+    throw ConfigError(g.at("list"), "no initial guesses: give a \"list\" of covectors, \"toward\": true, "
+                                    "or \"random\": {\"count\": N, \"scale\": s}");
+}
+
+}  // namespace
+
+RunConfig load_config_file(const std::string& path) { return parse_config(read_config_file(path), path); }
+
+ShootConfig parse_shoot_config(const std::string& text, const std::string& source) {
+  json j;
+  try {
+    j = json::parse(text);
+  } catch (const json::exception& e) {
+    throw ConfigError(source, std::string("is not valid JSON: ") + e.what());
+  }
+  const Node top(j, "");
+  top.only({"system", "method", "shoot", "output", "backend", "precision"});
+  ShootConfig cfg;
+  RunConfig& c = cfg.run;
+  ShootSpec& s = cfg.shoot;
+
+  const Node sys = top.object("system");
+  sys.only({"name", "parameters"});
+  c.system_name = sys.string("name", system_names());
+  if (!is_nonholonomic_system(c.system_name) || is_mixed_system(c.system_name)) {
+    std::string allowed;
+#define TETHER_SHOOT_NAME(S) allowed += (allowed.empty() ? "" : ", ") + std::string(S::name);
+    TETHER_FOR_EACH_NONHOLONOMIC_SYSTEM(TETHER_SHOOT_NAME)
+#undef TETHER_SHOOT_NAME
+    throw ConfigError(sys.at("name"), "shooting applies to the index-1 (nonholonomic) systems, whose every (q0, p0) "
+                                      "starts a geodesic: " + allowed + "; got \"" + c.system_name + "\"");
+  }
+  c.system = parse_system(sys, c.system_name);
+  const int dof = dof_of(c.system);
+
+  const Node sh = top.object("shoot");
+  sh.only({"q0", "time", "targets", "guesses", "newton", "continuation"});
+  s.q0 = point_at(sh, "q0", dof, "the start configuration q0");
+  s.time = sh.positive("time");
+
+  const Node m = top.object("method");
+  m.only({"name", "stages", "dt", "steps", "newton"});
+  parse_method(m, c);
+  if (m.has("dt") == m.has("steps"))
+    throw ConfigError(m.at("steps"), "give exactly one of \"steps\" (dt = shoot.time / steps) and \"dt\"");
+  if (m.has("steps")) {
+    c.steps = m.integer("steps", 1, 1 << 30);
+    c.dt = s.time / Real(c.steps);
+  } else {
+    c.dt = m.positive("dt");
+    const Real steps = std::round(s.time / c.dt);
+    if (!(steps >= 1 && steps <= Real(1 << 30)) || std::fabs(steps * c.dt - s.time) > 1e-9 * s.time)
+      throw ConfigError(m.at("dt"), "must divide shoot.time = " + show(json(s.time)) + " into whole steps, got " +
+                                        show(json(c.dt)));
+    c.steps = std::int64_t(steps);
+    c.dt = s.time / steps;
+  }
+
+  parse_targets(sh.object("targets"), dof, s);
+  parse_guesses(sh.object("guesses"), dof, s);
+  if (std::int64_t(s.targets.size()) > max_shots / s.guesses_per_target())
+    throw ConfigError(sh.at("guesses"), "targets x guesses exceeds " + std::to_string(max_shots) + " shots");
+
+  const Node nw = sh.object_or_empty("newton");
+  nw.only({"tolerance", "max_iterations", "line_search", "max_backtracks"});
+  s.tolerance = nw.positive("tolerance", s.tolerance);
+  s.max_iterations = static_cast<int>(nw.integer("max_iterations", 1, 10000, s.max_iterations));
+  s.line_search = nw.boolean("line_search", s.line_search);
+  s.max_backtracks = static_cast<int>(nw.integer("max_backtracks", 0, 60, s.max_backtracks));
+
+  if (sh.has("continuation")) {
+    const Node ct = sh.object("continuation");
+    ct.only({"rounds", "substeps"});
+    s.continuation_rounds = static_cast<int>(ct.integer("rounds", 1, 1000, 3));
+    s.continuation_substeps = static_cast<int>(ct.integer("substeps", 1, 10000, s.continuation_substeps));
+  }
+
+  const Node out = top.object_or_empty("output");
+  out.only({"geodesics"});
+  if (out.has("geodesics")) {
+    const Node g = out.object("geodesics");
+    g.only({"every", "targets"});
+    s.geodesic_every = g.integer("every", 1, INT64_MAX);
+    s.geodesic_every = std::min<std::int64_t>(s.geodesic_every, c.steps);
+    s.geodesic_targets = g.integer("targets", 1, INT64_MAX, std::int64_t(s.targets.size()));
+  }
+
+  static const std::string dbl = "double";
+  if (top.has("backend")) c.backend = top.string("backend", backend_names());
+  c.precision = top.has("precision") ? top.string("precision", {"double"}) : dbl;
+  c.size = std::int64_t(s.targets.size());
+  return cfg;
+}
+
+ShootConfig load_shoot_config_file(const std::string& path) {
+  return parse_shoot_config(read_config_file(path), path);
+}
+
+bool is_shoot_config_file(const std::string& path) {
+  try {
+    const json j = json::parse(read_config_file(path));
+    return j.is_object() && j.contains("shoot");
+  } catch (const std::exception&) {
+    return false;  // the run parser reports what is wrong
+  }
 }
 
 }  // namespace tether

@@ -70,6 +70,36 @@ struct RunConfig {
   std::string precision = "double";
 };
 
+// `tether shoot` (issue 4): boundary-value problems q(0) = q0, q(T) = q1 for
+// every target q1, solved for the initial covector p0.
+struct ShootSpec {
+  std::vector<Real> q0;
+  Real time = 0;  // T = method.steps x method.dt
+  std::string targets_kind;  // list | grid | random
+  std::vector<std::vector<Real>> targets;
+  // Guesses tried for every target, in this order: the explicit list, the
+  // rule p0 = (q1 - q0) / T when `toward` is set, then random normal ones.
+  std::vector<std::vector<Real>> guesses;
+  bool toward = false;
+  std::int64_t random_guesses = 0;
+  Real guess_scale = 1;
+  std::uint64_t guess_seed = 0;
+  Real tolerance = 1e-10;  // on |q(T) - q1|
+  int max_iterations = 50;
+  bool line_search = true;
+  int max_backtracks = 30;
+  int continuation_rounds = 0;  // 0: off
+  int continuation_substeps = 8;
+  std::int64_t geodesic_every = 0;    // write solved geodesics sampled every this many steps (0: none)
+  std::int64_t geodesic_targets = 0;  // for the first this many targets
+  std::int64_t guesses_per_target() const { return std::int64_t(guesses.size()) + (toward ? 1 : 0) + random_guesses; }
+};
+
+struct ShootConfig {
+  RunConfig run;  // system, method (dt = T / steps), backend, batch size; no ensemble
+  ShootSpec shoot;
+};
+
 // Names the build knows, for validation messages and `tether list`.
 const std::vector<std::string>& system_names();
 const std::vector<std::string>& method_names();
@@ -88,5 +118,11 @@ const std::vector<std::string>& backend_names();
 // engine, still as ConfigErrors).
 RunConfig parse_config(const std::string& json_text, const std::string& source);
 RunConfig load_config_file(const std::string& path);
+
+ShootConfig parse_shoot_config(const std::string& json_text, const std::string& source);
+ShootConfig load_shoot_config_file(const std::string& path);
+// Whether a config file is a shooting config (it has a top-level "shoot"),
+// so that `tether validate` checks each kind by its own rules.
+bool is_shoot_config_file(const std::string& path);
 
 }  // namespace tether

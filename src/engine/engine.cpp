@@ -3,6 +3,7 @@
 #include <type_traits>
 
 #include "engine/cpu_backend.hpp"
+#include "engine/dispatch.hpp"
 #include "engine/reference_backend.hpp"
 #include "engine/registry.hpp"
 #include "engine/runner.hpp"
@@ -61,49 +62,6 @@ std::string resolve_backend(const std::string& requested) {
 }
 
 namespace {
-
-template <class... F>
-struct Overloaded : F... {
-  using F::operator()...;
-};
-template <class... F>
-Overloaded(F...) -> Overloaded<F...>;
-
-template <class Fn>
-auto with_system(const RunConfig& c, Fn&& fn) {
-  return std::visit(Overloaded{[&](const ChainSpec& spec) {
-#define TETHER_DISPATCH_CHAIN(N)   \
-  if (spec.beads == N) {           \
-    Chain<N> s;                    \
-    s.prm = spec.parameters;       \
-    return fn(s);                  \
-  }
-                                 TETHER_FOR_EACH_CHAIN_SIZE(TETHER_DISPATCH_CHAIN)
-#undef TETHER_DISPATCH_CHAIN
-                                 throw ConfigError("system.parameters.beads", "no chain of this size is built");
-                               },
-                               [&](const auto& sys) { return fn(sys); }},
-                    c.system);
-}
-
-// Only methods of the system's own family are instantiated with it.
-template <class S, class Fn>
-auto with_method(const RunConfig& c, Fn&& fn) {
-#define TETHER_DISPATCH_METHOD(S_, M) \
-  if (c.method_name == M::name) return fn(M{});
-#define TETHER_DISPATCH_STAGED_METHOD(S_, M) \
-  if (c.method_name == M::name && c.stages == M::stages) return fn(M{});
-  if constexpr (is_nonholonomic<S> && holonomic_count<S> > 0) {
-    TETHER_FOR_EACH_MIXED_METHOD(TETHER_DISPATCH_METHOD, void)
-  } else if constexpr (is_nonholonomic<S>) {
-    TETHER_FOR_EACH_NONHOLONOMIC_METHOD(TETHER_DISPATCH_STAGED_METHOD, void)
-  } else {
-    TETHER_FOR_EACH_HOLONOMIC_METHOD(TETHER_DISPATCH_METHOD, void)
-  }
-#undef TETHER_DISPATCH_METHOD
-#undef TETHER_DISPATCH_STAGED_METHOD
-  throw ConfigError("method.name", "\"" + c.method_name + "\" does not apply to " + c.system_name);
-}
 
 template <class S, class M>
 std::unique_ptr<Backend<S, M>> make_backend(const std::string& name, const S& sys, const StepControl& ctl) {

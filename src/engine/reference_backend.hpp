@@ -8,6 +8,7 @@
 
 #include "engine/backend.hpp"
 #include "tether/methods/residual.hpp"
+#include "tether/methods/index1_stages.hpp"
 
 namespace tether {
 
@@ -85,6 +86,24 @@ Status reference_step_index1(const S& sys, PhaseState<S>& s, Real h, const Newto
   s = next;
   return Status::ok;
 }
+
+// For shooting: the state from the reference step; a tangent, when asked
+// for, from the method's own tangent map at the same start state. The
+// Jacobian only steers Newton: the covector found is a root of the
+// reference flow's endpoint map.
+template <class M>
+struct ReferenceFlow {
+  template <class S, int C>
+  static Status step(const S& sys, PhaseState<S>& s, Real h, const NewtonOptions& opt, int& iterations,
+                     Tangent<S, C>* tangent) {
+    if (tangent) {
+      PhaseState<S> copy = s;
+      const Status st = M::step(sys, copy, h, opt, iterations, tangent);
+      if (st != Status::ok) return st;
+    }
+    return reference_step_index1<S, M>(sys, s, h, opt, iterations);
+  }
+};
 
 template <class M>
 struct ReferenceStepper {

@@ -2,6 +2,9 @@
 
 #include <charconv>
 #include <nlohmann/json.hpp>
+#include <algorithm>
+#include <cmath>
+#include <limits>
 #include <stdexcept>
 
 namespace tether {
@@ -20,6 +23,14 @@ void check_stream(const std::ofstream& out, const fs::path& file) {
   if (!out) throw std::runtime_error("cannot write " + file.string());
 }
 
+void write_json(const fs::path& file, const nlohmann::ordered_json& j) {
+  std::ofstream out(file, std::ios::binary);
+  check_stream(out, file);
+  out << j.dump(2) << '\n';
+  out.close();
+  check_stream(out, file);
+}
+
 }  // namespace
 
 OutputFolder::OutputFolder(const fs::path& dir) : dir_(dir) {
@@ -27,7 +38,7 @@ OutputFolder::OutputFolder(const fs::path& dir) : dir_(dir) {
   fs::create_directories(dir_, ec);
   if (ec || !fs::is_directory(dir_)) throw std::runtime_error("cannot create output folder " + dir_.string());
   // A previous run's files must not sit beside this run's summary.
-  for (const char* name : {"summary.json", "final.csv", "timeseries.csv"}) {
+  for (const char* name : {"summary.json", "final.csv", "timeseries.csv", "shots.csv", "geodesics.csv"}) {
     fs::remove(dir_ / name, ec);
     if (ec) throw std::runtime_error("cannot remove the old " + (dir_ / name).string());
   }
@@ -121,11 +132,130 @@ void write_summary(const fs::path& file, const RunConfig& c, const RunResult& r)
           ? "position: max |h(q)| (0 without holonomic constraints); velocity: max_i |g_i(q) . qdot| and |Dh(q) qdot| "
             "with qdot = H_p (0 for canonical systems)"
           : "position: max |g(q)|; velocity: max |G(q) M^-1 p|";
+  write_json(file, j);
+}
+
+namespace {
+
+// No value (NaN: not converged, no conjugate point; inf: no residual, the
+// flow failed) as an empty CSV cell.
+void append_cell(std::string& s, Real x) {
+  s += ',';
+  if (std::isfinite(x)) append_number(s, x);
+}
+
+}  // namespace
+
+void write_shots(const fs::path& file, const ShootResult& r) {
   std::ofstream out(file, std::ios::binary);
   check_stream(out, file);
-  out << j.dump(2) << '\n';
+  const std::size_t n = r.targets.empty() ? 0 : r.targets.front().target.size();
+  std::string line = "target";
+  for (std::size_t c = 0; c < n; ++c) line += ",q1_" + std::to_string(c);
+  line += ",converged,status,iterations,residual";
+  for (std::size_t c = 0; c < n; ++c) line += ",p0_" + std::to_string(c);
+  line += ",energy,length,conjugate_point,conjugate_time,attempts,converged_attempts,round\n";
+  out << line;
+  for (std::size_t t = 0; t < r.targets.size(); ++t) {
+    const TargetResult& k = r.targets[t];
+    const bool ok = k.status == ShotStatus::converged;
+    line = std::to_string(t);
+    for (Real x : k.target) append_cell(line, x);
+    line += ok ? ",1," : ",0,";
+    line += shot_status_name(k.status);
+    line += ',' + std::to_string(k.iterations);
+    append_cell(line, k.residual);
+    for (Real x : k.p0) append_cell(line, x);
+    append_cell(line, k.energy);
+    append_cell(line, k.length);
+    line += ok ? (std::isnan(k.conjugate_time) ? ",0" : ",1") : ",";
+    append_cell(line, k.conjugate_time);
+    line += ',' + std::to_string(k.attempts) + ',' + std::to_string(k.converged_attempts) + ',' + std::to_string(k.round);
+    line += '\n';
+    out << line;
+  }
   out.close();
   check_stream(out, file);
+}
+
+void write_geodesics(const fs::path& file, const ShootResult& r) {
+  std::ofstream out(file, std::ios::binary);
+  check_stream(out, file);
+  const std::size_t n = r.targets.empty() ? 0 : r.targets.front().target.size();
+  std::string line = "target,t";
+  for (std::size_t c = 0; c < n; ++c) line += ",q" + std::to_string(c);
+  out << line << '\n';
+  for (const Geodesic& g : r.geodesics)
+    for (std::size_t k = 0; k < g.times.size(); ++k) {
+      line = std::to_string(g.target);
+      append_cell(line, g.times[k]);
+      for (Real x : g.q[k]) append_cell(line, x);
+      line += '\n';
+      out << line;
+    }
+  out.close();
+  check_stream(out, file);
+}
+
+void write_shoot_summary(const fs::path& file, const ShootConfig& c, const ShootResult& r) {
+  nlohmann::ordered_json j;
+  j["command"] = "shoot";
+  j["system"] = r.system;
+  j["method"] = r.method;
+  if (r.stages > 0) j["stages"] = r.stages;
+  j["backend"] = r.backend;
+  j["q0"] = c.shoot.q0;
+  j["time"] = c.shoot.time;
+  j["steps"] = r.steps;
+  j["dt"] = r.dt;
+  j["targets_kind"] = c.shoot.targets_kind;
+  j["targets"] = r.targets.size();
+  j["guesses_per_target"] = c.shoot.guesses_per_target();
+  std::int64_t converged = 0, conjugate = 0;
+  std::vector<Real> res_ok;
+  Real worst_left = 0, best_left = std::numeric_limits<Real>::infinity();
+  nlohmann::ordered_json by_status;
+  for (int s = 0; s <= int(ShotStatus::integration_failed); ++s) by_status[shot_status_name(ShotStatus(s))] = 0;
+  std::uint64_t iterations = 0;
+  for (const auto& k : r.targets) {
+    by_status[shot_status_name(k.status)] = by_status[shot_status_name(k.status)].get<std::int64_t>() + 1;
+    if (k.status == ShotStatus::converged) {
+      ++converged;
+      res_ok.push_back(k.residual);
+      iterations += std::uint64_t(k.iterations);
+      if (!std::isnan(k.conjugate_time)) ++conjugate;
+    } else if (std::isfinite(k.residual)) {
+      worst_left = std::max(worst_left, k.residual);
+      best_left = std::min(best_left, k.residual);
+    }
+  }
+  std::sort(res_ok.begin(), res_ok.end());
+  j["converged"] = converged;
+  j["not_converged"] = std::int64_t(r.targets.size()) - converged;
+  j["by_status"] = by_status;
+  j["converged_residual"] = {{"max", res_ok.empty() ? 0.0 : res_ok.back()},
+                             {"median", res_ok.empty() ? 0.0 : res_ok[res_ok.size() / 2]}};
+  if (converged < std::int64_t(r.targets.size()))
+    j["not_converged_residual"] = {{"min", std::isinf(best_left) ? nullptr : nlohmann::ordered_json(best_left)},
+                                   {"max", worst_left}};
+  j["conjugate_point_crossed"] = conjugate;
+  j["newton"] = {{"tolerance", c.shoot.tolerance},
+                 {"max_iterations", c.shoot.max_iterations},
+                 {"line_search", c.shoot.line_search},
+                 {"mean_iterations_converged", converged > 0 ? double(iterations) / double(converged) : 0.0}};
+  j["continuation"] = {{"rounds", c.shoot.continuation_rounds},
+                       {"substeps", c.shoot.continuation_substeps},
+                       {"rounds_run", r.continuation_rounds_run}};
+  j["shots"] = r.shots;
+  j["shooting_iterations"] = r.shooting_iterations;
+  j["wall_seconds"] = r.wall_seconds;
+  j["shooting_seconds"] = r.shooting_seconds;
+  j["shots_per_second"] = r.shooting_seconds > 0 ? double(r.shots) / r.shooting_seconds : 0.0;
+  j["residual_definition"] = "|q(T) - q1| (Euclidean) of the discrete flow from (q0, p0)";
+  j["length_definition"] = "trapezoidal sum over the steps of sqrt(2 (H - V)) dt: the sub-Riemannian length when V = 0";
+  j["conjugate_definition"] =
+      "det dq(t)/dp0 (the exact derivative of the discrete flow) changes sign or vanishes at some 0 < t <= T";
+  write_json(file, j);
 }
 
 }  // namespace tether

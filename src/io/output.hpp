@@ -8,13 +8,15 @@
 
 #include "config/config.hpp"
 #include "engine/engine.hpp"
+#include "engine/shooting.hpp"
 
 namespace tether {
 
 class OutputFolder {
  public:
-  // Creates the folder and removes a previous run's summary.json, final.csv
-  // and timeseries.csv, so stale results never look like this run's.
+  // Creates the folder and removes a previous run's files (summary.json,
+  // final.csv, timeseries.csv, shots.csv, geodesics.csv), so stale results
+  // never look like this run's.
   // Throws std::runtime_error.
   explicit OutputFolder(const std::filesystem::path& dir);
 
@@ -43,5 +45,10 @@ class CsvFinalStates final : public FinalStateSink {
 
 void write_timeseries(const std::filesystem::path& file, const RunResult& r);
 void write_summary(const std::filesystem::path& file, const RunConfig& c, const RunResult& r);
+
+// `tether shoot`: shots.csv (one row per target), geodesics.csv, summary.json.
+void write_shots(const std::filesystem::path& file, const ShootResult& r);
+void write_geodesics(const std::filesystem::path& file, const ShootResult& r);
+void write_shoot_summary(const std::filesystem::path& file, const ShootConfig& c, const ShootResult& r);
 
 }  // namespace tether

@@ -35,13 +35,21 @@ struct DenseLU {
     return true;
   }
 
+  // det A of the factored matrix (each row swap flips the sign).
+  TETHER_HD Real determinant() const {
+    Real d = 1;
+    for (int c = 0; c < K; ++c) d *= perm[c] != c ? -lu(c, c) : lu(c, c);
+    return d;
+  }
+
   // Returns false when the result is not finite.
   TETHER_HD bool solve(const Vec<K>& rhs, Vec<K>& x) const {
     // Rows were swapped whole (multipliers included), so P A = L U with every
     // swap applied first.
     Vec<K> b = rhs;
-    for (int c = 0; c < K; ++c)
-      if (perm[c] != c) { const Real t = b[c]; b[c] = b[perm[c]]; b[perm[c]] = t; }
+    if constexpr (K > 1)  // (K = 1 never swaps; GCC cannot see that perm[0] = 0)
+      for (int c = 0; c < K; ++c)
+        if (perm[c] != c) { const Real t = b[c]; b[c] = b[perm[c]]; b[perm[c]] = t; }
     for (int c = 0; c < K; ++c)
       for (int r = c + 1; r < K; ++r) b[r] -= lu(r, c) * b[c];
     for (int r = K - 1; r >= 0; --r) {

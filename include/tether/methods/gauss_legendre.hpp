@@ -63,8 +63,12 @@ struct GaussLegendre {
   template <class S>
   TETHER_HD static void start(const S&, PhaseState<S>&, Real) {}
 
-  template <class S>
-  TETHER_HD static Status step(const S& sys, PhaseState<S>& s, Real h, const NewtonOptions& opt, int& iterations) {
+  // With a tangent (columns d(q, p) in some directions), it is carried along:
+  // the derivative of this very map, dZ = F_Z^-1 (dq0, dp0, 0 per stage) at
+  // the converged stages, then eq. (2.3) differentiated.
+  template <class S, int C = 0>
+  TETHER_HD static Status step(const S& sys, PhaseState<S>& s, Real h, const NewtonOptions& opt, int& iterations,
+                               Tangent<S, C>* tangent = nullptr) {
     using P = Parts<S>;
     constexpr int n = P::n, k = P::k, m = P::m, K = m * Stages;
     Vec<k> lambda0;
@@ -108,8 +112,40 @@ struct GaussLegendre {
       p1 -= h * Tableau::b(j) * P::q(g);
     }
     if (!all_finite(q1) || !all_finite(p1)) return Status::non_finite;
+    if constexpr (C > 0)
+      if (tangent && (st = propagate_tangent<S, C>(sys, Z, h, *tangent)) != Status::ok) return st;
     s.q = q1;
     s.p = p1;
+    return Status::ok;
+  }
+
+  template <class S, int C>
+  TETHER_HD static Status propagate_tangent(const S& sys, const Vec<Parts<S>::m * Stages>& Z, Real h,
+                                            Tangent<S, C>& tangent) {
+    using P = Parts<S>;
+    constexpr int n = P::n, m = P::m, K = m * Stages;
+    ZMat<S> hs[Stages];
+    Mat<K, K> jac = Mat<K, K>::Identity();
+    Mat<K, C> rhs = Mat<K, C>::Zero(), dZ;
+    for (int j = 0; j < Stages; ++j) {
+      ZVec<S> g;
+      hamiltonian_derivatives(sys, ZVec<S>(Z.template segment<m>(j * m)), g, hs[j]);
+      rhs.template middleRows<2 * n>(j * m) = tangent;
+      for (int i = 0; i < Stages; ++i) {
+        const Real ha = h * Tableau::a(i, j);
+        jac.template block<n, m>(i * m, j * m) -= ha * hs[j].template middleRows<n>(n);
+        jac.template block<n, m>(i * m + n, j * m) += ha * hs[j].template topRows<n>();
+      }
+      if constexpr (P::k > 0) {  // H_lambda(Z_j) = 0 rows: no identity there
+        jac.template block<P::k, m>(j * m + 2 * n, j * m) = hs[j].template bottomRows<P::k>();
+      }
+    }
+    if (!solve_columns<K, C>(jac, rhs, dZ)) return Status::singular_matrix;
+    for (int j = 0; j < Stages; ++j) {
+      const Mat<m, C> dg = hs[j] * dZ.template middleRows<m>(j * m);
+      tangent.template topRows<n>() += h * Tableau::b(j) * dg.template middleRows<n>(n);
+      tangent.template bottomRows<n>() -= h * Tableau::b(j) * dg.template topRows<n>();
+    }
     return Status::ok;
   }
 
@@ -138,7 +174,7 @@ struct GaussLegendre {
       }
       r.segment(i * m, n) = zi.head(n) - s0.q - h * q_rate;
       r.segment(i * m + n, n) = zi.segment(n, n) - s0.p - h * p_rate;
-      r.segment(i * m + 2 * n, m - 2 * n) = g[i].tail(m - 2 * n);
+      if constexpr (P::k > 0) r.template segment<P::k>(i * m + 2 * n) = g[i].template tail<P::k>();
     }
     return r;
   }

@@ -85,6 +85,81 @@ TETHER_HD Status solve_position_stage(const S& sys, const Vec<S::dof>& a, const 
   return st;
 }
 
+// ---------------------------------------------------------------------------
+// Tangent maps: the exact derivative of a step with respect to (q0, p0), for
+// shooting (issue 4). A step's stage equations F(Y; q0, p0) = 0 are solved by
+// Newton; by the implicit function theorem dY = -F_Y^-1 F_(q0,p0) d(q0, p0),
+// with F_Y the (fresh) Newton Jacobian at the converged stage. The tangent
+// columns are C directions; rows (dq, dp) for a state, dlambda for multipliers.
+template <class S, int C>
+using Tangent = Mat<2 * S::dof, C>;
+
+// Solves A X = B column by column; false when A is singular.
+template <int K, int C>
+TETHER_HD bool solve_columns(const Mat<K, K>& a, const Mat<K, C>& b, Mat<K, C>& x) {
+  DenseLU<K> lu;
+  if (!lu.factor(a)) return false;
+  for (int c = 0; c < C; ++c) {
+    Vec<K> col;
+    if (!lu.solve(Vec<K>(b.col(c)), col)) return false;
+    x.col(c) = col;
+  }
+  return true;
+}
+
+// Hess H times the stacked variation (dq, dp, dlambda): the variation of grad H.
+template <class S, int C>
+TETHER_HD Mat<Sizes<S>::m, C> gradient_variation(const ZMat<S>& hs, const Mat<S::dof, C>& dq, const Mat<S::dof, C>& dp,
+                                                 const Mat<S::multiplier_count, C>& dl) {
+  constexpr int n = S::dof, k = S::multiplier_count;
+  Mat<Sizes<S>::m, C> v = hs.template middleCols<n>(0) * dq + hs.template middleCols<n>(n) * dp;
+  if constexpr (k > 0) v += hs.template rightCols<k>() * dl;
+  return v;
+}
+
+// Variation of the momentum stage p = p0 - c H_q(q, p, Lambda), H_lambda = 0
+// (solve_momentum_stage) for inputs (dq, dp0); hs = Hess H at its solution.
+template <class S, int C>
+TETHER_HD Status momentum_stage_tangent(const ZMat<S>& hs, Real c, const Mat<S::dof, C>& dq, const Mat<S::dof, C>& dp0,
+                                        Mat<S::dof, C>& dp, Mat<S::multiplier_count, C>& dl) {
+  constexpr int n = S::dof, k = S::multiplier_count;
+  Mat<n + k, n + k> a;
+  Mat<n + k, C> rhs, x;
+  a.template topRows<n>() = c * hs.template block<n, n + k>(0, n);
+  a.template topLeftCorner<n, n>() += Mat<n, n>::Identity();
+  rhs.template topRows<n>() = dp0 - c * hs.template block<n, n>(0, 0) * dq;
+  if constexpr (k > 0) {
+    a.template bottomRows<k>() = hs.template block<k, n + k>(2 * n, n);
+    rhs.template bottomRows<k>() = -hs.template block<k, n>(2 * n, 0) * dq;
+  }
+  if (!solve_columns<n + k, C>(a, rhs, x)) return Status::singular_matrix;
+  dp = x.template topRows<n>();
+  if constexpr (k > 0) dl = x.template bottomRows<k>();
+  return Status::ok;
+}
+
+// Variation of the position stage q = a + c H_p(q, p, Lambda), H_lambda = 0
+// (solve_position_stage) for inputs (da, dp); hs = Hess H at its solution.
+template <class S, int C>
+TETHER_HD Status position_stage_tangent(const ZMat<S>& hs, Real c, const Mat<S::dof, C>& da, const Mat<S::dof, C>& dp,
+                                        Mat<S::dof, C>& dq, Mat<S::multiplier_count, C>& dl) {
+  constexpr int n = S::dof, k = S::multiplier_count;
+  Mat<n + k, n + k> a;
+  Mat<n + k, C> rhs, x;
+  a.template topLeftCorner<n, n>() = Mat<n, n>::Identity() - c * hs.template block<n, n>(n, 0);
+  rhs.template topRows<n>() = da + c * hs.template block<n, n>(n, n) * dp;
+  if constexpr (k > 0) {
+    a.template topRightCorner<n, k>() = -c * hs.template block<n, k>(n, 2 * n);
+    a.template bottomLeftCorner<k, n>() = hs.template block<k, n>(2 * n, 0);
+    a.template bottomRightCorner<k, k>() = hs.template block<k, k>(2 * n, 2 * n);
+    rhs.template bottomRows<k>() = -hs.template block<k, n>(2 * n, n) * dp;
+  }
+  if (!solve_columns<n + k, C>(a, rhs, x)) return Status::singular_matrix;
+  dq = x.template topRows<n>();
+  if constexpr (k > 0) dl = x.template bottomRows<k>();
+  return Status::ok;
+}
+
 // grad H at (q, p, lambda) as a dynamic vector, for the reference residuals.
 template <class S>
 Eigen::VectorXd gradient_at(const S& sys, const Vec<S::dof>& q, const Vec<S::dof>& p,

@@ -132,8 +132,8 @@ struct RattleMidpoint {
     const Vec<n> p1 = p_hat1 + dh1.transpose() * nu;
     const Eigen::VectorXd g1 = gradient_at(sys, q1, p1, lambda1);
     Eigen::VectorXd r(x.size());
-    r << holonomic_values(sys, q1), q1 - s0.q - h * gm.segment(n, n), p_hat1 - p_hat0 + h * gm.head(n), gm.tail(k),
-        dh1 * Vec<n>(g1.segment(n, n)), g1.tail(k);
+    r << holonomic_values(sys, q1), q1 - s0.q - h * gm.segment(n, n), p_hat1 - p_hat0 + h * gm.head(n), gm.template tail<k>(),
+        dh1 * Vec<n>(g1.segment(n, n)), g1.template tail<k>();
     return r;
   }
 

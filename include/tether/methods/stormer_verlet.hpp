@@ -21,21 +21,48 @@ struct StormerVerlet {
   template <class S>
   TETHER_HD static void start(const S&, PhaseState<S>&, Real) {}
 
-  template <class S>
-  TETHER_HD static Status step(const S& sys, PhaseState<S>& s, Real h, const NewtonOptions& opt, int& iterations) {
+  // With a tangent, it is carried along (see SymplecticEuler::step).
+  template <class S, int C = 0>
+  TETHER_HD static Status step(const S& sys, PhaseState<S>& s, Real h, const NewtonOptions& opt, int& iterations,
+                               Tangent<S, C>* tangent = nullptr) {
     using P = Parts<S>;
-    Vec<S::multiplier_count> lambda;
+    constexpr int n = S::dof, k = S::multiplier_count;
+    const bool tangents = C > 0 && tangent;
+    Vec<k> lambda;
     Status st = solve_multipliers(sys, s.q, s.p, opt, lambda, iterations);
     if (st != Status::ok) return st;
-    Vec<S::dof> half = s.p;
+    Vec<n> half = s.p;
     st = solve_momentum_stage(sys, s.q, s.p, h / 2, opt, half, lambda, iterations);
     if (st != Status::ok) return st;
-    const Vec<S::dof> a = s.q + h / 2 * P::p(hamiltonian_gradient(sys, pack<S>(s.q, half, lambda)));
-    Vec<S::dof> q1 = a + (a - s.q);  // explicit predictor
+    ZVec<S> g;
+    ZMat<S> hs;
+    hamiltonian_derivatives(sys, pack<S>(s.q, half, lambda), g, hs, tangents);
+    const Vec<n> a = s.q + h / 2 * P::p(g);
+    [[maybe_unused]] Mat<n, C> dq0, dhalf, da;
+    [[maybe_unused]] Mat<k, C> dl;
+    if constexpr (C > 0) {
+      if (tangents) {
+        dq0 = tangent->template topRows<n>();
+        st = momentum_stage_tangent<S, C>(hs, h / 2, dq0, Mat<n, C>(tangent->template bottomRows<n>()), dhalf, dl);
+        if (st != Status::ok) return st;
+        da = dq0 + h / 2 * gradient_variation<S, C>(hs, dq0, dhalf, dl).template middleRows<n>(n);
+      }
+    }
+    Vec<n> q1 = a + (a - s.q);  // explicit predictor
     st = solve_position_stage(sys, a, half, h / 2, opt, q1, lambda, iterations);
     if (st != Status::ok) return st;
-    const Vec<S::dof> p1 = half - h / 2 * P::q(hamiltonian_gradient(sys, pack<S>(q1, half, lambda)));
+    hamiltonian_derivatives(sys, pack<S>(q1, half, lambda), g, hs, tangents);
+    const Vec<n> p1 = half - h / 2 * P::q(g);
     if (!all_finite(p1)) return Status::non_finite;
+    if constexpr (C > 0) {
+      if (tangents) {
+        Mat<n, C> dq1;
+        st = position_stage_tangent<S, C>(hs, h / 2, da, dhalf, dq1, dl);
+        if (st != Status::ok) return st;
+        tangent->template topRows<n>() = dq1;
+        tangent->template bottomRows<n>() = dhalf - h / 2 * gradient_variation<S, C>(hs, dq1, dhalf, dl).template topRows<n>();
+      }
+    }
     s.q = q1;
     s.p = p1;
     return Status::ok;

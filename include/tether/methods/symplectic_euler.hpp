@@ -18,16 +18,34 @@ struct SymplecticEuler {
   template <class S>
   TETHER_HD static void start(const S&, PhaseState<S>&, Real) {}
 
-  template <class S>
-  TETHER_HD static Status step(const S& sys, PhaseState<S>& s, Real h, const NewtonOptions& opt, int& iterations) {
-    Vec<S::multiplier_count> lambda;
+  // With a tangent (columns d(q, p) in some directions), it is carried along:
+  // the derivative of this very map (index1_stages.hpp, tangent maps).
+  template <class S, int C = 0>
+  TETHER_HD static Status step(const S& sys, PhaseState<S>& s, Real h, const NewtonOptions& opt, int& iterations,
+                               Tangent<S, C>* tangent = nullptr) {
+    constexpr int n = S::dof, k = S::multiplier_count;
+    Vec<k> lambda;
     Status st = solve_multipliers(sys, s.q, s.p, opt, lambda, iterations);
     if (st != Status::ok) return st;
-    Vec<S::dof> p1 = s.p;
+    Vec<n> p1 = s.p;
     st = solve_momentum_stage(sys, s.q, s.p, h, opt, p1, lambda, iterations);
     if (st != Status::ok) return st;
-    const Vec<S::dof> q1 = s.q + h * Parts<S>::p(hamiltonian_gradient(sys, pack<S>(s.q, p1, lambda)));
+    ZVec<S> g;
+    ZMat<S> hs;
+    hamiltonian_derivatives(sys, pack<S>(s.q, p1, lambda), g, hs, C > 0 && tangent);
+    const Vec<n> q1 = s.q + h * Parts<S>::p(g);
     if (!all_finite(q1)) return Status::non_finite;
+    if constexpr (C > 0) {
+      if (tangent) {
+        const Mat<n, C> dq0 = tangent->template topRows<n>();
+        Mat<n, C> dp1;
+        Mat<k, C> dl;
+        st = momentum_stage_tangent<S, C>(hs, h, dq0, Mat<n, C>(tangent->template bottomRows<n>()), dp1, dl);
+        if (st != Status::ok) return st;
+        tangent->template topRows<n>() = dq0 + h * gradient_variation<S, C>(hs, dq0, dp1, dl).template middleRows<n>(n);
+        tangent->template bottomRows<n>() = dp1;
+      }
+    }
     s.q = q1;
     s.p = p1;
     return Status::ok;

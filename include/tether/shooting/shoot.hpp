@@ -1,0 +1,229 @@
+#pragma once
+// Geodesic shooting (issue 4): for a target q1, find the initial covector p0
+// whose trajectory of the discrete flow from q0 reaches q1 at time T = steps dt.
+// Written once for every backend: one shot per cpu iteration or GPU thread.
+//
+// The shooting Jacobian dq(T)/dp0 is the exact derivative of the discrete
+// flow: each step carries its tangent map along (the methods' tangent option,
+// index1_stages.hpp), started from d(q, p)/dp0 = (0, I). Newton is damped by a
+// backtracking line search on |q(T) - q1| (Armijo, c = 1e-4). A hard target
+// may instead be reached by continuation from a solved neighbour: the target
+// moves from the neighbour's to its own in equal substeps, each solve seeded
+// by the last.
+//
+// Conjugate points: along a solved geodesic, J(t) = dq(t)/dp0 is the Jacobi
+// field matrix; the geodesic meets a point conjugate to q0 where det J(t)
+// vanishes, and past the first one it is no longer minimising. det J is
+// checked after every step against its sign just after t = 0.
+#include <cstdint>
+
+#include "tether/methods/index1_stages.hpp"
+
+namespace tether {
+
+enum class ShotStatus : std::uint8_t {
+  converged = 0,
+  max_iterations = 1,      // Newton ran out of iterations; residual is the last one
+  singular_jacobian = 2,   // dq(T)/dp0 could not be factored (e.g. a conjugate point at T)
+  line_search_failed = 3,  // no step along the Newton direction reduced the residual
+  integration_failed = 4,  // the flow could not be integrated from the guess (step Newton failed)
+};
+
+inline const char* shot_status_name(ShotStatus s) {
+  switch (s) {
+    case ShotStatus::converged: return "converged";
+    case ShotStatus::max_iterations: return "max_iterations";
+    case ShotStatus::singular_jacobian: return "singular_jacobian";
+    case ShotStatus::line_search_failed: return "line_search_failed";
+    case ShotStatus::integration_failed: return "integration_failed";
+  }
+  return "unknown";
+}
+
+struct ShootControl {
+  Real dt = 0;
+  std::int32_t steps = 0;
+  NewtonOptions step_newton;   // each step's implicit equations
+  Real tolerance = 1e-10;      // on |q(T) - q1| (Euclidean)
+  int max_iterations = 50;     // shooting Newton iterations, over all continuation substeps
+  bool line_search = true;
+  int max_backtracks = 30;     // halvings of the Newton step
+  int substeps = 8;            // continuation substeps (shots that start from a neighbour)
+};
+
+// Structure-of-arrays shots, as raw pointers (host or device memory).
+// Component c of shot i lives at [c * count + i].
+struct ShotView {
+  std::int64_t count = 0;
+  const Real* q0 = nullptr;      // dof: one start point for all shots
+  const Real* target = nullptr;  // dof x count
+  const Real* guess = nullptr;   // dof x count
+  const Real* from = nullptr;    // dof x count, or null: continuation start targets
+  Real* p0 = nullptr;            // dof x count: the solution (or the last iterate)
+  std::uint8_t* status = nullptr;
+  std::int32_t* iterations = nullptr;
+  Real* residual = nullptr;
+  // Of converged shots only (else NaN / 0):
+  Real* energy = nullptr;          // H(q0, p0, lambda~)
+  Real* length = nullptr;          // int sqrt(2 (H - V)) dt, trapezoidal over the steps
+  Real* conjugate_time = nullptr;  // first t with det dq(t)/dp0 = 0, else NaN
+};
+
+// Flow::step is the method's step with an optional tangent (the method
+// itself; the reference backend supplies its own).
+template <class M>
+struct MethodFlow {
+  template <class S, int C>
+  TETHER_HD static Status step(const S& sys, PhaseState<S>& s, Real h, const NewtonOptions& opt, int& iterations,
+                               Tangent<S, C>* tangent) {
+    return M::step(sys, s, h, opt, iterations, tangent);
+  }
+};
+
+// q(T) from (q0, p0), and dq(T)/dp0 when jac is not null.
+template <class S, class Flow>
+TETHER_HD Status shoot_endpoint(const S& sys, const ShootControl& ctl, const Vec<S::dof>& q0, const Vec<S::dof>& p0,
+                                Vec<S::dof>& qT, Mat<S::dof, S::dof>* jac) {
+  constexpr int n = S::dof;
+  PhaseState<S> s;
+  s.q = q0;
+  s.p = p0;
+  Tangent<S, n> t;
+  t.template topRows<n>().setZero();
+  t.template bottomRows<n>().setIdentity();
+  for (int k = 0; k < ctl.steps; ++k) {
+    int it = 0;
+    const Status st = Flow::step(sys, s, ctl.dt, ctl.step_newton, it, jac ? &t : static_cast<Tangent<S, n>*>(nullptr));
+    if (st != Status::ok) return st;
+  }
+  qT = s.q;
+  if (jac) *jac = t.template topRows<n>();
+  return Status::ok;
+}
+
+// Damped Newton for q(T; p) = target from p. On return p is the last accepted
+// iterate and residual |q(T; p) - target|.
+template <class S, class Flow>
+TETHER_HD ShotStatus shoot_newton(const S& sys, const ShootControl& ctl, const Vec<S::dof>& q0,
+                                  const Vec<S::dof>& target, Vec<S::dof>& p, int& iterations, Real& residual) {
+  constexpr int n = S::dof;
+  Vec<n> qT;
+  Mat<n, n> jac;
+  residual = Real(1) / Real(0);
+  if (shoot_endpoint<S, Flow>(sys, ctl, q0, p, qT, &jac) != Status::ok) return ShotStatus::integration_failed;
+  Vec<n> r = qT - target;
+  residual = r.norm();
+  for (;;) {
+    if (residual <= ctl.tolerance) return ShotStatus::converged;
+    if (iterations >= ctl.max_iterations) return ShotStatus::max_iterations;
+    DenseLU<n> lu;
+    Vec<n> d;
+    if (!lu.factor(jac) || !lu.solve(Vec<n>(-r), d)) return ShotStatus::singular_jacobian;
+    ++iterations;
+    Real alpha = 1;
+    bool accepted = false;
+    for (int b = 0; b <= ctl.max_backtracks && !accepted; ++b, alpha /= 2) {
+      const Vec<n> trial = p + alpha * d;
+      Mat<n, n> trial_jac;
+      if (shoot_endpoint<S, Flow>(sys, ctl, q0, trial, qT, &trial_jac) == Status::ok) {
+        const Vec<n> trial_r = qT - target;
+        const Real trial_residual = trial_r.norm();
+        if (!ctl.line_search || trial_residual <= (1 - Real(1e-4) * alpha) * residual) {
+          p = trial;
+          r = trial_r;
+          residual = trial_residual;
+          jac = trial_jac;
+          accepted = true;
+        }
+      }
+      if (!ctl.line_search) break;
+    }
+    if (!accepted) return ctl.line_search ? ShotStatus::line_search_failed : ShotStatus::integration_failed;
+  }
+}
+
+// Along the solved geodesic from (q0, p0): energy, length, and the first
+// conjugate time (NaN if none up to T), linearly interpolated in det J.
+template <class S, class Flow>
+TETHER_HD Status shot_report(const S& sys, const ShootControl& ctl, const Vec<S::dof>& q0, const Vec<S::dof>& p0,
+                             Real& energy, Real& length, Real& conjugate_time) {
+  constexpr int n = S::dof;
+  Real potential;
+  Vec<S::multiplier_count> lambda;
+  Status st = energy_parts(sys, q0, p0, energy, potential, lambda);
+  if (st != Status::ok) return st;
+  auto speed = [](Real e, Real v) { return sqrt(e - v > 0 ? 2 * (e - v) : Real(0)); };
+  Real last_speed = speed(energy, potential), last_det = 0;
+  int reference_sign = 0;
+  length = 0;
+  conjugate_time = Real(0) / Real(0);
+  PhaseState<S> s;
+  s.q = q0;
+  s.p = p0;
+  Tangent<S, n> t;
+  t.template topRows<n>().setZero();
+  t.template bottomRows<n>().setIdentity();
+  for (int k = 0; k < ctl.steps; ++k) {
+    int it = 0;
+    if ((st = Flow::step(sys, s, ctl.dt, ctl.step_newton, it, &t)) != Status::ok) return st;
+    Real e;
+    if ((st = energy_parts(sys, s.q, s.p, e, potential, lambda)) != Status::ok) return st;
+    const Real v = speed(e, potential);
+    length += ctl.dt * (last_speed + v) / 2;
+    last_speed = v;
+    DenseLU<n> lu;
+    const Real det = lu.factor(Mat<n, n>(t.template topRows<n>())) ? lu.determinant() : Real(0);
+    const int sign = det > 0 ? 1 : (det < 0 ? -1 : 0);
+    if (reference_sign == 0) {
+      reference_sign = sign;  // the sign just after t = 0
+    } else if (sign != reference_sign && !(conjugate_time == conjugate_time)) {
+      const Real t1 = ctl.dt * (k + 1);
+      conjugate_time = sign == 0 ? t1 : t1 - ctl.dt * det / (det - last_det);
+    }
+    last_det = det;
+  }
+  return Status::ok;
+}
+
+// One shot: from the guess (or by continuation from view.from), then its report.
+template <class S, class Flow>
+TETHER_HD void shoot_trajectory(const S& sys, const ShootControl& ctl, const ShotView& v, std::int64_t i) {
+  constexpr int n = S::dof;
+  Vec<n> q0, target, p;
+  for (int c = 0; c < n; ++c) {
+    q0[c] = v.q0[c];
+    target[c] = v.target[c * v.count + i];
+    p[c] = v.guess[c * v.count + i];
+  }
+  int iterations = 0;
+  Real residual = 0;
+  ShotStatus status;
+  if (v.from) {
+    Vec<n> from;
+    for (int c = 0; c < n; ++c) from[c] = v.from[c * v.count + i];
+    status = ShotStatus::converged;
+    for (int j = 1; j <= ctl.substeps && status == ShotStatus::converged; ++j) {
+      const Vec<n> waypoint = j == ctl.substeps ? target : Vec<n>(from + (Real(j) / ctl.substeps) * (target - from));
+      status = shoot_newton<S, Flow>(sys, ctl, q0, waypoint, p, iterations, residual);
+    }
+    if (status != ShotStatus::converged) {  // report the distance to the target itself
+      Vec<n> qT;
+      residual = shoot_endpoint<S, Flow>(sys, ctl, q0, p, qT, nullptr) == Status::ok ? (qT - target).norm()
+                                                                                     : Real(1) / Real(0);
+    }
+  } else {
+    status = shoot_newton<S, Flow>(sys, ctl, q0, target, p, iterations, residual);
+  }
+  Real energy = Real(0) / Real(0), length = energy, conjugate = energy;
+  if (status == ShotStatus::converged && shot_report<S, Flow>(sys, ctl, q0, p, energy, length, conjugate) != Status::ok)
+    status = ShotStatus::integration_failed;  // cannot happen for a flow that just converged; never hidden
+  for (int c = 0; c < n; ++c) v.p0[c * v.count + i] = p[c];
+  v.status[i] = static_cast<std::uint8_t>(status);
+  v.iterations[i] = iterations;
+  v.residual[i] = residual;
+  v.energy[i] = energy;
+  v.length[i] = length;
+  v.conjugate_time[i] = conjugate;
+}
+
+}  // namespace tether

@@ -1,0 +1,92 @@
+#pragma once
+// cuda shooting: one thread per shot running shoot_trajectory, the code the
+// cpu backend runs. Shots are long (steps x Newton iterations), so one launch
+// takes the whole batch.
+#include <cuda_runtime.h>
+
+#include <stdexcept>
+#include <string>
+
+#include "cuda_backend.cuh"
+#include "engine/shot_runner.hpp"
+
+namespace tether {
+
+template <class S, class M>
+__global__ void shoot_kernel(S sys, ShootControl ctl, ShotView v) {
+  const std::int64_t i = std::int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (i < v.count) shoot_trajectory<S, MethodFlow<M>>(sys, ctl, v, i);
+}
+
+template <class S, class M>
+class CudaShotRunner final : public ShotRunner {
+ public:
+  CudaShotRunner(const S& sys, const ShootControl& ctl) : sys_(sys), ctl_(ctl) {}
+
+  void run(HostShots& h) override {
+    ShotView d;
+    d.count = h.count;
+    Real *q0 = nullptr, *target = nullptr, *guess = nullptr, *from = nullptr, *p0 = nullptr, *residual = nullptr,
+         *energy = nullptr, *length = nullptr, *conjugate = nullptr;
+    std::uint8_t* status = nullptr;
+    std::int32_t* iterations = nullptr;
+    try {
+      copy_in(q0, h.q0);
+      copy_in(target, h.target);
+      copy_in(guess, h.guess);
+      if (!h.from.empty()) copy_in(from, h.from);
+      copy_in(p0, h.p0);
+      copy_in(residual, h.residual);
+      copy_in(energy, h.energy);
+      copy_in(length, h.length);
+      copy_in(conjugate, h.conjugate_time);
+      copy_in(status, h.status);
+      copy_in(iterations, h.iterations);
+      d.q0 = q0, d.target = target, d.guess = guess, d.from = from, d.p0 = p0, d.residual = residual;
+      d.energy = energy, d.length = length, d.conjugate_time = conjugate, d.status = status, d.iterations = iterations;
+      constexpr int threads = 128;
+      shoot_kernel<S, M><<<unsigned((h.count + threads - 1) / threads), threads>>>(sys_, ctl_, d);
+      cuda_check(cudaGetLastError(), "shoot_kernel launch");
+      cuda_check(cudaDeviceSynchronize(), "shoot_kernel");
+      copy_out(h.p0, p0);
+      copy_out(h.residual, residual);
+      copy_out(h.energy, energy);
+      copy_out(h.length, length);
+      copy_out(h.conjugate_time, conjugate);
+      copy_out(h.status, status);
+      copy_out(h.iterations, iterations);
+    } catch (...) {
+      release({q0, target, guess, from, p0, residual, energy, length, conjugate, status, iterations});
+      throw;
+    }
+    release({q0, target, guess, from, p0, residual, energy, length, conjugate, status, iterations});
+  }
+
+ private:
+  template <class T>
+  static void copy_in(T*& d, const std::vector<T>& h) {
+    cuda_check(cudaMalloc(&d, h.size() * sizeof(T)), "cudaMalloc");
+    cuda_check(cudaMemcpy(d, h.data(), h.size() * sizeof(T), cudaMemcpyHostToDevice), "cudaMemcpy to device");
+  }
+  template <class T>
+  static void copy_out(std::vector<T>& h, const T* d) {
+    cuda_check(cudaMemcpy(h.data(), d, h.size() * sizeof(T), cudaMemcpyDeviceToHost), "cudaMemcpy to host");
+  }
+  static void release(std::initializer_list<void*> ptrs) {
+    for (void* p : ptrs)
+      if (p) cudaFree(p);
+  }
+
+  S sys_;
+  ShootControl ctl_;
+};
+
+template <class S, class M>
+std::unique_ptr<ShotRunner> make_cuda_shot_runner(const S& sys, const ShootControl& ctl) {
+  return std::make_unique<CudaShotRunner<S, M>>(sys, ctl);
+}
+
+}  // namespace tether
+
+#define TETHER_INSTANTIATE_CUDA_SHOOT(S, M) \
+  template std::unique_ptr<::tether::ShotRunner> tether::make_cuda_shot_runner<S, M>(const S&, const ::tether::ShootControl&);

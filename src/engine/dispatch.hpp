@@ -1,0 +1,55 @@
+#pragma once
+// From a parsed config to the compiled (system, method) pair: with_system
+// hands the configured system object to fn, with_method the method, only
+// among the system's own family (the registry's lists).
+#include <variant>
+
+#include "config/config.hpp"
+#include "engine/registry.hpp"
+
+namespace tether {
+
+template <class... F>
+struct Overloaded : F... {
+  using F::operator()...;
+};
+template <class... F>
+Overloaded(F...) -> Overloaded<F...>;
+
+template <class Fn>
+auto with_system(const RunConfig& c, Fn&& fn) {
+  return std::visit(Overloaded{[&](const ChainSpec& spec) {
+#define TETHER_DISPATCH_CHAIN(N)   \
+  if (spec.beads == N) {           \
+    Chain<N> s;                    \
+    s.prm = spec.parameters;       \
+    return fn(s);                  \
+  }
+                                 TETHER_FOR_EACH_CHAIN_SIZE(TETHER_DISPATCH_CHAIN)
+#undef TETHER_DISPATCH_CHAIN
+                                 throw ConfigError("system.parameters.beads", "no chain of this size is built");
+                               },
+                               [&](const auto& sys) { return fn(sys); }},
+                    c.system);
+}
+
+// Only methods of the system's own family are instantiated with it.
+template <class S, class Fn>
+auto with_method(const RunConfig& c, Fn&& fn) {
+#define TETHER_DISPATCH_METHOD(S_, M) \
+  if (c.method_name == M::name) return fn(M{});
+#define TETHER_DISPATCH_STAGED_METHOD(S_, M) \
+  if (c.method_name == M::name && c.stages == M::stages) return fn(M{});
+  if constexpr (is_nonholonomic<S> && holonomic_count<S> > 0) {
+    TETHER_FOR_EACH_MIXED_METHOD(TETHER_DISPATCH_METHOD, void)
+  } else if constexpr (is_nonholonomic<S>) {
+    TETHER_FOR_EACH_NONHOLONOMIC_METHOD(TETHER_DISPATCH_STAGED_METHOD, void)
+  } else {
+    TETHER_FOR_EACH_HOLONOMIC_METHOD(TETHER_DISPATCH_METHOD, void)
+  }
+#undef TETHER_DISPATCH_METHOD
+#undef TETHER_DISPATCH_STAGED_METHOD
+  throw ConfigError("method.name", "\"" + c.method_name + "\" does not apply to " + c.system_name);
+}
+
+}  // namespace tether

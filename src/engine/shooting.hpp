@@ -1,0 +1,72 @@
+#pragma once
+// `tether shoot` (issue 4): every target's boundary-value problem, on a
+// backend, one shot (target x initial guess) per thread; the best shot of
+// each target kept; optional continuation rounds for the targets left.
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "config/config.hpp"
+#include "tether/shooting/shoot.hpp"
+
+namespace tether {
+
+// The kept shot of one target: the shortest converged one, else the one with
+// the smallest residual. Every target has a row, converged or not.
+struct TargetResult {
+  std::vector<Real> target, p0;
+  ShotStatus status = ShotStatus::integration_failed;
+  int iterations = 0;
+  Real residual = 0, energy = 0, length = 0, conjugate_time = 0;  // NaN where not converged / no conjugate point
+  int attempts = 0, converged_attempts = 0;
+  int round = 0;  // 0: from the initial guesses; r: continuation round r
+};
+
+struct Geodesic {
+  std::int64_t target = 0;
+  std::vector<Real> times;
+  std::vector<std::vector<Real>> q;
+};
+
+struct ShootResult {
+  std::string system, method, backend;
+  int stages = 0;
+  std::int64_t steps = 0;
+  Real dt = 0;
+  std::vector<TargetResult> targets;
+  std::vector<Geodesic> geodesics;
+  std::int64_t shots = 0;                 // Newton solves run (targets x guesses + continuation)
+  std::uint64_t shooting_iterations = 0;  // over all shots
+  int continuation_rounds_run = 0;
+  Real wall_seconds = 0, shooting_seconds = 0;
+};
+
+struct ShootOptions {
+  std::function<void(double done, double total)> progress;  // shots done / planned (the initial round)
+};
+
+ShootResult shoot(const ShootConfig& config, const ShootOptions& options);
+
+// Flow-generic host pieces, shared with the tests.
+// Positions q(t_k) at every `every`-th step (and the last) of the geodesic from (q0, p0).
+template <class S, class Flow>
+Status sample_geodesic(const S& sys, const ShootControl& ctl, const Vec<S::dof>& q0, const Vec<S::dof>& p0,
+                       std::int64_t every, Geodesic& out) {
+  PhaseState<S> s;
+  s.q = q0;
+  s.p = p0;
+  auto keep = [&](std::int64_t k) {
+    out.times.push_back(ctl.dt * Real(k));
+    out.q.emplace_back(s.q.data(), s.q.data() + S::dof);
+  };
+  keep(0);
+  for (std::int64_t k = 1; k <= ctl.steps; ++k) {
+    int it = 0;
+    const Status st = Flow::step(sys, s, ctl.dt, ctl.step_newton, it, static_cast<Tangent<S, 1>*>(nullptr));
+    if (st != Status::ok) return st;
+    if (k % every == 0 || k == ctl.steps) keep(k);
+  }
+  return Status::ok;
+}
+
+}  // namespace tether
