@@ -4,6 +4,7 @@
 #include <cmath>
 #include <cstdlib>
 
+#include "engine/shooting.hpp"
 #include "support.hpp"
 
 namespace tether {
@@ -73,6 +74,67 @@ INSTANTIATE_TEST_SUITE_P(
                                                        "torsion": [1.116, 1.462, -1.578, -0.368, 3.156, -3.788]}})"),
                        ::testing::Values("symplectic_euler_a", "symplectic_euler_b", "shake", "rattle",
                                          "constrained_midpoint")));
+
+// The nonholonomic family: every system with Gauss-Legendre 2 and Stormer-Verlet.
+class CudaAgreesWithCpuNonholonomic : public ::testing::TestWithParam<std::tuple<std::string, std::string>> {};
+
+TEST_P(CudaAgreesWithCpuNonholonomic, FinalStates) {
+  TETHER_REQUIRE_DEVICE();
+  const auto& [system, method] = GetParam();
+  const auto cfg = [&](const std::string& backend) {
+    const std::string q = system == "parallel_parking" ? "[0.5, 0.2, 0.1, 0.3]" : "[0.2, -0.1, 0.05]";
+    const std::string p = system == "parallel_parking" ? "[0.6, -0.4, 0.5, 0.8]" : "[0.7, 0.4, 1.3]";
+    return R"({"system": {"name": ")" + system + R"("}, "method": )" + method +
+           R"(, "ensemble": {"size": 700, "seed": 5, "batch_size": 300, "initial": {"sampler": "around", "q": )" + q +
+           R"(, "p": )" + p + R"(, "position_spread": 0.05, "momentum_spread": 0.1}}, "output": {"every": 20},
+           "backend": ")" + backend + R"("})";
+  };
+  test::MemorySink cpu, gpu;
+  const RunResult rc = test::run_json(cfg("cpu"), &cpu);
+  const RunResult rg = test::run_json(cfg("cuda"), &gpu);
+  ASSERT_EQ(cpu.rows.size(), gpu.rows.size());
+  EXPECT_EQ(rc.failed, rg.failed);
+  Real worst = 0;
+  for (std::size_t i = 0; i < cpu.rows.size(); ++i)
+    for (std::size_t c = 0; c < cpu.rows[i].q.size(); ++c) {
+      worst = std::max(worst, std::abs(cpu.rows[i].q[c] - gpu.rows[i].q[c]));
+      worst = std::max(worst, std::abs(cpu.rows[i].p[c] - gpu.rows[i].p[c]));
+    }
+  EXPECT_LT(worst, 1e-8);  // as above: same step code, fused multiply-adds and libm ulps apart
+  EXPECT_LT(rg.max_velocity_constraint_violation, 1e-12);
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    AllSystems, CudaAgreesWithCpuNonholonomic,
+    ::testing::Combine(::testing::Values("heisenberg", "heisenberg_vakonomic", "martinet", "martinet_lagrangian",
+                                         "parallel_parking"),
+                       ::testing::Values(R"({"name": "gauss_legendre", "stages": 2, "dt": 0.05, "steps": 60})",
+                                         R"({"name": "stormer_verlet", "dt": 0.05, "steps": 60})")));
+
+// tether shoot: the same covectors, statuses and conjugate points from one thread per shot.
+TEST(CudaShoot, AgreesWithCpu) {
+  TETHER_REQUIRE_DEVICE();
+  for (const char* method : {R"({"name": "gauss_legendre", "stages": 3, "steps": 40})",
+                             R"({"name": "stormer_verlet", "steps": 40})"}) {
+    const auto cfg = [&](const std::string& backend) {
+      return parse_shoot_config(R"({"system": {"name": "heisenberg"}, "method": )" + std::string(method) +
+                                    R"(, "shoot": {"q0": [0, 0, 0], "time": 1.0,
+            "targets": {"grid": {"min": [-1, 0, -0.3], "max": [1, 0, 0.3], "count": [9, 1, 7]}},
+            "guesses": {"toward": true, "random": {"count": 4, "scale": 2.0, "seed": 1}}},
+            "backend": ")" + backend + R"("})",
+                                "test");
+    };
+    const ShootResult rc = shoot(cfg("cpu"), {}), rg = shoot(cfg("cuda"), {});
+    EXPECT_EQ(rg.backend, "cuda");
+    ASSERT_EQ(rc.targets.size(), rg.targets.size());
+    for (std::size_t t = 0; t < rc.targets.size(); ++t) {
+      ASSERT_EQ(rc.targets[t].status, rg.targets[t].status) << method << " target " << t;
+      if (rc.targets[t].status != ShotStatus::converged) continue;
+      for (std::size_t c = 0; c < 3; ++c) EXPECT_NEAR(rc.targets[t].p0[c], rg.targets[t].p0[c], 1e-8) << t;
+      EXPECT_EQ(std::isnan(rc.targets[t].conjugate_time), std::isnan(rg.targets[t].conjugate_time)) << t;
+    }
+  }
+}
 
 TEST(Cuda, AutoPicksCudaWhenADeviceIsPresent) {
   TETHER_REQUIRE_DEVICE();

@@ -14,7 +14,8 @@
 // Conjugate points: along a solved geodesic, J(t) = dq(t)/dp0 is the Jacobi
 // field matrix; the geodesic meets a point conjugate to q0 where det J(t)
 // vanishes, and past the first one it is no longer minimising. det J is
-// checked after every step against its sign just after t = 0.
+// checked after every step against its sign just after t = 0 (taken once it
+// exceeds the roundoff of J's entries).
 #include <cstdint>
 
 #include "tether/methods/index1_stages.hpp"
@@ -175,7 +176,16 @@ TETHER_HD Status shot_report(const S& sys, const ShootControl& ctl, const Vec<S:
     const Real det = lu.factor(Mat<n, n>(t.template topRows<n>())) ? lu.determinant() : Real(0);
     const int sign = det > 0 ? 1 : (det < 0 ? -1 : 0);
     if (reference_sign == 0) {
-      reference_sign = sign;  // the sign just after t = 0
+      // The sign just after t = 0, once det J stands clear of the roundoff of
+      // its entries: near t = 0 det J grows like a high power of t (J is
+      // exactly singular after one GL1 step on Heisenberg), and a sign taken
+      // from noise would report a conjugate point at t ~ dt.
+      Real scale = 0;
+      for (int r = 0; r < n; ++r)
+        for (int c = 0; c < n; ++c) scale = fmax(scale, fabs(t(r, c)));
+      Real noise = 64 * n * Real(2.220446049250313e-16);
+      for (int c = 0; c < n; ++c) noise *= scale;
+      if (fabs(det) > noise) reference_sign = sign;
     } else if (sign != reference_sign && !(conjugate_time == conjugate_time)) {
       const Real t1 = ctl.dt * (k + 1);
       conjugate_time = sign == 0 ? t1 : t1 - ctl.dt * det / (det - last_det);

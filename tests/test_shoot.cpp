@@ -1,0 +1,784 @@
+// Geodesic shooting (issue 4): q(T; p0) = q1 solved for the initial covector
+// p0 by damped Newton on the exact Jacobian of the discrete flow
+// (include/tether/shooting/shoot.hpp, src/engine/shooting.cpp). Covered here:
+//  1. the shooting Jacobian dq(T)/dp0 and the full tangent d(q, p)(T)/d(q0, p0)
+//     against central finite differences, every system x every method;
+//  2. Heisenberg: exact covectors recovered from the closed-form geodesic's endpoint;
+//  3. Heisenberg: kept lengths against the closed-form sub-Riemannian distance;
+//  4. conjugate points: Heisenberg's first at 2 pi / |p_z|, none on the car's
+//     straight run, every method;
+//  5. the car's sideways manoeuvre (seed 001 §5), with the velocity constraints
+//     along the solved geodesic, and its mirror image;
+//  6. failures are reported, one row per target in target order;
+//  7. continuation solves what a poor guess cannot;
+//  8. cpu against the reference backend; 9. thread-count independence;
+//  10. bad shooting configs, each named by its JSON path.
+// Every expected value is derived from the mathematics, not read off output.
+#include <omp.h>
+
+#include <cmath>
+#include <complex>
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "support.hpp"
+#include "engine/shooting.hpp"
+#include "tether/methods/gauss_legendre.hpp"
+#include "tether/methods/stormer_verlet.hpp"
+#include "tether/methods/symplectic_euler.hpp"
+#include "tether/shooting/shoot.hpp"
+#include "tether/systems/heisenberg.hpp"
+#include "tether/systems/heisenberg_vakonomic.hpp"
+#include "tether/systems/martinet.hpp"
+#include "tether/systems/parallel_parking.hpp"
+
+namespace tether {
+
+// Readable statuses in gtest failure messages (found by ADL).
+static void PrintTo(Status s, std::ostream* os) { *os << status_name(s); }
+static void PrintTo(ShotStatus s, std::ostream* os) { *os << shot_status_name(s); }
+
+namespace {
+
+constexpr Real kPi = 3.14159265358979323846;
+
+// ---------------------------------------------------------------------------
+// Helpers.
+
+template <class S>
+PhaseState<S> make_state(const Vec<S::dof>& q, const Vec<S::dof>& p) {
+  PhaseState<S> s;
+  s.q = q;
+  s.p = p;
+  s.q_prev = q;
+  return s;
+}
+
+ShootControl control(Real dt, int steps, Real tolerance = 1e-10) {
+  ShootControl c;
+  c.dt = dt;
+  c.steps = steps;
+  c.tolerance = tolerance;
+  return c;
+}
+
+ShootResult shoot_json(const std::string& json) { return shoot(parse_shoot_config(json, "test"), ShootOptions{}); }
+
+// json with every occurrence of `from` replaced by `to`.
+std::string replaced(std::string json, const std::string& from, const std::string& to) {
+  for (std::size_t at = json.find(from); at != std::string::npos; at = json.find(from, at + to.size()))
+    json.replace(at, from.size(), to);
+  return json;
+}
+
+std::string describe(const TargetResult& t) {
+  std::string s = "target (";
+  for (Real x : t.target) s += std::to_string(x) + " ";
+  s += ") " + std::string(shot_status_name(t.status)) + " iterations " + std::to_string(t.iterations) +
+       " residual " + std::to_string(t.residual) + " length " + std::to_string(t.length) + " conjugate_time " +
+       std::to_string(t.conjugate_time) + " round " + std::to_string(t.round) + " p0 (";
+  for (Real x : t.p0) s += std::to_string(x) + " ";
+  return s + ")";
+}
+
+// Heisenberg geodesic (canonical frame, z = (x, y, z, px, py, pz)) from z0 at
+// time t (as in test_nonholonomic.cpp). With lambda = p_z (constant),
+// u = p_x - y lambda/2, v = p_y + x lambda/2, Hamilton's equations give
+// (u + iv)' = i lambda (u + iv), (x + iy)' = u + iv and
+// z' = Im(conj(x + iy)(u + iv)) / 2.
+Vec<6> heisenberg_exact(const Vec<6>& z0, Real t) {
+  using C = std::complex<Real>;
+  const Real lambda = z0[5];
+  const C w0(z0[0], z0[1]), c0(z0[3] - z0[1] * lambda / 2, z0[4] + z0[0] * lambda / 2);
+  const C i(0, 1);
+  const C e = std::abs(lambda * t) < 1e-8 ? C(t, 0) : (std::exp(i * lambda * t) - 1.0) / (i * lambda);
+  const Real s = std::abs(lambda * t) < 1e-4 ? lambda * t * t * t / 6 : (t - std::sin(lambda * t) / lambda) / lambda;
+  const C w = w0 + c0 * e, c = c0 * std::exp(i * lambda * t);
+  Vec<6> z;
+  z[0] = w.real();
+  z[1] = w.imag();
+  z[2] = z0[2] + 0.5 * (std::imag(std::conj(w0) * c0 * e) + std::norm(c0) * s);
+  z[3] = c.real() + z[1] * lambda / 2;
+  z[4] = c.imag() - z[0] * lambda / 2;
+  z[5] = lambda;
+  return z;
+}
+
+// Sub-Riemannian distance from the origin of the Heisenberg group (frame
+// X = d/dx - y/2 d/dz, Y = d/dy + x/2 d/dz) to (x, y, z), and the p_z of the
+// minimising geodesic at T = 1.
+// Derivation: along a geodesic lambda = p_z is constant and (x + iy)' = c e^{i lambda t},
+// so the projection to the plane is a circle arc of radius R = |c|/|lambda|
+// traversed at speed |c| (the length L = |c| T), turning by theta = |lambda| T.
+// z' = (x y' - y x')/2 is the rate of area swept from the origin, so z(T) is
+// the signed area between the arc and its chord. With phi = theta/2: chord
+// r = 2 R sin phi, L = 2 R phi, area = R^2/2 (2 phi - sin 2 phi), hence
+//   L = r phi / sin phi  and  |z| / r^2 = (2 phi - sin 2 phi) / (8 sin^2 phi) =: f(phi).
+// f increases from 0 to infinity on (0, pi), so the arc with phi in (0, pi)
+// is unique; it is the minimiser (phi >= pi would turn past a full circle,
+// beyond the first conjugate point, and is longer). On the z-axis (r = 0) the
+// arc is a full circle: theta = 2 pi, |z| = pi R^2, L = 2 pi R = sqrt(4 pi |z|).
+struct HeisenbergDistance {
+  Real length, pz;
+};
+HeisenbergDistance heisenberg_distance(Real x, Real y, Real z) {
+  const Real r = std::hypot(x, y);
+  if (r == 0) return {std::sqrt(4 * kPi * std::abs(z)), (z > 0 ? 2 : -2) * kPi};
+  const Real ratio = std::abs(z) / (r * r);
+  const auto f = [](Real phi) { return (2 * phi - std::sin(2 * phi)) / (8 * std::sin(phi) * std::sin(phi)); };
+  Real lo = 0, hi = kPi;
+  for (int i = 0; i < 200; ++i) {
+    const Real mid = (lo + hi) / 2;
+    (f(mid) < ratio ? lo : hi) = mid;
+  }
+  const Real phi = (lo + hi) / 2;
+  // phi = 0 (z = 0): the straight segment; pz takes the sign of z (the arc turns left for z > 0).
+  return {phi == 0 ? r : r * phi / std::sin(phi), (z < 0 ? -2 : 2) * phi};
+}
+
+// ---------------------------------------------------------------------------
+// Systems and generic start states (away from symmetric configurations).
+
+Martinet martinet(Real beta) {
+  Martinet m;
+  m.prm.beta = beta;
+  return m;
+}
+MartinetLagrangian martinet_lagrangian(Real beta) {
+  MartinetLagrangian m;
+  m.prm.beta = beta;
+  return m;
+}
+ParallelParking parking_bowl() {
+  ParallelParking s;
+  s.prm.bowl = true;
+  return s;
+}
+
+const Vec3 kQ3(0.2, -0.1, 0.05), kP3(0.7, 0.4, 1.3);
+const Vec3 kMartinetQ(0.1, 0.2, 0.0), kMartinetP(0.5, 0.3, 0.8);
+const Vec<4> kParkingQ(0.5, 0.2, 0.1, 0.3), kParkingP(0.6, -0.4, 0.5, 0.8);  // inside the bowl
+
+// ---------------------------------------------------------------------------
+// Methods.
+
+template <class M>
+struct MethodLabel;
+template <int S>
+struct MethodLabel<GaussLegendre<S>> {
+  static std::string name() { return "GL" + std::to_string(S); }
+};
+template <>
+struct MethodLabel<SymplecticEuler> {
+  static std::string name() { return "SymplecticEuler"; }
+};
+template <>
+struct MethodLabel<StormerVerlet> {
+  static std::string name() { return "StormerVerlet"; }
+};
+struct MethodName {
+  template <class M>
+  static std::string GetName(int) {
+    return MethodLabel<M>::name();
+  }
+};
+
+using AllMethods = ::testing::Types<GaussLegendre<1>, GaussLegendre<2>, GaussLegendre<3>, SymplecticEuler, StormerVerlet>;
+
+template <class M>
+class ShootJacobian : public ::testing::Test {};
+TYPED_TEST_SUITE(ShootJacobian, AllMethods, MethodName);
+
+// ===========================================================================
+// 1. The shooting Jacobian is the derivative of the discrete flow.
+//
+// Tolerance: central differences with d = 1e-6 have truncation error
+// d^2/6 |d^3 q(T)/dp0^3| ~ 1e-12 here and roundoff ~ eps |q(T)| / d ~ 1e-10
+// (each step's Newton stops at its roundoff floor, and the iteration count is
+// the same at p0 +- d, so the computed map is smooth in p0; observed
+// 1e-10 to 4e-10 over all systems and methods). 1e-7 relative leaves a wide margin, while a tangent that dropped one term (a multiplier
+// column, one stage's coupling) is off by O(h) ~ 1e-2 after 20 steps.
+
+constexpr Real kFdStep = 1e-6, kFdTolerance = 1e-7, kDt = 0.05;
+constexpr int kSteps = 20;
+
+template <class M, class S>
+void check_endpoint_jacobian(const S& sys, const Vec<S::dof>& q0, const Vec<S::dof>& p0) {
+  constexpr int n = S::dof;
+  const ShootControl ctl = control(kDt, kSteps);
+  Vec<n> qT, plain;
+  Mat<n, n> jac;
+  ASSERT_EQ((shoot_endpoint<S, MethodFlow<M>>(sys, ctl, q0, p0, qT, &jac)), Status::ok);
+  ASSERT_EQ((shoot_endpoint<S, MethodFlow<M>>(sys, ctl, q0, p0, plain, nullptr)), Status::ok);
+  // Carrying the tangent must not move the state (it is computed after the step, from the same stages);
+  // only the Hessian-carrying dual numbers may round the gradient differently.
+  EXPECT_LT(max_abs(Vec<n>(qT - plain)), 1e-14 * (1 + max_abs(qT)));
+  Mat<n, n> fd;
+  for (int k = 0; k < n; ++k) {
+    Vec<n> pp = p0, pm = p0, qp, qm;
+    pp[k] += kFdStep;
+    pm[k] -= kFdStep;
+    ASSERT_EQ((shoot_endpoint<S, MethodFlow<M>>(sys, ctl, q0, pp, qp, nullptr)), Status::ok);
+    ASSERT_EQ((shoot_endpoint<S, MethodFlow<M>>(sys, ctl, q0, pm, qm, nullptr)), Status::ok);
+    fd.col(k) = (qp - qm) / (2 * kFdStep);
+  }
+  const Real scale = std::max<Real>(1, jac.cwiseAbs().maxCoeff());
+  EXPECT_LT((jac - fd).cwiseAbs().maxCoeff(), kFdTolerance * scale) << S::name << "\nexact\n" << jac << "\nfd\n" << fd;
+  // Not vacuous: after 20 steps the Jacobian is far from its t = 0 value (zero).
+  EXPECT_GT(jac.cwiseAbs().maxCoeff(), 0.1);
+}
+
+TYPED_TEST(ShootJacobian, Heisenberg) { check_endpoint_jacobian<TypeParam>(Heisenberg{}, kQ3, kP3); }
+TYPED_TEST(ShootJacobian, HeisenbergVakonomic) {
+  check_endpoint_jacobian<TypeParam>(HeisenbergVakonomic{}, kQ3, kP3);
+}
+// beta = 0.5: the X2 = d/dy / (1 + beta x) coefficient varies along the path.
+TYPED_TEST(ShootJacobian, Martinet) { check_endpoint_jacobian<TypeParam>(martinet(0.5), kMartinetQ, kMartinetP); }
+TYPED_TEST(ShootJacobian, MartinetLagrangian) {
+  check_endpoint_jacobian<TypeParam>(martinet_lagrangian(0.5), kMartinetQ, kMartinetP);
+}
+TYPED_TEST(ShootJacobian, ParallelParkingBowl) {
+  check_endpoint_jacobian<TypeParam>(parking_bowl(), kParkingQ, kParkingP);
+}
+
+// The full tangent map d(q, p)(T) / d(q0, p0), started from the identity and
+// carried by M::step itself, against central differences of the flat map
+// (q0, p0) -> (q, p)(T). The q0 columns exercise the H_qq and H_q lambda terms
+// of the stage tangents that the p0 columns alone would barely weigh.
+template <class M, class S>
+void check_full_tangent(const S& sys, const Vec<S::dof>& q0, const Vec<S::dof>& p0) {
+  constexpr int n = S::dof, m = 2 * n;
+  const NewtonOptions opt;
+  auto flow = [&](const Vec<m>& x, Tangent<S, m>* t) {
+    PhaseState<S> s = make_state<S>(x.template head<n>(), x.template tail<n>());
+    for (int k = 0; k < kSteps; ++k) {
+      int it = 0;
+      EXPECT_EQ((M::template step<S, m>(sys, s, kDt, opt, it, t)), Status::ok);
+    }
+    Vec<m> out;
+    out << s.q, s.p;
+    return out;
+  };
+  Vec<m> x0;
+  x0 << q0, p0;
+  Tangent<S, m> tangent = Tangent<S, m>::Identity();
+  flow(x0, &tangent);
+  Mat<m, m> fd;
+  for (int k = 0; k < m; ++k) {
+    Vec<m> xp = x0, xm = x0;
+    xp[k] += kFdStep;
+    xm[k] -= kFdStep;
+    fd.col(k) = (flow(xp, nullptr) - flow(xm, nullptr)) / (2 * kFdStep);
+  }
+  const Real scale = std::max<Real>(1, tangent.cwiseAbs().maxCoeff());
+  EXPECT_LT((tangent - fd).cwiseAbs().maxCoeff(), kFdTolerance * scale) << "exact\n" << tangent << "\nfd\n" << fd;
+  // The map is symplectic (seed 001 Props 3-4; seed 004): T^t J T = J is a second,
+  // independent check of the tangent (roundoff ~ 1e-14 |T|^2).
+  Mat<m, m> j = Mat<m, m>::Zero();
+  j.template topRightCorner<n, n>().setIdentity();
+  j.template bottomLeftCorner<n, n>() = -Mat<n, n>::Identity();
+  EXPECT_LT((tangent.transpose() * j * tangent - j).cwiseAbs().maxCoeff(), 1e-12 * scale * scale);
+}
+
+TYPED_TEST(ShootJacobian, ParallelParkingBowlFullTangent) {
+  check_full_tangent<TypeParam>(parking_bowl(), kParkingQ, kParkingP);
+}
+TYPED_TEST(ShootJacobian, MartinetLagrangianFullTangent) {
+  check_full_tangent<TypeParam>(martinet_lagrangian(0.5), kMartinetQ, kMartinetP);
+}
+
+// ===========================================================================
+// 2. Heisenberg: exact covectors recovered.
+//
+// q1 is the endpoint of the closed-form geodesic from (q0, p0*). The discrete
+// GL3 flow (order 6) differs from the exact one by ~C T (|p_z| h)^6 |p|: with
+// h = 0.01 and |p_z| <= 5 that is (0.05)^6 ~ 2e-8 times GL3's small error
+// constant (~1e-4), ~1e-11. The recovered p0 differs from p0* by
+// |J^-1| times that; away from the conjugate time (|p_z| T < 2 pi with margin)
+// |J^-1| = O(1-10), so 1e-8 bounds it with room (observed <= 1.1e-12), while
+// an order-2 error (~(|p_z| h)^2 ~ 1e-3) would not pass.
+TEST(ShootHeisenberg, RecoversExactCovectors) {
+  const Heisenberg sys;
+  const ShootControl ctl = control(0.01, 100, 1e-12);
+  const std::vector<Vec3> covectors{Vec3(0.7, 0.4, 1.3), Vec3(-1.1, 0.5, -3.0), Vec3(0.3, -0.9, 4.8),
+                                    Vec3(1.5, 0.2, 0.0), Vec3(-0.4, -0.6, -4.5)};
+  for (const Vec3& p_exact : covectors) {
+    Vec<6> z0;
+    z0 << kQ3, p_exact;
+    const Vec3 target = heisenberg_exact(z0, 1.0).head<3>();
+    Vec3 p = p_exact + Vec3(0.2, -0.15, 0.3);  // a perturbed guess
+    int iterations = 0;
+    Real residual = 0;
+    const ShotStatus st =
+        shoot_newton<Heisenberg, MethodFlow<GaussLegendre<3>>>(sys, ctl, kQ3, target, p, iterations, residual);
+    ASSERT_EQ(st, ShotStatus::converged) << "p0* = " << p_exact.transpose();
+    EXPECT_LE(residual, 1e-10);
+    EXPECT_GT(iterations, 0);
+    EXPECT_LT(max_abs(Vec3(p - p_exact)), 1e-8) << "p0* = " << p_exact.transpose() << "\nfound " << p.transpose();
+  }
+}
+
+// ===========================================================================
+// 3. Heisenberg: lengths against the closed-form distance.
+
+// The oracle itself, at its two limits: a straight segment (z -> 0) has length
+// r, and as r -> 0 the arc closes into the circle of length sqrt(4 pi |z|).
+TEST(ShootHeisenberg, DistanceOracleLimits) {
+  EXPECT_NEAR(heisenberg_distance(0.6, -0.8, 0).length, 1.0, 1e-15);
+  EXPECT_NEAR(heisenberg_distance(0.6, -0.8, 1e-9).length, 1.0, 1e-8);
+  EXPECT_NEAR(heisenberg_distance(1e-7, 0, 0.3).length, std::sqrt(4 * kPi * 0.3), 1e-5);
+  EXPECT_EQ(heisenberg_distance(0, 0, -0.3).length, std::sqrt(4 * kPi * 0.3));
+  // Dilations (x, y, z) -> (s x, s y, s^2 z) scale distances by s.
+  EXPECT_NEAR(heisenberg_distance(0.6, 0.2, 0.5).length * 3, heisenberg_distance(1.8, 0.6, 4.5).length, 1e-12);
+}
+
+// tether shoot through a parsed config: the kept (shortest converged) geodesic
+// of each target has the sub-Riemannian distance as its length, p_z = 2 phi,
+// and no conjugate point. Tolerance: GL2 is order 4, with h = 1/40 and
+// |p_z| h <= 0.11 the discrete endpoint map is off by ~(|p_z| h)^4 / 1e3 ~ 1e-7
+// (relative), which moves p0 and hence L = sqrt(2 H) T by as much (observed
+// <= 6e-7, largest for the largest |p_z|); 1e-5 relative is a safe bound, and
+// a kept geodesic that is not the minimiser is off by O(1).
+TEST(ShootHeisenberg, KeptLengthIsTheDistance) {
+  const ShootResult r = shoot_json(R"({
+    "system": {"name": "heisenberg"},
+    "method": {"name": "gauss_legendre", "stages": 2, "steps": 40},
+    "shoot": {"q0": [0, 0, 0], "time": 1.0,
+      "targets": {"list": [[1, 0, 0.2], [0.5, 0.5, -0.1], [-0.8, 0.3, 0.3], [0.3, -0.6, 0.25], [0.5, 0, 0.25],
+                           [0, 0.4, -0.12]]},
+      "guesses": {"toward": true, "random": {"count": 12, "scale": 2.0, "seed": 3}}},
+    "backend": "cpu"})");
+  ASSERT_EQ(r.targets.size(), 6u);
+  EXPECT_EQ(r.backend, "cpu");
+  EXPECT_EQ(r.shots, 6 * 13);
+  for (const TargetResult& t : r.targets) {
+    ASSERT_EQ(t.status, ShotStatus::converged) << describe(t);
+    const HeisenbergDistance d = heisenberg_distance(t.target[0], t.target[1], t.target[2]);
+    EXPECT_NEAR(t.length, d.length, 1e-5 * d.length) << describe(t);
+    EXPECT_NEAR(t.p0[2], d.pz, 1e-5 * std::abs(d.pz)) << describe(t);
+    EXPECT_TRUE(std::isnan(t.conjugate_time)) << describe(t);
+    EXPECT_LE(t.residual, 1e-10);
+    EXPECT_EQ(t.attempts, 13);
+    // H = L^2 / (2 T^2) for a constant-speed geodesic.
+    EXPECT_NEAR(t.energy, d.length * d.length / 2, 1e-5 * d.length * d.length);
+  }
+}
+
+// ===========================================================================
+// 4. Conjugate points. For p0 with p_z = omega != 0 the projection is a circle
+// closed at t = 2 pi / |omega|; there all geodesics with the same |(u, v)|
+// and omega (rotated about the z-axis through q0) meet again, so J = dq(t)/dp0
+// degenerates: det J(t) is proportional to sin(omega t / 2) (omega t/2 cos(omega t/2)
+// - sin(omega t/2)), whose first zero for t > 0 is the simple zero of the sine
+// at omega t = 2 pi (the second factor vanishes only at omega t / 2 ~ 4.49).
+// So det J changes sign there. By left-invariance this does not depend on q0.
+//
+// Every method, h = 1/1000 (|omega| h < 0.012). Tolerance: even the order-1
+// methods put the discrete zero within ~1e-5 of the exact one, and
+// shot_report's linear interpolation of det between steps adds
+// O(h^2 |det''/det'|) ~ 1e-5: 1e-3 is safe, and a conjugate time off by one
+// whole feature (a step, or 2 pi / omega confused with pi / omega) is not.
+template <class M>
+class ShootConjugate : public ::testing::Test {};
+TYPED_TEST_SUITE(ShootConjugate, AllMethods, MethodName);
+
+TYPED_TEST(ShootConjugate, HeisenbergFirstConjugateTimeIsTwoPiOverOmega) {
+  const Heisenberg sys;
+  const ShootControl ctl = control(1.0 / 1000, 1000);
+  struct Case {
+    Vec3 q0, p0;
+  };
+  const Real omega1 = 2 * kPi / 0.7, omega2 = 2 * kPi / 0.55;
+  for (const Case& c : {Case{Vec3::Zero(), Vec3(1, 0, omega1)}, Case{kQ3, Vec3(1, 0, omega1)},
+                        Case{kQ3, Vec3(0.6, -0.8, -omega2)}, Case{kQ3, Vec3(-0.3, 0.2, 2 * kPi / 0.93)}}) {
+    Real energy, length, conjugate;
+    ASSERT_EQ((shot_report<Heisenberg, MethodFlow<TypeParam>>(sys, ctl, c.q0, c.p0, energy, length, conjugate)),
+              Status::ok);
+    EXPECT_NEAR(conjugate, 2 * kPi / std::abs(c.p0[2]), 1e-3)
+        << "q0 = " << c.q0.transpose() << ", p0 = " << c.p0.transpose();
+  }
+  // |omega| T < 2 pi: no conjugate point up to T (also for omega = 0, the straight line).
+  for (const Vec3& p0 : {Vec3(1, 0, 2 * kPi / 1.3), Vec3(0.6, -0.8, -5.0), Vec3(0.5, 0.5, 0.0)}) {
+    Real energy, length, conjugate;
+    ASSERT_EQ((shot_report<Heisenberg, MethodFlow<TypeParam>>(sys, ctl, kQ3, p0, energy, length, conjugate)),
+              Status::ok);
+    EXPECT_TRUE(std::isnan(conjugate)) << "p0 = " << p0.transpose() << " conjugate_time " << conjugate;
+  }
+}
+
+// Driving straight ahead, (0, 0, 0, 0) to (a, 0, 0, 0) with p0 = (a, 0, 0, 0)/T,
+// is the shortest path (any admissible path has length >= int |xdot| >= a,
+// and this one has length a), and it is not abnormal (the car's abnormal
+// curves steer in place, along d/dphi: [d/dphi, D^2] lies in D^2), so it has
+// no conjugate point in (0, T]. Near t = 0, det J(t) ~ t^10 for the car: over
+// the first one or two steps it is at the roundoff of J's entries (smallest
+// singular value ~1e-17 of the largest), and its sign there is noise.
+TYPED_TEST(ShootConjugate, ParallelParkingStraightRunHasNone) {
+  const ParallelParking sys;
+  for (int steps : {10, 40, 160}) {
+    const ShootControl ctl = control(1.0 / steps, steps);
+    for (const Vec<4>& p0 : {Vec<4>(0.5, 0, 0, 0), Vec<4>(-0.8, 0, 0, 0)}) {
+      Real energy, length, conjugate;
+      ASSERT_EQ((shot_report<ParallelParking, MethodFlow<TypeParam>>(sys, ctl, Vec<4>::Zero(), p0, energy, length,
+                                                                     conjugate)),
+                Status::ok);
+      EXPECT_NEAR(length, std::abs(p0[0]), 1e-14);
+      EXPECT_TRUE(std::isnan(conjugate)) << steps << " steps, p0 = " << p0.transpose() << ": conjugate_time "
+                                         << conjugate;
+    }
+  }
+}
+
+// ===========================================================================
+// 5. The car (seed 001 §5, no potential) moves sideways by d: from (0, 0, 0, 0)
+// to (0, d, 0, 0), a manoeuvre its constraints forbid doing directly.
+TEST(ShootParallelParking, SidewaysManoeuvre) {
+  const Real d = 0.5;
+  const ShootResult r = shoot_json(R"({
+    "system": {"name": "parallel_parking"},
+    "method": {"name": "gauss_legendre", "stages": 2, "steps": 40},
+    "shoot": {"q0": [0, 0, 0, 0], "time": 1.0,
+      "targets": {"list": [[0, 0.5, 0, 0]]},
+      "guesses": {"random": {"count": 4, "scale": 2.0, "seed": 1}},
+      "newton": {"tolerance": 1e-11}},
+    "backend": "cpu"})");
+  ASSERT_EQ(r.targets.size(), 1u);
+  const TargetResult& t = r.targets[0];
+  ASSERT_EQ(t.status, ShotStatus::converged) << describe(t);
+  // Any admissible path from y = 0 to y = d has length >= int |ydot| >= d.
+  EXPECT_GT(t.length, d);
+
+  // Along the solved geodesic, integrated again here with the GL2 step: the
+  // original constraints (5.1), (5.3), g_i(q) . qdot = 0 with qdot = H_p, hold
+  // at every step (seed 001 Corollary 5): lambda~ solves H_lambda = 0, which
+  // is exactly those constraints, to roundoff (eps |p| |g| ~ 1e-14 for |p| ~ 20;
+  // measured 1e-14).
+  const ParallelParking sys;
+  PhaseState<ParallelParking> s = make_state<ParallelParking>(Vec<4>::Zero(), Eigen::Map<const Vec<4>>(t.p0.data()));
+  Real worst = 0;
+  for (int k = 0; k < 40; ++k) {
+    int it = 0;
+    ASSERT_EQ(GaussLegendre<2>::step(sys, s, 1.0 / 40, NewtonOptions{}, it), Status::ok);
+    Vec<2> lambda;
+    ASSERT_EQ(solve_multipliers(sys, s.q, s.p, NewtonOptions{}, lambda, it), Status::ok);
+    worst = std::max(worst, velocity_constraint_residual(sys, s.q, s.p, lambda));
+  }
+  EXPECT_LE(worst, 1e-12);
+  // q(T) hits the target (the shot's tolerance was 1e-11; re-integration is the same arithmetic).
+  EXPECT_LE((s.q - Vec<4>(0, d, 0, 0)).norm(), 1e-10) << s.q.transpose();
+
+  // A second manoeuvre of the same length: run the solution backwards, shift
+  // it by -d in y and reflect (x, y, theta, phi) -> (x, -y, -theta, -phi).
+  // The constraints and the metric are invariant, so this is again a geodesic
+  // from 0 to (0, d, 0, 0); its covector at t = 0 is -R^T p(T) =
+  // (-p_x, p_y, p_theta, p_phi)(T). GL2 is symmetric and R a linear symplectic
+  // symmetry, so the discrete flow reproduces the mirror up to roundoff and
+  // the step Newton's floor (measured 1.5e-13 in q(T), 2e-13 relative in the
+  // length); bound 1e-10 as for the direct hit. (With random guesses the
+  // shooting finds this mirror manoeuvre too: same length, other p_x sign.)
+  const Vec<4> mirrored(-s.p[0], s.p[1], s.p[2], s.p[3]);
+  PhaseState<ParallelParking> m = make_state<ParallelParking>(Vec<4>::Zero(), mirrored);
+  Real mirrored_length = 0;
+  for (int k = 0; k < 40; ++k) {
+    int it = 0;
+    ASSERT_EQ(GaussLegendre<2>::step(sys, m, 1.0 / 40, NewtonOptions{}, it), Status::ok);
+  }
+  EXPECT_LE((m.q - Vec<4>(0, d, 0, 0)).norm(), 1e-10) << m.q.transpose();
+  Real energy, conjugate;
+  ASSERT_EQ((shot_report<ParallelParking, MethodFlow<GaussLegendre<2>>>(sys, control(1.0 / 40, 40), Vec<4>::Zero(),
+                                                                        mirrored, energy, mirrored_length, conjugate)),
+            Status::ok);
+  EXPECT_NEAR(mirrored_length, t.length, 1e-10 * t.length);
+}
+
+// ===========================================================================
+// 6. Failures are reported, never dropped: one row per target, in target order.
+
+void expect_rows_in_order(const ShootResult& r, const std::vector<std::vector<Real>>& targets) {
+  ASSERT_EQ(r.targets.size(), targets.size());
+  for (std::size_t i = 0; i < targets.size(); ++i) {
+    EXPECT_EQ(r.targets[i].target, targets[i]) << "row " << i;
+    EXPECT_EQ(r.targets[i].p0.size(), targets[i].size()) << "row " << i;
+    EXPECT_GE(r.targets[i].attempts, 1) << "row " << i;
+  }
+}
+
+TEST(ShootReporting, OutOfIterationsIsReportedWithItsResidual) {
+  // Targets in the plane z = 0 are reached exactly by the toward guess
+  // p0 = q1 / T: with p_z = 0 the geodesic is the straight segment, z' = 0.
+  // The middle one needs several Newton iterations; one is allowed.
+  const ShootResult r = shoot_json(R"({
+    "system": {"name": "heisenberg"},
+    "method": {"name": "gauss_legendre", "stages": 2, "steps": 40},
+    "shoot": {"q0": [0, 0, 0], "time": 1.0,
+      "targets": {"list": [[1, 0, 0], [0.3, 0.2, 1.5], [0, -0.7, 0]]},
+      "guesses": {"toward": true},
+      "newton": {"max_iterations": 1}},
+    "backend": "cpu"})");
+  expect_rows_in_order(r, {{1, 0, 0}, {0.3, 0.2, 1.5}, {0, -0.7, 0}});
+  for (int i : {0, 2}) {
+    const TargetResult& t = r.targets[std::size_t(i)];
+    EXPECT_EQ(t.status, ShotStatus::converged) << describe(t);
+    EXPECT_EQ(t.iterations, 0);
+    EXPECT_NEAR(t.length, std::hypot(t.target[0], t.target[1]), 1e-12);
+  }
+  const TargetResult& far = r.targets[1];
+  EXPECT_EQ(far.status, ShotStatus::max_iterations) << describe(far);
+  EXPECT_EQ(far.iterations, 1);
+  EXPECT_TRUE(std::isfinite(far.residual));
+  EXPECT_GT(far.residual, 1e-10);
+  for (Real x : far.p0) EXPECT_TRUE(std::isfinite(x));
+  EXPECT_TRUE(std::isnan(far.length));  // no length for a geodesic not found
+}
+
+TEST(ShootReporting, MartinetTargetAcrossTheSingularPlaneIsReported) {
+  // beta = 1: X2 = d/dy / (1 + x) blows up on the plane x = -1, where
+  // H = ... + p_y^2 / (1 + x)^2; a target at x = -2 lies beyond it (off the
+  // line y = 0, along which p_y = 0 and the plane is harmless).
+  const ShootResult r = shoot_json(R"({
+    "system": {"name": "martinet", "parameters": {"beta": 1}},
+    "method": {"name": "gauss_legendre", "stages": 2, "steps": 40},
+    "shoot": {"q0": [0, 0, 0], "time": 1.0,
+      "targets": {"list": [[0.5, 0.2, 0.05], [-2, 0.5, 0.1], [0.3, -0.2, 0.02]]},
+      "guesses": {"toward": true, "random": {"count": 8, "scale": 2.0, "seed": 1}}},
+    "backend": "cpu"})");
+  expect_rows_in_order(r, {{0.5, 0.2, 0.05}, {-2, 0.5, 0.1}, {0.3, -0.2, 0.02}});
+  for (int i : {0, 2}) {
+    const TargetResult& t = r.targets[std::size_t(i)];
+    EXPECT_EQ(t.status, ShotStatus::converged) << describe(t);
+    EXPECT_LE(t.residual, 1e-10);
+    EXPECT_EQ(t.attempts, 9);
+  }
+  const TargetResult& across = r.targets[1];
+  EXPECT_NE(across.status, ShotStatus::converged) << describe(across);
+  EXPECT_FALSE(across.residual <= 1e-10) << describe(across);  // > tolerance, or inf when nothing integrated
+  EXPECT_EQ(across.attempts, 9);
+  EXPECT_EQ(across.converged_attempts, 0);
+  EXPECT_TRUE(std::isnan(across.length));
+}
+
+// ===========================================================================
+// 7. Continuation. From the guess (0.3, 0.2, 0) the target (0.3, 0.2, 0) is
+// reached at once (straight segment), but (0.3, 0.2, 0.5) is not: near p_z = 0
+// z(T) ~ p_z |c|^2 T^3 / 12 is tiny in p_z, Newton's first step jumps to
+// |p_z| ~ 50 and the line search fails there. Walking the target up from
+// (0.3, 0.2, 0) in 8 substeps follows the minimising branch, so the solution
+// is the distance minimiser (checked against the closed form as in test 3).
+TEST(ShootContinuation, SolvesWhatAPoorGuessCannot) {
+  const std::string json = R"({
+    "system": {"name": "heisenberg"},
+    "method": {"name": "gauss_legendre", "stages": 2, "steps": 40},
+    "shoot": {"q0": [0, 0, 0], "time": 1.0,
+      "targets": {"list": [[0.3, 0.2, 0], [0.3, 0.2, 0.5]]},
+      "guesses": {"list": [[0.3, 0.2, 0]]},
+      "newton": {"max_iterations": 50}CONTINUATION},
+    "backend": "cpu"})";
+  const ShootResult direct = shoot_json(replaced(json, "CONTINUATION", ""));
+  ASSERT_EQ(direct.targets.size(), 2u);
+  EXPECT_EQ(direct.targets[0].status, ShotStatus::converged) << describe(direct.targets[0]);
+  EXPECT_NE(direct.targets[1].status, ShotStatus::converged) << describe(direct.targets[1]);
+  EXPECT_EQ(direct.continuation_rounds_run, 0);
+
+  const ShootResult r =
+      shoot_json(replaced(json, "CONTINUATION", R"(, "continuation": {"rounds": 3, "substeps": 8})"));
+  ASSERT_EQ(r.targets.size(), 2u);
+  EXPECT_EQ(r.targets[0].status, ShotStatus::converged);
+  EXPECT_EQ(r.targets[0].round, 0);
+  const TargetResult& t = r.targets[1];
+  ASSERT_EQ(t.status, ShotStatus::converged) << describe(t);
+  EXPECT_GE(t.round, 1);
+  EXPECT_GE(r.continuation_rounds_run, 1);
+  EXPECT_GE(t.attempts, 2);  // the failed direct shot, then the continued one
+  EXPECT_LE(t.residual, 1e-10);
+  const HeisenbergDistance d = heisenberg_distance(0.3, 0.2, 0.5);
+  EXPECT_NEAR(t.length, d.length, 1e-5 * d.length) << describe(t);  // GL2 tolerance as in test 3
+  EXPECT_TRUE(std::isnan(t.conjugate_time)) << describe(t);
+}
+
+// ===========================================================================
+// 8. cpu against reference: the reference flow solves each step's equations
+// as written with its own dense finite-difference Newton (reference_backend.hpp),
+// which stops one (chord) iteration after its update falls below 1e-9: the
+// two endpoint maps differ by ~1e-15 (heisenberg_vakonomic) to ~1e-11 (the car with
+// |p| ~ 25, 10 steps; measured 7e-12 and 2.5e-11). The roots differ by |J^-1|
+// times that, and |J^-1| is ~1e2 for the car (det J ~ t^10 near t = 0):
+// measured 3e-12 (heisenberg_vakonomic) and 1.4e-10 = 6e-12 |p0| (car). Bound:
+// 1e-9 max(1, |p0|). A step-equation mismatch between the two would be O(h) ~ 0.1.
+void expect_backends_agree(const std::string& json) {
+  const ShootResult cpu = shoot_json(replaced(json, "BACKEND", "cpu"));
+  const ShootResult ref = shoot_json(replaced(json, "BACKEND", "reference"));
+  EXPECT_EQ(cpu.backend, "cpu");
+  EXPECT_EQ(ref.backend, "reference");
+  ASSERT_EQ(cpu.targets.size(), ref.targets.size());
+  for (std::size_t i = 0; i < cpu.targets.size(); ++i) {
+    const TargetResult &a = cpu.targets[i], &b = ref.targets[i];
+    ASSERT_EQ(a.status, ShotStatus::converged) << describe(a);
+    ASSERT_EQ(b.status, ShotStatus::converged) << describe(b);
+    Real size = 1;
+    for (Real x : a.p0) size = std::max(size, std::abs(x));
+    for (std::size_t c = 0; c < a.p0.size(); ++c)
+      EXPECT_NEAR(a.p0[c], b.p0[c], 1e-9 * size) << "cpu " << describe(a) << "\nreference " << describe(b);
+    EXPECT_NEAR(a.length, b.length, 1e-9 * a.length);
+  }
+}
+
+TEST(ShootBackends, CpuMatchesReferenceHeisenbergVakonomic) {
+  expect_backends_agree(R"({
+    "system": {"name": "heisenberg_vakonomic"},
+    "method": {"name": "stormer_verlet", "steps": 10},
+    "shoot": {"q0": [0.1, -0.2, 0.05], "time": 1.0,
+      "targets": {"list": [[0.6, 0.1, 0.1], [-0.3, 0.4, -0.05]]},
+      "guesses": {"toward": true},
+      "newton": {"tolerance": 1e-12}},
+    "backend": "BACKEND"})");
+}
+
+TEST(ShootBackends, CpuMatchesReferenceParallelParking) {
+  expect_backends_agree(R"({
+    "system": {"name": "parallel_parking", "parameters": {"potential": "bowl"}},
+    "method": {"name": "gauss_legendre", "stages": 1, "steps": 10},
+    "shoot": {"q0": [0, 0, 0, 0], "time": 1.0,
+      "targets": {"list": [[0.5, 0.1, 0.1, 0.1], [0.4, -0.05, -0.1, 0.2]]},
+      "guesses": {"toward": true, "random": {"count": 2, "scale": 1.0, "seed": 4}},
+      "newton": {"tolerance": 1e-12}},
+    "backend": "BACKEND"})");
+}
+
+// ===========================================================================
+// 9. The cpu backend's results do not depend on the thread count, bit for bit:
+// every shot is an independent computation, whichever thread runs it.
+class ShootThreads : public ::testing::Test {
+ protected:
+  void TearDown() override { omp_set_num_threads(saved_); }
+  int saved_ = omp_get_max_threads();
+};
+
+bool same_bits(Real a, Real b) { return std::memcmp(&a, &b, sizeof a) == 0; }
+
+TEST_F(ShootThreads, ResultsAreBitwiseIndependentOfThreads) {
+  const std::string json = R"({
+    "system": {"name": "heisenberg"},
+    "method": {"name": "gauss_legendre", "stages": 2, "steps": 20},
+    "shoot": {"q0": [0, 0, 0], "time": 1.0,
+      "targets": {"grid": {"min": [-0.6, -0.5, -0.2], "max": [0.6, 0.5, 0.2], "count": [4, 3, 3]}},
+      "guesses": {"toward": true, "random": {"count": 3, "scale": 2.0, "seed": 5}},
+      "continuation": {"rounds": 1, "substeps": 4}},
+    "backend": "cpu"})";
+  omp_set_num_threads(1);
+  const ShootResult one = shoot_json(json);
+  omp_set_num_threads(2);
+  const ShootResult two = shoot_json(json);
+  ASSERT_EQ(one.targets.size(), 36u);
+  ASSERT_EQ(two.targets.size(), 36u);
+  EXPECT_EQ(one.shots, two.shots);
+  EXPECT_EQ(one.shooting_iterations, two.shooting_iterations);
+  int converged = 0;
+  for (std::size_t i = 0; i < one.targets.size(); ++i) {
+    const TargetResult &a = one.targets[i], &b = two.targets[i];
+    converged += a.status == ShotStatus::converged;
+    EXPECT_EQ(a.status, b.status) << i;
+    EXPECT_EQ(a.iterations, b.iterations) << i;
+    EXPECT_EQ(a.attempts, b.attempts) << i;
+    EXPECT_EQ(a.round, b.round) << i;
+    for (std::size_t c = 0; c < a.p0.size(); ++c) EXPECT_TRUE(same_bits(a.p0[c], b.p0[c])) << i;
+    for (auto [x, y] : {std::pair{a.residual, b.residual}, {a.length, b.length}, {a.energy, b.energy},
+                        {a.conjugate_time, b.conjugate_time}})
+      EXPECT_TRUE(same_bits(x, y)) << i << ": " << x << " vs " << y;
+  }
+  EXPECT_GT(converged, 30);  // not a comparison of failures only
+}
+
+// ===========================================================================
+// 10. Bad shooting configs: ConfigError at the JSON path, naming the problem.
+
+const char* const kGoodShoot = R"({
+  "system": {"name": "heisenberg"},
+  "method": {"name": "gauss_legendre", "stages": 2, "steps": 20},
+  "shoot": {"q0": [0, 0, 0], "time": 1.0,
+    "targets": {"list": [[1, 0, 0], [0, 1, 0.1]]},
+    "guesses": {"toward": true},
+    "newton": {"tolerance": 1e-10}},
+  "backend": "cpu"})";
+
+void expect_shoot_config_error(const std::string& json, const std::string& path, const std::string& words) {
+  try {
+    parse_shoot_config(json, "test");
+    ADD_FAILURE() << "accepted, expected an error at " << path << "\n" << json;
+  } catch (const ConfigError& e) {
+    EXPECT_EQ(e.path(), path) << e.what();
+    EXPECT_NE(std::string(e.what()).find(words), std::string::npos) << e.what() << "\n(expected: " << words << ")";
+  }
+}
+
+TEST(ShootConfig, GoodConfigParses) {
+  const ShootConfig c = parse_shoot_config(kGoodShoot, "test");
+  EXPECT_EQ(c.run.steps, 20);
+  EXPECT_DOUBLE_EQ(c.run.dt, 0.05);
+  EXPECT_EQ(c.shoot.targets.size(), 2u);
+  EXPECT_EQ(c.shoot.guesses_per_target(), 1);
+  // dt instead of steps: 0.05 divides 1.0 into 20 steps.
+  const ShootConfig d = parse_shoot_config(replaced(kGoodShoot, R"("steps": 20)", R"("dt": 0.05)"), "test");
+  EXPECT_EQ(d.run.steps, 20);
+}
+
+TEST(ShootConfig, HolonomicSystemsAreRefused) {
+  expect_shoot_config_error(replaced(replaced(kGoodShoot, "heisenberg", "spherical_pendulum"),
+                                     R"("name": "gauss_legendre", "stages": 2)", R"("name": "rattle")"),
+                            "system.name", "spherical_pendulum");
+  // Mixed (holonomic + nonholonomic) systems: Gauss-Legendre does not keep h(q) = 0.
+  expect_shoot_config_error(replaced(replaced(kGoodShoot, "heisenberg", "sphere_contact"),
+                                     R"("name": "gauss_legendre", "stages": 2)", R"("name": "rattle_midpoint")"),
+                            "system.name", "sphere_contact");
+}
+
+TEST(ShootConfig, PointsOfTheWrongLength) {
+  expect_shoot_config_error(replaced(kGoodShoot, R"("q0": [0, 0, 0])", R"("q0": [0, 0])"), "shoot.q0",
+                            "has 2 numbers, expected 3");
+  expect_shoot_config_error(replaced(kGoodShoot, "[0, 1, 0.1]", "[0, 1]"), "shoot.targets.list[1]",
+                            "has 2 numbers, expected 3");
+}
+
+TEST(ShootConfig, GridCountZero) {
+  expect_shoot_config_error(
+      replaced(kGoodShoot, R"("list": [[1, 0, 0], [0, 1, 0.1]])",
+               R"("grid": {"min": [0, 0, 0], "max": [1, 1, 1], "count": [2, 2, 0]})"),
+      "shoot.targets.grid.count[2]", ">= 1");
+}
+
+TEST(ShootConfig, OneKindOfTargets) {
+  expect_shoot_config_error(
+      replaced(kGoodShoot, R"("list": [[1, 0, 0], [0, 1, 0.1]])",
+               R"("list": [[1, 0, 0]], "random": {"min": [0, 0, 0], "max": [1, 1, 1], "count": 3})"),
+      "shoot.targets.random", "only one of");
+  // The path names a key that is there: with list and grid, not "random".
+  expect_shoot_config_error(
+      replaced(kGoodShoot, R"("list": [[1, 0, 0], [0, 1, 0.1]])",
+               R"("list": [[1, 0, 0]], "grid": {"min": [0, 0, 0], "max": [1, 1, 1], "count": [2, 2, 2]})"),
+      "shoot.targets.grid", "only one of");
+  expect_shoot_config_error(replaced(kGoodShoot, R"("list": [[1, 0, 0], [0, 1, 0.1]])", ""), "shoot.targets.list",
+                            "is missing");
+}
+
+TEST(ShootConfig, GuessesAreRequired) {
+  expect_shoot_config_error(replaced(kGoodShoot, R"("guesses": {"toward": true},)", ""), "shoot.guesses",
+                            "is missing");
+  expect_shoot_config_error(replaced(kGoodShoot, R"("guesses": {"toward": true})", R"("guesses": {"toward": false})"),
+                            "shoot.guesses.list", "no initial guesses");
+}
+
+TEST(ShootConfig, StepsAndDt) {
+  expect_shoot_config_error(replaced(kGoodShoot, R"("steps": 20)", R"("steps": 20, "dt": 0.05)"), "method.steps",
+                            "exactly one of");
+  expect_shoot_config_error(replaced(kGoodShoot, R"(, "steps": 20)", ""), "method.steps", "exactly one of");
+  expect_shoot_config_error(replaced(kGoodShoot, R"("steps": 20)", R"("dt": 0.3)"), "method.dt",
+                            "must divide shoot.time");
+}
+
+TEST(ShootConfig, UnknownNewtonKey) {
+  expect_shoot_config_error(replaced(kGoodShoot, R"("tolerance": 1e-10)", R"("tolerence": 1e-10)"),
+                            "shoot.newton.tolerence", "unknown key");
+}
+
+}  // namespace
+}  // namespace tether
