@@ -17,8 +17,9 @@ namespace {
 
 constexpr Real nan_value = std::numeric_limits<Real>::quiet_NaN();
 
-// Shot a replaces the kept one b when it converged and is shorter, or when
-// neither converged and its residual is smaller.
+// Whether a shot replaces the kept one: it converged and the kept one did
+// not, or both converged and it is shorter, or neither did and its residual
+// is smaller.
 bool better(ShotStatus status, Real length, Real residual, const TargetResult& kept) {
   const bool conv = status == ShotStatus::converged, kept_conv = kept.status == ShotStatus::converged;
   if (kept.attempts == 0) return true;
