@@ -22,6 +22,7 @@
 #include <string>
 #include <vector>
 
+#include "nonholonomic_cases.hpp"
 #include "support.hpp"
 #include "engine/shooting.hpp"
 #include "tether/methods/gauss_legendre.hpp"
@@ -82,28 +83,7 @@ std::string describe(const TargetResult& t) {
   return s + ")";
 }
 
-// Heisenberg geodesic (canonical frame, z = (x, y, z, px, py, pz)) from z0 at
-// time t (as in test_nonholonomic.cpp). With lambda = p_z (constant),
-// u = p_x - y lambda/2, v = p_y + x lambda/2, Hamilton's equations give
-// (u + iv)' = i lambda (u + iv), (x + iy)' = u + iv and
-// z' = Im(conj(x + iy)(u + iv)) / 2.
-Vec<6> heisenberg_exact(const Vec<6>& z0, Real t) {
-  using C = std::complex<Real>;
-  const Real lambda = z0[5];
-  const C w0(z0[0], z0[1]), c0(z0[3] - z0[1] * lambda / 2, z0[4] + z0[0] * lambda / 2);
-  const C i(0, 1);
-  const C e = std::abs(lambda * t) < 1e-8 ? C(t, 0) : (std::exp(i * lambda * t) - 1.0) / (i * lambda);
-  const Real s = std::abs(lambda * t) < 1e-4 ? lambda * t * t * t / 6 : (t - std::sin(lambda * t) / lambda) / lambda;
-  const C w = w0 + c0 * e, c = c0 * std::exp(i * lambda * t);
-  Vec<6> z;
-  z[0] = w.real();
-  z[1] = w.imag();
-  z[2] = z0[2] + 0.5 * (std::imag(std::conj(w0) * c0 * e) + std::norm(c0) * s);
-  z[3] = c.real() + z[1] * lambda / 2;
-  z[4] = c.imag() - z[0] * lambda / 2;
-  z[5] = lambda;
-  return z;
-}
+using test::heisenberg_exact;
 
 // Sub-Riemannian distance from the origin of the Heisenberg group (frame
 // X = d/dx - y/2 d/dz, Y = d/dy + x/2 d/dz) to (x, y, z), and the p_z of the
@@ -140,21 +120,9 @@ HeisenbergDistance heisenberg_distance(Real x, Real y, Real z) {
 // ---------------------------------------------------------------------------
 // Systems and generic start states (away from symmetric configurations).
 
-Martinet martinet(Real beta) {
-  Martinet m;
-  m.prm.beta = beta;
-  return m;
-}
-MartinetLagrangian martinet_lagrangian(Real beta) {
-  MartinetLagrangian m;
-  m.prm.beta = beta;
-  return m;
-}
-ParallelParking parking_bowl() {
-  ParallelParking s;
-  s.prm.bowl = true;
-  return s;
-}
+using test::martinet;
+using test::martinet_lagrangian;
+using test::parking_bowl;
 
 const Vec3 kQ3(0.2, -0.1, 0.05), kP3(0.7, 0.4, 1.3);
 const Vec3 kMartinetQ(0.1, 0.2, 0.0), kMartinetP(0.5, 0.3, 0.8);

@@ -81,6 +81,15 @@ struct MethodFlow {
   }
 };
 
+// d(q, p)/dp0 at t = 0: (0, I).
+template <class S>
+TETHER_HD Tangent<S, S::dof> initial_tangent() {
+  Tangent<S, S::dof> t;
+  t.template topRows<S::dof>().setZero();
+  t.template bottomRows<S::dof>().setIdentity();
+  return t;
+}
+
 // q(T) from (q0, p0), and dq(T)/dp0 when jac is not null.
 template <class S, class Flow>
 TETHER_HD Status shoot_endpoint(const S& sys, const ShootControl& ctl, const Vec<S::dof>& q0, const Vec<S::dof>& p0,
@@ -89,9 +98,7 @@ TETHER_HD Status shoot_endpoint(const S& sys, const ShootControl& ctl, const Vec
   PhaseState<S> s;
   s.q = q0;
   s.p = p0;
-  Tangent<S, n> t;
-  t.template topRows<n>().setZero();
-  t.template bottomRows<n>().setIdentity();
+  Tangent<S, n> t = initial_tangent<S>();
   for (int k = 0; k < ctl.steps; ++k) {
     int it = 0;
     const Status st = Flow::step(sys, s, ctl.dt, ctl.step_newton, it, jac ? &t : static_cast<Tangent<S, n>*>(nullptr));
@@ -161,9 +168,7 @@ TETHER_HD Status shot_report(const S& sys, const ShootControl& ctl, const Vec<S:
   PhaseState<S> s;
   s.q = q0;
   s.p = p0;
-  Tangent<S, n> t;
-  t.template topRows<n>().setZero();
-  t.template bottomRows<n>().setIdentity();
+  Tangent<S, n> t = initial_tangent<S>();
   for (int k = 0; k < ctl.steps; ++k) {
     int it = 0;
     if ((st = Flow::step(sys, s, ctl.dt, ctl.step_newton, it, &t)) != Status::ok) return st;
