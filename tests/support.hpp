@@ -11,6 +11,16 @@
 
 namespace tether::test {
 
+// A state (q, p); q_prev = q for the methods that keep one.
+template <class S>
+PhaseState<S> make_state(const Vec<S::dof>& q, const Vec<S::dof>& p) {
+  PhaseState<S> s;
+  s.q = q;
+  s.p = p;
+  s.q_prev = q;
+  return s;
+}
+
 // Keeps every final state in memory, in id order.
 struct MemorySink final : FinalStateSink {
   struct Row {

@@ -172,6 +172,34 @@ INSTANTIATE_TEST_SUITE_P(AllMethods, ReferenceVsCpu,
 
 // ---------------------------------------------------------------- determinism
 
+// Runs cfg (n trajectories) on 1 thread, then on 2 threads whole and in each
+// batching (with the batch starts it must show), and expects the very same
+// bits each time. base receives the 1-thread outcome.
+void expect_thread_and_batch_independence(const json& cfg, long n,
+                                          const std::vector<std::pair<long, Starts>>& batchings, Outcome& base) {
+  omp_set_num_threads(1);
+  base = run_cfg(cfg);
+  expect_ids_complete(base.sink, n);
+  ASSERT_EQ(base.result.failed, 0);
+  EXPECT_EQ(base.batch_starts, Starts{0});
+
+  omp_set_num_threads(2);
+  {
+    const Outcome two = run_cfg(cfg);
+    expect_same_final_states(base.sink, two.sink, "2 threads");
+    expect_same_timeseries(base.result, two.result, "2 threads");
+  }
+  for (const auto& [batch, starts] : batchings) {
+    json b = cfg;
+    b["ensemble"]["batch_size"] = batch;
+    const Outcome o = run_cfg(b);
+    const std::string what = "batch_size " + std::to_string(batch);
+    EXPECT_EQ(o.batch_starts, starts) << what;
+    expect_same_final_states(base.sink, o.sink, what);
+    expect_same_timeseries(base.result, o.result, what);
+  }
+}
+
 class Determinism : public ::testing::TestWithParam<std::tuple<std::string, std::string>> {
  protected:
   void TearDown() override { omp_set_num_threads(saved_threads_); }
@@ -189,34 +217,15 @@ TEST_P(Determinism, ThreadCountAndBatchSizeDoNotChangeResults) {
   json cfg = thermal_config(system, method, chain ? 0.002 : 0.01, chain ? 40 : 120, n, "cpu", 99, chain ? 1.0 : 0.5);
   cfg["output"]["every"] = chain ? 15 : 25;  // 0, 15, 30, 40 or 0, 25, ..., 100, 120
 
-  omp_set_num_threads(1);
-  const Outcome base = run_cfg(cfg);
-  expect_ids_complete(base.sink, n);
-  ASSERT_EQ(base.result.failed, 0);
-  EXPECT_EQ(base.batch_starts, Starts{0});
-
-  omp_set_num_threads(2);
-  {
-    const Outcome two = run_cfg(cfg);
-    expect_same_final_states(base.sink, two.sink, "2 threads");
-    expect_same_timeseries(base.result, two.result, "2 threads");
-  }
-  // Still 2 threads. Batches of 64 and 128 run serially (below the threshold);
-  // in batches of 512 the first is shared by both threads, the second is not.
-  const std::vector<std::pair<long, Starts>> batchings{
-      {64, {0, 64, 128, 192, 256, 320, 384, 448, 512, 576}},
-      {128, {0, 128, 256, 384, 512}},
-      {512, {0, 512}},
-      {1L << 20, {0}}};
-  for (const auto& [batch, starts] : batchings) {
-    json b = cfg;
-    b["ensemble"]["batch_size"] = batch;
-    const Outcome o = run_cfg(b);
-    const std::string what = "batch_size " + std::to_string(batch);
-    EXPECT_EQ(o.batch_starts, starts) << what;
-    expect_same_final_states(base.sink, o.sink, what);
-    expect_same_timeseries(base.result, o.result, what);
-  }
+  // Batches of 64 and 128 run serially (below the threshold); in batches of
+  // 512 the first is shared by both threads, the second is not.
+  Outcome base;
+  expect_thread_and_batch_independence(cfg, n,
+                                       {{64, {0, 64, 128, 192, 256, 320, 384, 448, 512, 576}},
+                                        {128, {0, 128, 256, 384, 512}},
+                                        {512, {0, 512}},
+                                        {1L << 20, {0}}},
+                                       base);
 }
 
 INSTANTIATE_TEST_SUITE_P(Systems, Determinism,
@@ -815,11 +824,7 @@ INSTANTIATE_TEST_SUITE_P(AllMethods, NonholonomicReferenceVsCpu,
                                             ::testing::ValuesIn(nonholonomic_methods)),
                          [](const auto& info) { return std::get<0>(info.param) + "_" + std::get<1>(info.param); });
 
-class NonholonomicDeterminism : public ::testing::TestWithParam<std::tuple<std::string, std::string>> {
- protected:
-  void TearDown() override { omp_set_num_threads(saved_threads_); }
-  int saved_threads_ = omp_get_max_threads();
-};
+class NonholonomicDeterminism : public Determinism {};
 
 TEST_P(NonholonomicDeterminism, ThreadCountAndBatchSizeDoNotChangeResults) {
   const auto& [system, method] = GetParam();
@@ -829,31 +834,13 @@ TEST_P(NonholonomicDeterminism, ThreadCountAndBatchSizeDoNotChangeResults) {
   json cfg = nonholonomic_config(system, method, 0.05, 20, n, "cpu", 99);
   cfg["output"]["every"] = 8;  // 0, 8, 16, 20
 
-  omp_set_num_threads(1);
-  const Outcome base = run_cfg(cfg);
-  expect_ids_complete(base.sink, n);
-  ASSERT_EQ(base.result.failed, 0);
-  EXPECT_EQ(base.batch_starts, Starts{0});
+  Outcome base;
+  expect_thread_and_batch_independence(
+      cfg, n, {{64, {0, 64, 128, 192, 256, 320, 384, 448, 512, 576}}, {128, {0, 128, 256, 384, 512}}, {512, {0, 512}}},
+      base);
+  if (HasFatalFailure()) return;
   // Not the trivial case: trajectories differ from each other.
   EXPECT_FALSE(same_bits(base.sink.rows[0].q, base.sink.rows[1].q));
-
-  omp_set_num_threads(2);
-  {
-    const Outcome two = run_cfg(cfg);
-    expect_same_final_states(base.sink, two.sink, "2 threads");
-    expect_same_timeseries(base.result, two.result, "2 threads");
-  }
-  const std::vector<std::pair<long, Starts>> batchings{
-      {64, {0, 64, 128, 192, 256, 320, 384, 448, 512, 576}}, {128, {0, 128, 256, 384, 512}}, {512, {0, 512}}};
-  for (const auto& [batch, starts] : batchings) {
-    json b = cfg;
-    b["ensemble"]["batch_size"] = batch;
-    const Outcome o = run_cfg(b);
-    const std::string what = "batch_size " + std::to_string(batch);
-    EXPECT_EQ(o.batch_starts, starts) << what;
-    expect_same_final_states(base.sink, o.sink, what);
-    expect_same_timeseries(base.result, o.result, what);
-  }
 }
 
 INSTANTIATE_TEST_SUITE_P(Systems, NonholonomicDeterminism,

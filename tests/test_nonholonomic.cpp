@@ -51,14 +51,7 @@ constexpr Real kPi = 3.14159265358979323846;
 // ---------------------------------------------------------------------------
 // Small helpers.
 
-template <class S>
-PhaseState<S> make_state(const Vec<S::dof>& q, const Vec<S::dof>& p) {
-  PhaseState<S> s;
-  s.q = q;
-  s.p = p;
-  s.q_prev = q;
-  return s;
-}
+using test::make_state;
 
 template <class S>
 Vec<2 * S::dof> flat(const PhaseState<S>& s) {

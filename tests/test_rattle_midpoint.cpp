@@ -18,13 +18,7 @@ namespace {
 using State = PhaseState<SphereContact>;
 const SphereContact kSys{};
 
-State make_state(const Vec<4>& q, const Vec<4>& p) {
-  State s;
-  s.q = q;
-  s.p = p;
-  s.q_prev.setZero();
-  return s;
-}
+State make_state(const Vec<4>& q, const Vec<4>& p) { return test::make_state<SphereContact>(q, p); }
 
 // A generic point of T*N, by projecting an arbitrary (q, p).
 State generic_state() {

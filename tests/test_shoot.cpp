@@ -47,14 +47,7 @@ constexpr Real kPi = 3.14159265358979323846;
 // ---------------------------------------------------------------------------
 // Helpers.
 
-template <class S>
-PhaseState<S> make_state(const Vec<S::dof>& q, const Vec<S::dof>& p) {
-  PhaseState<S> s;
-  s.q = q;
-  s.p = p;
-  s.q_prev = q;
-  return s;
-}
+using test::make_state;
 
 ShootControl control(Real dt, int steps, Real tolerance = 1e-10) {
   ShootControl c;

@@ -67,7 +67,7 @@ int do_run(const std::string& config_path, const std::string& out, const std::st
   tether::OutputFolder folder(out);
   std::unique_ptr<tether::CsvFinalStates> finals;
   if (cfg.write_final_states)
-    finals = std::make_unique<tether::CsvFinalStates>(folder.partial("final.csv"), tether::system_dof(cfg));
+    finals = std::make_unique<tether::CsvFinalStates>(folder.partial("final.csv"), tether::system_dof(cfg.system));
   tether::RunOptions opt;
   opt.final_states = finals.get();
   Progress progress(quiet);
@@ -136,6 +136,15 @@ int do_shoot(const std::string& config_path, const std::string& out, const std::
   return 0;
 }
 
+// A config may be meant for another machine: say so, but it is not an error.
+void note_backend_here(const std::string& backend) {
+  try {
+    tether::resolve_backend(backend);
+  } catch (const tether::ConfigError& e) {
+    std::printf("note: on this machine, %s\n", e.what());
+  }
+}
+
 int do_validate(const std::string& path) {
   if (tether::is_shoot_config_file(path)) {
     const tether::ShootConfig cfg = tether::load_shoot_config_file(path);
@@ -143,11 +152,7 @@ int do_validate(const std::string& path) {
                 cfg.run.system_name.c_str(), method_label(cfg.run).c_str(), cfg.shoot.targets.size(),
                 (long long)cfg.shoot.guesses_per_target(), cfg.shoot.time, (long long)cfg.run.steps,
                 cfg.run.backend.c_str());
-    try {
-      tether::resolve_backend(cfg.run.backend);
-    } catch (const tether::ConfigError& e) {
-      std::printf("note: on this machine, %s\n", e.what());
-    }
+    note_backend_here(cfg.run.backend);
     return 0;
   }
   const tether::RunConfig cfg = tether::load_config_file(path);
@@ -156,12 +161,7 @@ int do_validate(const std::string& path) {
   std::printf("%s: ok (%s, %s, %lld trajectories x %lld steps of dt %g, backend %s)\n", path.c_str(),
               cfg.system_name.c_str(), method.c_str(), (long long)cfg.size, (long long)cfg.steps, cfg.dt,
               cfg.backend.c_str());
-  // A config may be meant for another machine: say so, but it is not an error.
-  try {
-    tether::resolve_backend(cfg.backend);
-  } catch (const tether::ConfigError& e) {
-    std::printf("note: on this machine, %s\n", e.what());
-  }
+  note_backend_here(cfg.backend);
   return 0;
 }
 

@@ -328,6 +328,14 @@ InitialSpec parse_initial(const Node& ini, const std::string& system_name) {
   return spec;
 }
 
+json parse_json(const std::string& text, const std::string& source) {
+  try {
+    return json::parse(text);
+  } catch (const json::exception& e) {  // parse errors, and number overflow (out_of_range)
+    throw ConfigError(source, std::string("is not valid JSON: ") + e.what());
+  }
+}
+
 // method.name (checked against the system's family), stages, newton.
 void parse_method(const Node& m, RunConfig& c) {
   c.method_name = m.string("name", method_names());
@@ -354,12 +362,7 @@ void parse_method(const Node& m, RunConfig& c) {
 }  // namespace
 
 RunConfig parse_config(const std::string& text, const std::string& source) {
-  json j;
-  try {
-    j = json::parse(text);
-  } catch (const json::exception& e) {  // parse errors, and number overflow (out_of_range)
-    throw ConfigError(source, std::string("is not valid JSON: ") + e.what());
-  }
+  const json j = parse_json(text, source);
   const Node top(j, "");
   top.only({"system", "method", "ensemble", "output", "backend", "precision"});
   RunConfig c;
@@ -415,16 +418,20 @@ std::string read_config_file(const std::string& path) {
   return ss.str();
 }
 
-int dof_of(const SystemSpec& spec) {
+}  // namespace
+
+int system_dof(const SystemSpec& spec) {
   return std::visit(
       [](const auto& s) {
         if constexpr (std::is_same_v<std::decay_t<decltype(s)>, ChainSpec>)
-          return 3 * s.beads;
+          return 3 * s.beads;  // Chain<N>::dof
         else
           return std::decay_t<decltype(s)>::dof;
       },
       spec);
 }
+
+namespace {
 
 // A point of R^dof at `path`.
 std::vector<Real> point(const json& v, const std::string& path, int dof, const std::string& what) {
@@ -538,12 +545,7 @@ void parse_guesses(const Node& g, int dof, ShootSpec& s) {
 RunConfig load_config_file(const std::string& path) { return parse_config(read_config_file(path), path); }
 
 ShootConfig parse_shoot_config(const std::string& text, const std::string& source) {
-  json j;
-  try {
-    j = json::parse(text);
-  } catch (const json::exception& e) {
-    throw ConfigError(source, std::string("is not valid JSON: ") + e.what());
-  }
+  const json j = parse_json(text, source);
   const Node top(j, "");
   top.only({"system", "method", "shoot", "output", "backend", "precision"});
   ShootConfig cfg;
@@ -562,7 +564,7 @@ ShootConfig parse_shoot_config(const std::string& text, const std::string& sourc
                                       "starts a geodesic: " + allowed + "; got \"" + c.system_name + "\"");
   }
   c.system = parse_system(sys, c.system_name);
-  const int dof = dof_of(c.system);
+  const int dof = system_dof(c.system);
 
   const Node sh = top.object("shoot");
   sh.only({"q0", "time", "targets", "guesses", "newton", "continuation"});

@@ -116,6 +116,9 @@ const std::vector<std::string>& backend_names();
 // Parses and validates everything that does not need the system's equations
 // (explicit states are checked against the constraint manifold later, by the
 // engine, still as ConfigErrors).
+// Dimension of q for a configured system.
+int system_dof(const SystemSpec& system);
+
 RunConfig parse_config(const std::string& json_text, const std::string& source);
 RunConfig load_config_file(const std::string& path);
 

@@ -82,10 +82,6 @@ void check_config(const RunConfig& c) {
   });
 }
 
-int system_dof(const RunConfig& c) {
-  return with_system(c, [](const auto& sys) { return std::decay_t<decltype(sys)>::dof; });
-}
-
 RunResult run(const RunConfig& c, const RunOptions& opt) {
   check_config(c);
   const std::string backend = resolve_backend(c.backend);

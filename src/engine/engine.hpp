@@ -70,7 +70,4 @@ void check_config(const RunConfig& config);
 
 RunResult run(const RunConfig& config, const RunOptions& options);
 
-// Dimensions of a configured system (for `tether list` and CSV headers).
-int system_dof(const RunConfig& config);
-
 }  // namespace tether

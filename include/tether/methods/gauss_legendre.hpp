@@ -80,11 +80,10 @@ struct GaussLegendre {
       Z.template segment<m>(i * m) =
           pack<S>(s.q + h * Tableau::c(i) * P::p(g0), s.p - h * Tableau::c(i) * P::q(g0), lambda0);
     st = polished_newton<K>(Z, opt, iterations, [&](const Vec<K>& x, Vec<K>& r, Mat<K, K>* jac) {
-      if (jac) jac->setZero();
+      if (jac) *jac = stage_jacobian_start<S>();
       for (int i = 0; i < Stages; ++i) {
         r.template segment<n>(i * m) = P::q(x.template segment<m>(i * m)) - s.q;
         r.template segment<n>(i * m + n) = P::p(x.template segment<m>(i * m)) - s.p;
-        if (jac) jac->template block<2 * n, 2 * n>(i * m, i * m).setIdentity();
       }
       for (int j = 0; j < Stages; ++j) {
         ZVec<S> g;
@@ -94,14 +93,9 @@ struct GaussLegendre {
           const Real ha = h * Tableau::a(i, j);
           r.template segment<n>(i * m) -= ha * P::p(g);
           r.template segment<n>(i * m + n) += ha * P::q(g);
-          if (!jac) continue;
-          jac->template block<n, m>(i * m, j * m) -= ha * hs.template middleRows<n>(n);
-          jac->template block<n, m>(i * m + n, j * m) += ha * hs.template topRows<n>();
         }
-        if constexpr (k > 0) {
-          r.template segment<k>(j * m + 2 * n) = P::lambda(g);
-          if (jac) jac->template block<k, m>(j * m + 2 * n, j * m) = hs.template bottomRows<k>();
-        }
+        if constexpr (k > 0) r.template segment<k>(j * m + 2 * n) = P::lambda(g);
+        if (jac) add_stage_columns<S>(*jac, j, hs, h);
       }
     });
     if (st != Status::ok) return st;
@@ -119,26 +113,45 @@ struct GaussLegendre {
     return Status::ok;
   }
 
+  // The Jacobian F_Z of eqs. (2.2), (2.4) in Z = (Z_1, ..., Z_s): start from
+  // the identity in every stage's (Q, P) rows, then add the columns of each
+  // stage j from Hess H(Z_j).
+  template <class S>
+  using StageMat = Mat<Parts<S>::m * Stages, Parts<S>::m * Stages>;
+
+  template <class S>
+  TETHER_HD static StageMat<S> stage_jacobian_start() {
+    constexpr int n = Parts<S>::n, m = Parts<S>::m;
+    StageMat<S> jac = StageMat<S>::Zero();
+    for (int i = 0; i < Stages; ++i) jac.template block<2 * n, 2 * n>(i * m, i * m).setIdentity();
+    return jac;
+  }
+
+  template <class S>
+  TETHER_HD static void add_stage_columns(StageMat<S>& jac, int j, const ZMat<S>& hs, Real h) {
+    using P = Parts<S>;
+    constexpr int n = P::n, m = P::m;
+    for (int i = 0; i < Stages; ++i) {
+      const Real ha = h * Tableau::a(i, j);
+      jac.template block<n, m>(i * m, j * m) -= ha * hs.template middleRows<n>(n);
+      jac.template block<n, m>(i * m + n, j * m) += ha * hs.template topRows<n>();
+    }
+    if constexpr (P::k > 0) jac.template block<P::k, m>(j * m + 2 * n, j * m) = hs.template bottomRows<P::k>();
+  }
+
   template <class S, int C>
   TETHER_HD static Status propagate_tangent(const S& sys, const Vec<Parts<S>::m * Stages>& Z, Real h,
                                             Tangent<S, C>& tangent) {
     using P = Parts<S>;
     constexpr int n = P::n, m = P::m, K = m * Stages;
     ZMat<S> hs[Stages];
-    Mat<K, K> jac = Mat<K, K>::Identity();
+    Mat<K, K> jac = stage_jacobian_start<S>();
     Mat<K, C> rhs = Mat<K, C>::Zero(), dZ;
     for (int j = 0; j < Stages; ++j) {
       ZVec<S> g;
       hamiltonian_derivatives(sys, ZVec<S>(Z.template segment<m>(j * m)), g, hs[j]);
       rhs.template middleRows<2 * n>(j * m) = tangent;
-      for (int i = 0; i < Stages; ++i) {
-        const Real ha = h * Tableau::a(i, j);
-        jac.template block<n, m>(i * m, j * m) -= ha * hs[j].template middleRows<n>(n);
-        jac.template block<n, m>(i * m + n, j * m) += ha * hs[j].template topRows<n>();
-      }
-      if constexpr (P::k > 0) {  // H_lambda(Z_j) = 0 rows: no identity there
-        jac.template block<P::k, m>(j * m + 2 * n, j * m) = hs[j].template bottomRows<P::k>();
-      }
+      add_stage_columns<S>(jac, j, hs[j], h);
     }
     if (!solve_columns<K, C>(jac, rhs, dZ)) return Status::singular_matrix;
     for (int j = 0; j < Stages; ++j) {

@@ -30,6 +30,36 @@ Vec<S::multiplier_count> multipliers_of(const S& sys, const PhaseState<S>& s) {
   return lambda;
 }
 
+// Jacobian in the unknowns (p, Lambda) of the momentum stage
+// p - p0 + c H_q(q, p, Lambda) = 0, H_lambda = 0; hs = Hess H there.
+template <class S>
+TETHER_HD Mat<S::dof + S::multiplier_count, S::dof + S::multiplier_count> momentum_stage_jacobian(const ZMat<S>& hs,
+                                                                                                  Real c) {
+  constexpr int n = S::dof, k = S::multiplier_count;
+  Mat<n + k, n + k> a;
+  a.template topRows<n>() = c * hs.template block<n, n + k>(0, n);
+  a.template topLeftCorner<n, n>() += Mat<n, n>::Identity();
+  if constexpr (k > 0) a.template bottomRows<k>() = hs.template block<k, n + k>(2 * n, n);
+  return a;
+}
+
+// Jacobian in the unknowns (q, Lambda) of the position stage
+// q - a - c H_p(q, p, Lambda) = 0, H_lambda = 0: the columns 0..n-1 and
+// 2n..2n+k-1 of Hess H.
+template <class S>
+TETHER_HD Mat<S::dof + S::multiplier_count, S::dof + S::multiplier_count> position_stage_jacobian(const ZMat<S>& hs,
+                                                                                                  Real c) {
+  constexpr int n = S::dof, k = S::multiplier_count;
+  Mat<n + k, n + k> a;
+  a.template topLeftCorner<n, n>() = Mat<n, n>::Identity() - c * hs.template block<n, n>(n, 0);
+  if constexpr (k > 0) {
+    a.template topRightCorner<n, k>() = -c * hs.template block<n, k>(n, 2 * n);
+    a.template bottomLeftCorner<k, n>() = hs.template block<k, n>(2 * n, 0);
+    a.template bottomRightCorner<k, k>() = hs.template block<k, k>(2 * n, 2 * n);
+  }
+  return a;
+}
+
 // Solves p = p0 - c H_q(q, p, Lambda), 0 = H_lambda(q, p, Lambda) for (p, Lambda), q fixed.
 template <class S>
 TETHER_HD Status solve_momentum_stage(const S& sys, const Vec<S::dof>& q, const Vec<S::dof>& p0, Real c,
@@ -45,10 +75,7 @@ TETHER_HD Status solve_momentum_stage(const S& sys, const Vec<S::dof>& q, const 
     hamiltonian_derivatives(sys, pack<S>(q, x.template head<n>(), x.template tail<k>()), g, hs, jac != nullptr);
     r.template head<n>() = x.template head<n>() - p0 + c * g.template head<n>();
     if constexpr (k > 0) r.template tail<k>() = g.template tail<k>();
-    if (!jac) return;
-    jac->template topRows<n>() = c * hs.template block<n, n + k>(0, n);
-    jac->template topLeftCorner<n, n>() += Mat<n, n>::Identity();
-    if constexpr (k > 0) jac->template bottomRows<k>() = hs.template block<k, n + k>(2 * n, n);
+    if (jac) *jac = momentum_stage_jacobian<S>(hs, c);
   });
   p = y.template head<n>();
   if constexpr (k > 0) lambda = y.template tail<k>();
@@ -71,14 +98,7 @@ TETHER_HD Status solve_position_stage(const S& sys, const Vec<S::dof>& a, const 
     hamiltonian_derivatives(sys, z, g, hs, jac != nullptr);
     r.template head<n>() = x.template head<n>() - a - c * g.template segment<n>(n);
     if constexpr (k > 0) r.template tail<k>() = g.template tail<k>();
-    if (!jac) return;
-    // Unknowns (q, Lambda) are the columns 0..n-1 and 2n..2n+k-1 of Hess H.
-    jac->template topLeftCorner<n, n>() = Mat<n, n>::Identity() - c * hs.template block<n, n>(n, 0);
-    if constexpr (k > 0) {
-      jac->template topRightCorner<n, k>() = -c * hs.template block<n, k>(n, 2 * n);
-      jac->template bottomLeftCorner<k, n>() = hs.template block<k, n>(2 * n, 0);
-      jac->template bottomRightCorner<k, k>() = hs.template block<k, k>(2 * n, 2 * n);
-    }
+    if (jac) *jac = position_stage_jacobian<S>(hs, c);
   });
   q = y.template head<n>();
   if constexpr (k > 0) lambda = y.template tail<k>();
@@ -123,16 +143,10 @@ template <class S, int C>
 TETHER_HD Status momentum_stage_tangent(const ZMat<S>& hs, Real c, const Mat<S::dof, C>& dq, const Mat<S::dof, C>& dp0,
                                         Mat<S::dof, C>& dp, Mat<S::multiplier_count, C>& dl) {
   constexpr int n = S::dof, k = S::multiplier_count;
-  Mat<n + k, n + k> a;
   Mat<n + k, C> rhs, x;
-  a.template topRows<n>() = c * hs.template block<n, n + k>(0, n);
-  a.template topLeftCorner<n, n>() += Mat<n, n>::Identity();
   rhs.template topRows<n>() = dp0 - c * hs.template block<n, n>(0, 0) * dq;
-  if constexpr (k > 0) {
-    a.template bottomRows<k>() = hs.template block<k, n + k>(2 * n, n);
-    rhs.template bottomRows<k>() = -hs.template block<k, n>(2 * n, 0) * dq;
-  }
-  if (!solve_columns<n + k, C>(a, rhs, x)) return Status::singular_matrix;
+  if constexpr (k > 0) rhs.template bottomRows<k>() = -hs.template block<k, n>(2 * n, 0) * dq;
+  if (!solve_columns<n + k, C>(momentum_stage_jacobian<S>(hs, c), rhs, x)) return Status::singular_matrix;
   dp = x.template topRows<n>();
   if constexpr (k > 0) dl = x.template bottomRows<k>();
   return Status::ok;
@@ -144,17 +158,10 @@ template <class S, int C>
 TETHER_HD Status position_stage_tangent(const ZMat<S>& hs, Real c, const Mat<S::dof, C>& da, const Mat<S::dof, C>& dp,
                                         Mat<S::dof, C>& dq, Mat<S::multiplier_count, C>& dl) {
   constexpr int n = S::dof, k = S::multiplier_count;
-  Mat<n + k, n + k> a;
   Mat<n + k, C> rhs, x;
-  a.template topLeftCorner<n, n>() = Mat<n, n>::Identity() - c * hs.template block<n, n>(n, 0);
   rhs.template topRows<n>() = da + c * hs.template block<n, n>(n, n) * dp;
-  if constexpr (k > 0) {
-    a.template topRightCorner<n, k>() = -c * hs.template block<n, k>(n, 2 * n);
-    a.template bottomLeftCorner<k, n>() = hs.template block<k, n>(2 * n, 0);
-    a.template bottomRightCorner<k, k>() = hs.template block<k, k>(2 * n, 2 * n);
-    rhs.template bottomRows<k>() = -hs.template block<k, n>(2 * n, n) * dp;
-  }
-  if (!solve_columns<n + k, C>(a, rhs, x)) return Status::singular_matrix;
+  if constexpr (k > 0) rhs.template bottomRows<k>() = -hs.template block<k, n>(2 * n, n) * dp;
+  if (!solve_columns<n + k, C>(position_stage_jacobian<S>(hs, c), rhs, x)) return Status::singular_matrix;
   dq = x.template topRows<n>();
   if constexpr (k > 0) dl = x.template bottomRows<k>();
   return Status::ok;
