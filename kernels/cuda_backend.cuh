@@ -19,9 +19,9 @@ inline void cuda_check(cudaError_t e, const char* what) {
 }
 
 template <class S, class M>
-__global__ void advance_kernel(S sys, StepControl ctl, EnsembleView v, int nsteps, std::int64_t steps_before) {
+__global__ void advance_kernel(S sys, M method, StepControl ctl, EnsembleView v, int nsteps, std::int64_t steps_before) {
   const std::int64_t i = std::int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
-  if (i < v.count) advance_trajectory<S, M>(sys, ctl, v, i, nsteps, steps_before);
+  if (i < v.count) advance_trajectory<S, M>(sys, method, ctl, v, i, nsteps, steps_before);
 }
 
 template <class S, class M>
@@ -59,7 +59,7 @@ __global__ void chunk_sum_kernel(EnsembleView v, Real* sums, std::int64_t chunks
 template <class S, class M>
 class CudaBackend final : public Backend<S, M> {
  public:
-  CudaBackend(const S& sys, const StepControl& ctl) : sys_(sys), ctl_(ctl) {}
+  CudaBackend(const S& sys, const M& method, const StepControl& ctl) : sys_(sys), method_(method), ctl_(ctl) {}
   ~CudaBackend() override {
     release();
     if (chunk_sums_) cudaFree(chunk_sums_);
@@ -72,7 +72,7 @@ class CudaBackend final : public Backend<S, M> {
   }
 
   void advance(int nsteps, std::int64_t steps_before) override {
-    advance_kernel<S, M><<<blocks(), threads>>>(sys_, ctl_, dev_, nsteps, steps_before);
+    advance_kernel<S, M><<<blocks(), threads>>>(sys_, method_, ctl_, dev_, nsteps, steps_before);
     cuda_check(cudaGetLastError(), "advance_kernel launch");
     cuda_check(cudaDeviceSynchronize(), "advance_kernel");
   }
@@ -143,6 +143,7 @@ class CudaBackend final : public Backend<S, M> {
   }
 
   S sys_;
+  M method_;
   StepControl ctl_;
   EnsembleView dev_;
   Real* chunk_sums_ = nullptr;
@@ -150,11 +151,11 @@ class CudaBackend final : public Backend<S, M> {
 };
 
 template <class S, class M>
-std::unique_ptr<Backend<S, M>> make_cuda_backend(const S& sys, const StepControl& ctl) {
-  return std::make_unique<CudaBackend<S, M>>(sys, ctl);
+std::unique_ptr<Backend<S, M>> make_cuda_backend(const S& sys, const M& method, const StepControl& ctl) {
+  return std::make_unique<CudaBackend<S, M>>(sys, method, ctl);
 }
 
 }  // namespace tether
 
 #define TETHER_INSTANTIATE_CUDA(S, M) \
-  template std::unique_ptr<::tether::Backend<S, M>> tether::make_cuda_backend<S, M>(const S&, const StepControl&);
+  template std::unique_ptr<::tether::Backend<S, M>> tether::make_cuda_backend<S, M>(const S&, const M&, const StepControl&);

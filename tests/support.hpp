@@ -41,13 +41,13 @@ inline RunResult run_json(const std::string& json, MemorySink* sink = nullptr) {
   return run(parse_config(json, "test"), opt);
 }
 
-// Steps one trajectory `steps` times with method M's fast step; fails the test on a bad status.
+// Steps one trajectory `steps` times with method m's fast step; fails the test on a bad status.
 template <class M, class S>
-PhaseState<S> integrate(const S& sys, PhaseState<S> s, Real h, long steps, NewtonOptions opt = {}) {
-  M::start(sys, s, h);
+PhaseState<S> integrate(const S& sys, PhaseState<S> s, Real h, long steps, NewtonOptions opt = {}, const M& m = M{}) {
+  m.start(sys, s, h);
   for (long n = 0; n < steps; ++n) {
     int it = 0;
-    const Status st = M::step(sys, s, h, opt, it);
+    const Status st = m.step(sys, s, h, opt, it);
     if (st != Status::ok) {
       ADD_FAILURE() << M::name << " failed at step " << n << ": " << status_name(st);
       break;

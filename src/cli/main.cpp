@@ -47,9 +47,16 @@ class Progress {
   clock::time_point start_, last_;
 };
 
-std::string method_label(const tether::RunConfig& c) {
-  return c.stages > 0 ? c.method_name + " (" + std::to_string(c.stages) + " stages)" : c.method_name;
+// One line of `tether list`: a composition's order depends on its scheme.
+template <class M>
+void list_method() {
+  if constexpr (requires { M::base_name; })
+    std::printf("  %-22s base %s; order 4, 6 or 8 by scheme  %s\n", M::name, M::base_name, M::citation);
+  else
+    std::printf("  %-22s order %d  %s\n", M::name, M::order, M::citation);
 }
+
+std::string method_label(const tether::RunConfig& c) { return tether::describe_method(c); }
 
 int do_run(const std::string& config_path, const std::string& out, const std::string& backend, long threads,
            long batch_size, bool quiet) {
@@ -184,7 +191,7 @@ void do_list() {
   std::printf("  %-22s holonomic + nonholonomic: S^3 in R^4 with <iq, qdot> = 0 (seed 001 Prop 6)\n",
               "sphere_contact");
   std::printf("methods for holonomic systems:\n");
-#define TETHER_LIST_METHOD(S, M) std::printf("  %-22s order %d  %s\n", M::name, M::order, M::citation);
+#define TETHER_LIST_METHOD(S, M) list_method<M>();
   TETHER_FOR_EACH_HOLONOMIC_METHOD(TETHER_LIST_METHOD, void)
 #undef TETHER_LIST_METHOD
   std::printf("methods for nonholonomic (index-1) systems:\n");

@@ -336,6 +336,28 @@ json parse_json(const std::string& text, const std::string& source) {
   }
 }
 
+// A key that only some methods take.
+void only_for(const Node& m, const std::string& key, bool applies, const std::string& which) {
+  if (m.has(key) && !applies) throw ConfigError(m.at(key), "applies only to " + which);
+}
+
+// The parameters of methods that have them; each key is refused elsewhere.
+void parse_method_parameters(const Node& m, RunConfig& c) {
+  const bool composition = c.method_name == "composition";
+  only_for(m, "base", composition, "composition");
+  only_for(m, "scheme", composition, "composition");
+  only_for(m, "form", composition, "composition");
+  if (composition) {
+    c.method.base = m.string("base", {"rattle", "constrained_midpoint", "symplectic_euler"});
+    c.method.scheme = m.string("scheme", {"triple_jump", "suzuki", "yoshida6", "kahan_li6", "kahan_li8"});
+    if (m.has("form") && c.method.base != "symplectic_euler")
+      throw ConfigError(m.at("form"), "applies only to base symplectic_euler: for rattle and constrained_midpoint "
+                                      "the extrinsic (5.7) and intrinsic (5.8) compositions are the same method");
+    static const std::string intrinsic = "intrinsic";
+    c.method.form = c.method.base == "symplectic_euler" ? m.string("form", {"intrinsic", "extrinsic"}, &intrinsic) : "";
+  }
+}
+
 // method.name (checked against the system's family), stages, newton.
 void parse_method(const Node& m, RunConfig& c) {
   c.method_name = m.string("name", method_names());
@@ -353,6 +375,7 @@ void parse_method(const Node& m, RunConfig& c) {
   } else if (m.has("stages")) {
     throw ConfigError(m.at("stages"), "applies only to gauss_legendre");
   }
+  parse_method_parameters(m, c);
   const Node nw = m.object_or_empty("newton");
   nw.only({"tolerance", "max_iterations"});
   c.newton.tolerance = nw.positive("tolerance", c.newton.tolerance);
@@ -360,6 +383,16 @@ void parse_method(const Node& m, RunConfig& c) {
 }
 
 }  // namespace
+
+std::string describe_method(const RunConfig& c) {
+  std::vector<std::string> parts;
+  if (c.stages > 0) parts.push_back(std::to_string(c.stages) + " stages");
+  if (!c.method.base.empty()) parts.push_back("base " + c.method.base);
+  if (!c.method.scheme.empty()) parts.push_back("scheme " + c.method.scheme);
+  if (!c.method.form.empty()) parts.push_back(c.method.form);
+  if (!c.method.retraction.empty()) parts.push_back("retraction " + c.method.retraction);
+  return parts.empty() ? c.method_name : c.method_name + " (" + join(parts) + ")";
+}
 
 RunConfig parse_config(const std::string& text, const std::string& source) {
   const json j = parse_json(text, source);
@@ -373,7 +406,7 @@ RunConfig parse_config(const std::string& text, const std::string& source) {
   c.system = parse_system(sys, c.system_name);
 
   const Node m = top.object("method");
-  m.only({"name", "stages", "dt", "steps", "newton"});
+  m.only({"name", "stages", "dt", "steps", "newton", "base", "scheme", "form"});
   parse_method(m, c);
   c.dt = m.positive("dt");
   c.steps = m.integer("steps", 0, std::int64_t(1) << 40);

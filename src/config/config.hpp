@@ -52,11 +52,20 @@ struct InitialSpec {
   Real tolerance = 1e-10;                              // states: allowed |g| and |G M^-1 p| without projection
 };
 
+// Parameters of the methods that have them (method.* in the config).
+struct MethodSpec {
+  std::string base;        // composition: rattle | constrained_midpoint | symplectic_euler
+  std::string scheme;      // composition: triple_jump | suzuki | yoshida6 | kahan_li6 | kahan_li8
+  std::string form;        // composition over symplectic_euler: intrinsic | extrinsic
+  std::string retraction;  // lie_rattle, lie_lobatto: exp | cayley; sphere_retraction: projection | exp
+};
+
 struct RunConfig {
   std::string system_name;
   SystemSpec system;
   std::string method_name;
   int stages = 0;  // gauss_legendre only: 1, 2 or 3
+  MethodSpec method;
   Real dt = 0;
   std::int64_t steps = 0;
   NewtonOptions newton;
@@ -116,6 +125,9 @@ const std::vector<std::string>& backend_names();
 // Parses and validates everything that does not need the system's equations
 // (explicit states are checked against the constraint manifold later, by the
 // engine, still as ConfigErrors).
+// "composition (base rattle, scheme kahan_li8)": the method with its parameters, for messages and summaries.
+std::string describe_method(const RunConfig& c);
+
 // Dimension of q for a configured system.
 int system_dof(const SystemSpec& system);
 

@@ -7,14 +7,14 @@ namespace tether {
 template <class S, class M>
 class CpuBackend final : public Backend<S, M> {
  public:
-  CpuBackend(const S& sys, const StepControl& ctl) : sys_(sys), ctl_(ctl) {}
+  CpuBackend(const S& sys, const M& method, const StepControl& ctl) : sys_(sys), method_(method), ctl_(ctl) {}
 
   void load(HostEnsemble& batch) override { view_ = batch.view(); }
 
   void advance(int nsteps, std::int64_t steps_before) override {
     const EnsembleView v = view_;
 #pragma omp parallel for schedule(dynamic, 64) if (v.count >= parallel_threshold)
-    for (std::int64_t i = 0; i < v.count; ++i) advance_trajectory<S, M>(sys_, ctl_, v, i, nsteps, steps_before);
+    for (std::int64_t i = 0; i < v.count; ++i) advance_trajectory<S, M>(sys_, method_, ctl_, v, i, nsteps, steps_before);
   }
 
   Observation observe(std::vector<Real>& chunk_sums) override {
@@ -29,6 +29,7 @@ class CpuBackend final : public Backend<S, M> {
 
  private:
   S sys_;
+  M method_;
   StepControl ctl_;
   EnsembleView view_;
 };

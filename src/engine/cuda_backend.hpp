@@ -6,7 +6,7 @@
 namespace tether {
 
 template <class S, class M>
-std::unique_ptr<Backend<S, M>> make_cuda_backend(const S& sys, const StepControl& ctl);
+std::unique_ptr<Backend<S, M>> make_cuda_backend(const S& sys, const M& method, const StepControl& ctl);
 
 int cuda_runtime_device_count();
 

@@ -33,22 +33,43 @@ auto with_system(const RunConfig& c, Fn&& fn) {
                     c.system);
 }
 
+// Whether the configured method is M: its name, and the compile-time choice
+// among its instantiations (stages, composition base).
+template <class M>
+bool method_matches(const RunConfig& c) {
+  if (c.method_name != M::name) return false;
+  if constexpr (requires { M::stages; }) return c.stages == M::stages;
+  if constexpr (requires { M::base_name; }) return c.method.base == M::base_name;
+  return true;
+}
+
+CompositionScheme composition_scheme(const std::string& name);
+CompositionForm composition_form(const std::string& name);
+
+// The method object with its runtime parameters from the config.
+template <class M>
+M make_method(const RunConfig& c) {
+  M m{};
+  if constexpr (requires { M::base_name; }) {
+    m.prm.scheme = composition_scheme(c.method.scheme);
+    m.prm.form = composition_form(c.method.form);
+  }
+  return m;
+}
+
 // Only methods of the system's own family are instantiated with it.
 template <class S, class Fn>
 auto with_method(const RunConfig& c, Fn&& fn) {
 #define TETHER_DISPATCH_METHOD(S_, M) \
-  if (c.method_name == M::name) return fn(M{});
-#define TETHER_DISPATCH_STAGED_METHOD(S_, M) \
-  if (c.method_name == M::name && c.stages == M::stages) return fn(M{});
+  if (method_matches<M>(c)) return fn(make_method<M>(c));
   if constexpr (is_nonholonomic<S> && holonomic_count<S> > 0) {
     TETHER_FOR_EACH_MIXED_METHOD(TETHER_DISPATCH_METHOD, void)
   } else if constexpr (is_nonholonomic<S>) {
-    TETHER_FOR_EACH_NONHOLONOMIC_METHOD(TETHER_DISPATCH_STAGED_METHOD, void)
+    TETHER_FOR_EACH_NONHOLONOMIC_METHOD(TETHER_DISPATCH_METHOD, void)
   } else {
     TETHER_FOR_EACH_HOLONOMIC_METHOD(TETHER_DISPATCH_METHOD, void)
   }
 #undef TETHER_DISPATCH_METHOD
-#undef TETHER_DISPATCH_STAGED_METHOD
   throw ConfigError("method.name", "\"" + c.method_name + "\" does not apply to " + c.system_name);
 }
 

@@ -64,16 +64,30 @@ std::string resolve_backend(const std::string& requested) {
 namespace {
 
 template <class S, class M>
-std::unique_ptr<Backend<S, M>> make_backend(const std::string& name, const S& sys, const StepControl& ctl) {
-  if (name == "cpu") return std::make_unique<CpuBackend<S, M>>(sys, ctl);
-  if (name == "reference") return std::make_unique<ReferenceBackend<S, M>>(sys, ctl);
+std::unique_ptr<Backend<S, M>> make_backend(const std::string& name, const S& sys, const M& method,
+                                            const StepControl& ctl) {
+  if (name == "cpu") return std::make_unique<CpuBackend<S, M>>(sys, method, ctl);
+  if (name == "reference") return std::make_unique<ReferenceBackend<S, M>>(sys, method, ctl);
 #ifdef TETHER_HAVE_CUDA
-  if (name == "cuda") return make_cuda_backend<S, M>(sys, ctl);
+  if (name == "cuda") return make_cuda_backend<S, M>(sys, method, ctl);
 #endif
   throw ConfigError("backend", "backend \"" + name + "\" is not available in this build");
 }
 
 }  // namespace
+
+CompositionScheme composition_scheme(const std::string& name) {
+  if (name == "triple_jump") return CompositionScheme::triple_jump;
+  if (name == "suzuki") return CompositionScheme::suzuki;
+  if (name == "yoshida6") return CompositionScheme::yoshida6;
+  if (name == "kahan_li6") return CompositionScheme::kahan_li6;
+  if (name == "kahan_li8") return CompositionScheme::kahan_li8;
+  throw ConfigError("method.scheme", "unknown composition scheme \"" + name + "\"");
+}
+
+CompositionForm composition_form(const std::string& name) {
+  return name == "extrinsic" ? CompositionForm::extrinsic : CompositionForm::intrinsic;
+}
 
 void check_config(const RunConfig& c) {
   with_system(c, [&](const auto& sys) {
@@ -89,8 +103,8 @@ RunResult run(const RunConfig& c, const RunOptions& opt) {
     using S = std::decay_t<decltype(sys)>;
     return with_method<S>(c, [&](auto method) {
       using M = decltype(method);
-      auto be = make_backend<S, M>(backend, sys, StepControl{c.dt, c.newton});
-      RunResult r = run_ensemble<S, M>(sys, c, *be, opt);
+      auto be = make_backend<S, M>(backend, sys, method, StepControl{c.dt, c.newton});
+      RunResult r = run_ensemble<S, M>(sys, method, c, *be, opt);
       r.system = c.system_name;
       r.method = c.method_name;
       r.stages = c.stages;

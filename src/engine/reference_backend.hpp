@@ -58,10 +58,10 @@ Status reference_newton(const Residual& residual, Eigen::VectorXd& x, const Newt
 // One step of a holonomic method: its residual in x = (q1, p1, lambda,
 // lambda~); on success s holds the new state.
 template <class S, class M>
-Status reference_step(const S& sys, PhaseState<S>& s, Real h, const NewtonOptions& opt, int& iterations) {
+Status reference_step(const S& sys, const M& m, PhaseState<S>& s, Real h, const NewtonOptions& opt, int& iterations) {
   using L = ResidualLayout<S>;
   Eigen::VectorXd x = L::pack(s.q + h * sys.inverse_mass_times(s.p), s.p);
-  const Status st = reference_newton([&](const Eigen::VectorXd& y) { return M::residual(sys, s, h, y); }, x, opt,
+  const Status st = reference_newton([&](const Eigen::VectorXd& y) { return m.residual(sys, s, h, y); }, x, opt,
                                      iterations);
   if (st != Status::ok) return st;
   const Vec<S::dof> q1 = L::q1(x), p1 = L::p1(x);
@@ -75,13 +75,14 @@ Status reference_step(const S& sys, PhaseState<S>& s, Real h, const NewtonOption
 // One step of a method on an index-1 system: its own unknowns (stage values
 // and multipliers), guess, residual and end-of-step formula.
 template <class S, class M>
-Status reference_step_index1(const S& sys, PhaseState<S>& s, Real h, const NewtonOptions& opt, int& iterations) {
-  Eigen::VectorXd x = M::reference_guess(sys, s, h);
-  const Status st = reference_newton([&](const Eigen::VectorXd& y) { return M::residual(sys, s, h, y); }, x, opt,
+Status reference_step_own_unknowns(const S& sys, const M& m, PhaseState<S>& s, Real h, const NewtonOptions& opt,
+                                   int& iterations) {
+  Eigen::VectorXd x = m.reference_guess(sys, s, h);
+  const Status st = reference_newton([&](const Eigen::VectorXd& y) { return m.residual(sys, s, h, y); }, x, opt,
                                      iterations);
   if (st != Status::ok) return st;
   PhaseState<S> next;
-  M::reference_finish(sys, s, h, x, next);
+  m.reference_finish(sys, s, h, x, next);
   if (!all_finite(next.q) || !all_finite(next.p)) return Status::non_finite;
   s = next;
   return Status::ok;
@@ -101,31 +102,42 @@ struct ReferenceFlow {
       const Status st = M::step(sys, copy, h, opt, iterations, tangent);
       if (st != Status::ok) return st;
     }
-    return reference_step_index1<S, M>(sys, s, h, opt, iterations);
+    return reference_step_own_unknowns<S, M>(sys, M{}, s, h, opt, iterations);
   }
 };
 
 template <class M>
 struct ReferenceStepper {
+  M method;
   template <class S>
-  static Status step(const S& sys, PhaseState<S>& s, Real h, const NewtonOptions& opt, int& iterations) {
-    if constexpr (is_nonholonomic<S>)
-      return reference_step_index1<S, M>(sys, s, h, opt, iterations);
+  Status step(const S& sys, PhaseState<S>& s, Real h, const NewtonOptions& opt, int& iterations) const {
+    if constexpr (requires { M::base_name; }) {  // a composition: each base substep solved from its own residual
+      PhaseState<S> work = s;
+      const Status st = method.for_each_substep(h, [&](auto base, Real hi) {
+        return reference_step<S, decltype(base)>(sys, base, work, hi, opt, iterations);
+      });
+      if (st == Status::ok) {
+        work.q_prev = s.q;
+        s = work;
+      }
+      return st;
+    } else if constexpr (is_nonholonomic<S> || own_unknowns<M>)
+      return reference_step_own_unknowns<S, M>(sys, method, s, h, opt, iterations);
     else
-      return reference_step<S, M>(sys, s, h, opt, iterations);
+      return reference_step<S, M>(sys, method, s, h, opt, iterations);
   }
 };
 
 template <class S, class M>
 class ReferenceBackend final : public Backend<S, M> {
  public:
-  ReferenceBackend(const S& sys, const StepControl& ctl) : sys_(sys), ctl_(ctl) {}
+  ReferenceBackend(const S& sys, const M& method, const StepControl& ctl) : sys_(sys), stepper_{method}, ctl_(ctl) {}
 
   void load(HostEnsemble& batch) override { view_ = batch.view(); }
 
   void advance(int nsteps, std::int64_t steps_before) override {
     for (std::int64_t i = 0; i < view_.count; ++i)
-      advance_trajectory<S, M, ReferenceStepper<M>>(sys_, ctl_, view_, i, nsteps, steps_before);
+      advance_trajectory<S, M, ReferenceStepper<M>>(sys_, stepper_, ctl_, view_, i, nsteps, steps_before);
   }
 
   Observation observe(std::vector<Real>& chunk_sums) override {
@@ -138,6 +150,7 @@ class ReferenceBackend final : public Backend<S, M> {
 
  private:
   S sys_;
+  ReferenceStepper<M> stepper_;
   StepControl ctl_;
   EnsembleView view_;
 };

@@ -5,6 +5,7 @@
 // of their own family. (A new chain size also needs its
 // kernels/instantiate_chainN.cu, one file per system so that nvcc compiles
 // them in parallel.)
+#include "tether/methods/composition.hpp"
 #include "tether/methods/constrained_midpoint.hpp"
 #include "tether/methods/gauss_legendre.hpp"
 #include "tether/methods/rattle.hpp"
@@ -29,7 +30,10 @@
   X(S, ::tether::SymplecticEulerB)             \
   X(S, ::tether::Shake)                        \
   X(S, ::tether::Rattle)                       \
-  X(S, ::tether::ConstrainedMidpoint)
+  X(S, ::tether::ConstrainedMidpoint)          \
+  X(S, ::tether::Composition<::tether::Rattle>) \
+  X(S, ::tether::Composition<::tether::ConstrainedMidpoint>) \
+  X(S, ::tether::Composition<::tether::SymplecticEulerPair>)
 
 // Index-1 generalized Hamiltonian systems (seed 001, seed 004).
 #define TETHER_FOR_EACH_NONHOLONOMIC_METHOD(X, S) \

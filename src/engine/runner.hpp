@@ -13,7 +13,7 @@
 namespace tether {
 
 template <class S, class M>
-void prepare_batch(const S& sys, const RunConfig& c, std::int64_t first_id, HostEnsemble& h, RunResult& result) {
+void prepare_batch(const S& sys, const M& method, const RunConfig& c, std::int64_t first_id, HostEnsemble& h, RunResult& result) {
   const EnsembleView v = h.view();
   std::int64_t projected = 0;
   Real farthest = 0;
@@ -25,7 +25,7 @@ void prepare_batch(const S& sys, const RunConfig& c, std::int64_t first_id, Host
     Status st = initial_state<S>(sys, c, first_id + j, s, moved);
     if (moved > 0) ++projected;
     farthest = std::max(farthest, moved);
-    M::start(sys, s, c.dt);
+    method.start(sys, s, c.dt);
     Real energy, scale;
     const Status energy_status = energy_and_scale(sys, s.q, s.p, energy, scale);
     if (st == Status::ok) st = energy_status;
@@ -42,7 +42,8 @@ void prepare_batch(const S& sys, const RunConfig& c, std::int64_t first_id, Host
 }
 
 template <class S, class M>
-RunResult run_ensemble(const S& sys, const RunConfig& c, Backend<S, M>& backend, const RunOptions& opt) {
+RunResult run_ensemble(const S& sys, const M& method, const RunConfig& c, Backend<S, M>& backend,
+                       const RunOptions& opt) {
   using clock = std::chrono::steady_clock;
   const auto start = clock::now();
   RunResult r;
@@ -68,7 +69,7 @@ RunResult run_ensemble(const S& sys, const RunConfig& c, Backend<S, M>& backend,
 
   for (std::int64_t first = 0; first < c.size; first += batch) {
     HostEnsemble h(std::min(batch, c.size - first), S::dof, M::two_step);
-    prepare_batch<S, M>(sys, c, first, h, r);
+    prepare_batch<S, M>(sys, method, c, first, h, r);
     backend.load(h);
     observe(0);
     std::int64_t done = 0;

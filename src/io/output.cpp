@@ -104,6 +104,11 @@ void write_summary(const fs::path& file, const RunConfig& c, const RunResult& r)
   j["family"] = r.family;
   j["method"] = r.method;
   if (r.stages > 0) j["stages"] = r.stages;
+  for (const auto& [key, value] : {std::pair<const char*, const std::string&>{"base", c.method.base},
+                                   {"scheme", c.method.scheme},
+                                   {"form", c.method.form},
+                                   {"retraction", c.method.retraction}})
+    if (!value.empty()) j["method_parameters"][key] = value;
   j["backend"] = r.backend;
   j["precision"] = c.precision;
   j["trajectories"] = r.trajectories;

@@ -12,11 +12,11 @@ struct StepControl {
   NewtonOptions newton;
 };
 
-// Stepper::step does one step of method M (M itself, or the reference
-// backend's generic solve of M's residual).
+// stepper.step does one step of method M (the method object itself, with its
+// parameters, or the reference backend's generic solve of M's equations).
 template <class S, class M, class Stepper = M>
-TETHER_HD void advance_trajectory(const S& sys, const StepControl& ctl, const EnsembleView& v, std::int64_t i,
-                                  int nsteps, std::int64_t steps_before) {
+TETHER_HD void advance_trajectory(const S& sys, const Stepper& stepper, const StepControl& ctl, const EnsembleView& v,
+                                  std::int64_t i, int nsteps, std::int64_t steps_before) {
   if (v.status[i] != static_cast<std::uint8_t>(Status::ok)) return;
   PhaseState<S> s;
   load_state<S, M>(v, i, s);
@@ -24,7 +24,7 @@ TETHER_HD void advance_trajectory(const S& sys, const StepControl& ctl, const En
   int most = v.iterations_max[i];
   for (int n = 0; n < nsteps; ++n) {
     int it = 0;
-    const Status st = Stepper::step(sys, s, ctl.dt, ctl.newton, it);
+    const Status st = stepper.step(sys, s, ctl.dt, ctl.newton, it);
     sum += static_cast<std::uint64_t>(it);
     if (it > most) most = it;
     if (st != Status::ok) {  // s still holds the last good state

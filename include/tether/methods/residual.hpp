@@ -3,6 +3,7 @@
 // in the unknowns x = (q1, p1, lambda, lambda~), the form the reference
 // backend solves with a generic dense Newton.
 #include <Eigen/Dense>
+#include <type_traits>
 
 #include "tether/core/types.hpp"
 
@@ -24,5 +25,16 @@ struct ResidualLayout {
     return x;
   }
 };
+
+// Methods whose unknowns do not fit this layout (stage values, Lie algebra
+// elements) declare `static constexpr bool own_unknowns = true` and give
+// their own reference_guess, residual and reference_finish, as the index-1
+// methods do.
+template <class M, class = void>
+struct own_unknowns_t : std::false_type {};
+template <class M>
+struct own_unknowns_t<M, std::void_t<decltype(M::own_unknowns)>> : std::bool_constant<M::own_unknowns> {};
+template <class M>
+constexpr bool own_unknowns = own_unknowns_t<M>::value;
 
 }  // namespace tether

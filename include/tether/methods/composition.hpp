@@ -1,0 +1,164 @@
+#pragma once
+// Composition methods to higher order, seed 000 §5.2, eqs. (5.7)-(5.10).
+#include <type_traits>
+
+#include "tether/methods/constrained_midpoint.hpp"
+#include "tether/methods/rattle.hpp"
+#include "tether/methods/symplectic_euler_a.hpp"
+#include "tether/methods/symplectic_euler_b.hpp"
+
+namespace tether {
+
+// Symmetric coefficient sets gamma_1..gamma_s for a symmetric base method of
+// order 2 (Hairer, Lubich, Wanner, Geometric Numerical Integration §V.3):
+// sum gamma = 1 and sum gamma^3 = 0 (order 4), and the higher conditions for
+// orders 6 and 8.
+enum class CompositionScheme : int {
+  triple_jump,  // s = 3, order 4 (Yoshida 1990, Suzuki 1990)
+  suzuki,       // s = 5, order 4, Suzuki's fractal
+  yoshida6,     // s = 7, order 6, Yoshida 1990 solution A
+  kahan_li6,    // s = 9, order 6, Kahan & Li 1997
+  kahan_li8,    // s = 17, order 8, Kahan & Li 1997
+};
+
+TETHER_HD inline int composition_stages(CompositionScheme s) {
+  switch (s) {
+    case CompositionScheme::triple_jump: return 3;
+    case CompositionScheme::suzuki: return 5;
+    case CompositionScheme::yoshida6: return 7;
+    case CompositionScheme::kahan_li6: return 9;
+    case CompositionScheme::kahan_li8: return 17;
+  }
+  return 0;
+}
+
+TETHER_HD inline int composition_order(CompositionScheme s) {
+  switch (s) {
+    case CompositionScheme::triple_jump:
+    case CompositionScheme::suzuki: return 4;
+    case CompositionScheme::yoshida6:
+    case CompositionScheme::kahan_li6: return 6;
+    case CompositionScheme::kahan_li8: return 8;
+  }
+  return 0;
+}
+
+// gamma_{i+1}, i = 0..s-1; every set is symmetric, gamma_i = gamma_{s+1-i}.
+TETHER_HD inline Real composition_coefficient(CompositionScheme s, int i) {
+  const int n = composition_stages(s);
+  const int j = i < n - 1 - i ? i : n - 1 - i;  // index into the first half
+  switch (s) {
+    case CompositionScheme::triple_jump: {
+      const Real g = 1 / (2 - cbrt(Real(2)));
+      return j == 0 ? g : 1 - 2 * g;
+    }
+    case CompositionScheme::suzuki: {
+      const Real g = 1 / (4 - cbrt(Real(4)));
+      return j < 2 ? g : 1 - 4 * g;
+    }
+    case CompositionScheme::yoshida6: {
+      // w3, w2, w1 of solution A; the middle one makes the sum exactly 1.
+      const Real w[3] = {0.784513610477560, 0.235573213359357, -1.17767998417887};
+      return j < 3 ? w[j] : 1 - 2 * (w[0] + w[1] + w[2]);
+    }
+    case CompositionScheme::kahan_li6: {
+      const Real g[5] = {0.39216144400731413928, 0.33259913678935943860, -0.70624617255763935981,
+                         0.08221359629355080023, 0.79854399093482996340};
+      return g[j];
+    }
+    case CompositionScheme::kahan_li8: {
+      const Real g[9] = {0.13020248308889008088,  0.56116298177510838456, -0.38947496264484728641,
+                         0.15884190655515560090,  -0.39590389413323757734, 0.18453964097831570709,
+                         0.25837438768632204729,  0.29501172360931029887,  -0.60550853383003451170};
+      return g[j];
+    }
+  }
+  return 0;
+}
+
+// How substeps of the symplectic Euler pair are joined (seed 000 §5.2).
+enum class CompositionForm : int {
+  // (5.10): every substep A(alpha h), B(beta h) is a full constrained step,
+  // each junction a point of T*N.
+  intrinsic,
+  // (5.9): A(alpha h) and its adjoint B(beta h) are composed in T*Q only.
+  // As in Example 5.1, with Lambda = -lambda~ the inner junction is the
+  // unconstrained drift, and with alpha = beta = gamma/2 the pair is exactly
+  // RATTLE with step gamma h, eqs. (5.16)-(5.18).
+  extrinsic,
+};
+
+// The base "symplectic Euler A with its adjoint B": one symmetric step of
+// size h made of two halves, A(h/2) then B(h/2).
+struct SymplecticEulerPair {
+  static constexpr const char* name = "symplectic_euler";
+};
+
+// Composition (5.7)/(5.8) of a symmetric order-2 base method with the
+// symmetric coefficients of `scheme`:
+//   Phi_h = Phi_{gamma_s h} o ... o Phi_{gamma_1 h}.
+// For the bases rattle and constrained_midpoint the extrinsic (5.7) and
+// intrinsic (5.8) forms give the same step: each substep's position solve
+// carries a multiplier at its start point, G(q_i)^T lambda, which absorbs
+// any normal component of the momentum handed over at q_i, so whether
+// (q_i, p_i) is also required to lie in T*N changes no configuration. For
+// the symplectic Euler pair, (5.9) and (5.10) differ (CompositionForm).
+template <class Base>
+struct Composition {
+  static constexpr const char* name = "composition";
+  static constexpr const char* base_name = Base::name;
+  static constexpr bool two_step = false;
+  static constexpr const char* citation = "seed 000 §5.2, eqs. (5.7)-(5.10)";
+
+  struct Parameters {
+    CompositionScheme scheme = CompositionScheme::triple_jump;
+    CompositionForm form = CompositionForm::intrinsic;  // only the symplectic Euler pair has two
+  };
+  Parameters prm;
+
+  TETHER_HD int order() const { return composition_order(prm.scheme); }
+
+  // Calls substep(base_method, h_i) for every base step in order, stopping
+  // at the first failure. The fast step and the reference backend both go
+  // through here, so they compose the very same substeps.
+  template <class F>
+  TETHER_HD Status for_each_substep(Real h, F&& substep) const {
+    const int s = composition_stages(prm.scheme);
+    for (int i = 0; i < s; ++i) {
+      const Real hi = composition_coefficient(prm.scheme, i) * h;
+      Status st = Status::ok;
+      if constexpr (is_pair) {
+        if (prm.form == CompositionForm::extrinsic) {
+          st = substep(Rattle{}, hi);
+        } else {
+          st = substep(SymplecticEulerA{}, Real(0.5) * hi);
+          if (st == Status::ok) st = substep(SymplecticEulerB{}, Real(0.5) * hi);
+        }
+      } else {
+        st = substep(Base{}, hi);
+      }
+      if (st != Status::ok) return st;
+    }
+    return Status::ok;
+  }
+
+  template <class S>
+  TETHER_HD static void start(const S&, PhaseState<S>&, Real) {}
+
+  // On failure the state is left as it was before the step.
+  template <class S>
+  TETHER_HD Status step(const S& sys, PhaseState<S>& s, Real h, const NewtonOptions& opt, int& iterations) const {
+    PhaseState<S> work = s;
+    const Status st = for_each_substep(
+        h, [&](auto base, Real hi) { return decltype(base)::step(sys, work, hi, opt, iterations); });
+    if (st != Status::ok) return st;
+    work.q_prev = s.q;
+    s = work;
+    return Status::ok;
+  }
+
+ private:
+  static constexpr bool is_pair = std::is_same<Base, SymplecticEulerPair>::value;
+};
+
+}  // namespace tether
