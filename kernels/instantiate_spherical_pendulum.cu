@@ -3,3 +3,4 @@
 #include "engine/registry.hpp"
 
 TETHER_FOR_EACH_HOLONOMIC_METHOD(TETHER_INSTANTIATE_CUDA, ::tether::SphericalPendulum)
+TETHER_FOR_EACH_SPHERE_METHOD(TETHER_INSTANTIATE_CUDA, ::tether::SphericalPendulum)

@@ -52,6 +52,12 @@ template <class M>
 void list_method() {
   if constexpr (requires { M::base_name; })
     std::printf("  %-22s base %s; order 4, 6 or 8 by scheme  %s\n", M::name, M::base_name, M::citation);
+  else if constexpr (requires { typename M::Retraction; })
+    std::printf("  %-22s retraction %s, order %d  %s\n", M::name, M::Retraction::name, M::order, M::citation);
+  else if constexpr (requires { M::retraction; })
+    std::printf("  %-22s retraction %s, order %d  %s\n", M::name, M::retraction, M::order, M::citation);
+  else if constexpr (requires { M::prm; })
+    std::printf("  %-22s order %d with the default parameters  %s\n", M::name, M::order, M::citation);
   else
     std::printf("  %-22s order %d  %s\n", M::name, M::order, M::citation);
 }
@@ -181,6 +187,12 @@ void do_list() {
   std::string sizes;
   for (int n : tether::chain_sizes()) sizes += (sizes.empty() ? "" : ", ") + std::to_string(n);
   std::printf("  %-22s N beads in R^3, N-1 bonds; N in {%s}\n", "chain", sizes.c_str());
+  std::printf("  %-22s planar Kepler problem, no constraints; mass, mu\n", "kepler");
+  std::printf("  %-22s free rigid body, R in R^3x3 with R^T R = I, and its centre; inertia, mass, gravity\n",
+              "rigid_body");
+  std::printf("  %-22s rigid links joined by spherical joints, the first pinned; links in {1, 2}\n", "rigid_chain");
+  std::printf("  %-22s lagrangian: charge on S^2, m(q) = m (1 + kappa z^2), field b e_z (seed 002)\n",
+              "magnetic_sphere");
   std::printf("  %-22s nonholonomic: Heisenberg frame, canonical H (issue 3)\n", "heisenberg");
   std::printf("  %-22s nonholonomic: seed 001 §6, L = |qdot|^2/2, g = (-y, x, 1)\n", "heisenberg_vakonomic");
   std::printf("  %-22s nonholonomic: seed 004 eq. (42), canonical H; parameter beta\n", "martinet");
@@ -193,6 +205,14 @@ void do_list() {
   std::printf("methods for holonomic systems:\n");
 #define TETHER_LIST_METHOD(S, M) list_method<M>();
   TETHER_FOR_EACH_HOLONOMIC_METHOD(TETHER_LIST_METHOD, void)
+  std::printf("  for rigid_body and rigid_chain also:\n");
+  TETHER_FOR_EACH_RIGID_METHOD(TETHER_LIST_METHOD, void)
+  std::printf("  for systems without constraints (kepler) also:\n");
+  TETHER_FOR_EACH_UNCONSTRAINED_METHOD(TETHER_LIST_METHOD, void)
+  std::printf("  for spherical_pendulum (T*S^2) also:\n");
+  TETHER_FOR_EACH_SPHERE_METHOD(TETHER_LIST_METHOD, void)
+  std::printf("methods for lagrangian systems:\n");
+  TETHER_FOR_EACH_LAGRANGIAN_METHOD(TETHER_LIST_METHOD, void)
 #undef TETHER_LIST_METHOD
   std::printf("methods for nonholonomic (index-1) systems:\n");
 #define TETHER_LIST_METHOD(S, M)                                                                         \

@@ -20,15 +20,20 @@ using nlohmann::json;
 
 const std::vector<std::string>& system_names() {
 #define TETHER_SYSTEM_NAME(S) S::name,
-  static const std::vector<std::string> v{"spherical_pendulum", "double_pendulum", "chain",
+  static const std::vector<std::string> v{"spherical_pendulum", "double_pendulum", "chain", "kepler", "rigid_body",
+                                          "rigid_chain", "magnetic_sphere",
                                           TETHER_FOR_EACH_NONHOLONOMIC_SYSTEM(TETHER_SYSTEM_NAME)
                                               TETHER_FOR_EACH_MIXED_SYSTEM(TETHER_SYSTEM_NAME)};
 #undef TETHER_SYSTEM_NAME
   return v;
 }
 bool is_nonholonomic_system(const std::string& name) {
-  return name != "spherical_pendulum" && name != "double_pendulum" && name != "chain";
+  for (const char* other : {"spherical_pendulum", "double_pendulum", "chain", "kepler", "rigid_body", "rigid_chain",
+                            "magnetic_sphere"})
+    if (name == other) return false;
+  return true;
 }
+bool is_lagrangian_system(const std::string& name) { return name == MagneticSphere::name; }
 bool is_mixed_system(const std::string& name) {
 #define TETHER_MIXED_NAME(S) if (name == S::name) return true;
   TETHER_FOR_EACH_MIXED_SYSTEM(TETHER_MIXED_NAME)
@@ -60,19 +65,47 @@ const std::vector<std::string>& mixed_method_names() {
   static const std::vector<std::string> v = unique_names({TETHER_FOR_EACH_MIXED_METHOD(TETHER_METHOD_NAME, void)});
   return v;
 }
-#undef TETHER_METHOD_NAME
 const std::vector<std::string>& method_names() {
   static const std::vector<std::string> v = [] {
     std::vector<std::string> all = holonomic_method_names();
+    for (const char* system : {"rigid_body", "kepler", "spherical_pendulum", "magnetic_sphere"})
+      for (const auto& n : methods_for_system(system))
+        if (std::find(all.begin(), all.end(), n) == all.end()) all.push_back(n);
     for (const auto* family : {&nonholonomic_method_names(), &mixed_method_names()})
       for (const auto& n : *family) all.push_back(n);
     return all;
   }();
   return v;
 }
+// The holonomic methods every holonomic system takes, then those that need
+// more structure: rigid bodies, no constraints at all, or a sphere.
 const std::vector<std::string>& methods_for_system(const std::string& name) {
   if (is_mixed_system(name)) return mixed_method_names();
-  return is_nonholonomic_system(name) ? nonholonomic_method_names() : holonomic_method_names();
+  if (is_lagrangian_system(name)) {
+    static const std::vector<std::string> v = unique_names({TETHER_FOR_EACH_LAGRANGIAN_METHOD(TETHER_METHOD_NAME, void)});
+    return v;
+  }
+  if (is_nonholonomic_system(name)) return nonholonomic_method_names();
+  auto with = [](std::initializer_list<const char*> extra) {
+    std::vector<std::string> v = holonomic_method_names();
+    for (const auto& n : unique_names(extra)) v.push_back(n);
+    return v;
+  };
+  static const std::vector<std::string> rigid = with({TETHER_FOR_EACH_RIGID_METHOD(TETHER_METHOD_NAME, void)});
+  static const std::vector<std::string> unconstrained =
+      with({TETHER_FOR_EACH_UNCONSTRAINED_METHOD(TETHER_METHOD_NAME, void)});
+  static const std::vector<std::string> sphere = with({TETHER_FOR_EACH_SPHERE_METHOD(TETHER_METHOD_NAME, void)});
+  if (name == "rigid_body" || name == "rigid_chain") return rigid;
+  if (name == "kepler") return unconstrained;
+  if (name == "spherical_pendulum") return sphere;
+  return holonomic_method_names();
+}
+#undef TETHER_METHOD_NAME
+const std::vector<int>& rigid_chain_sizes() {
+#define TETHER_CHAIN_SIZE(N) N,
+  static const std::vector<int> v{TETHER_FOR_EACH_RIGID_CHAIN_SIZE(TETHER_CHAIN_SIZE)};
+#undef TETHER_CHAIN_SIZE
+  return v;
 }
 const std::vector<int>& chain_sizes() {
 #define TETHER_CHAIN_SIZE(N) N,
@@ -228,6 +261,56 @@ SystemSpec parse_system(const Node& sys, const std::string& name) {
     p.gravity = prm.number("gravity", p.gravity);
     return s;
   }
+  if (name == "kepler") {
+    prm.only({"mass", "mu"});
+    Kepler s;
+    s.prm.mass = prm.positive("mass", s.prm.mass);
+    s.prm.mu = prm.positive("mu", s.prm.mu);
+    return s;
+  }
+  if (name == "rigid_body" || name == "rigid_chain") {
+    prm.only(name == "rigid_body" ? std::set<std::string>{"inertia", "mass", "gravity"}
+                                  : std::set<std::string>{"links", "inertia", "mass", "length", "gravity"});
+    RigidChainSpec chain;
+    RigidBody body;
+    Real* inertia = name == "rigid_body" ? body.prm.inertia : chain.parameters.inertia;
+    if (prm.has("inertia")) {
+      const auto in = prm.numbers("inertia");
+      if (in.size() != 3)
+        throw ConfigError(prm.at("inertia"), "must list the 3 principal moments of inertia, got " +
+                                                 std::to_string(in.size()));
+      std::copy(in.begin(), in.end(), inertia);
+    }
+    // J = tr(I)/2 - I, the mass matrix of R, is positive definite iff each
+    // moment is below the sum of the other two.
+    for (int a = 0; a < 3; ++a)
+      if (!(inertia[a] > 0) || !(inertia[a] < inertia[(a + 1) % 3] + inertia[(a + 2) % 3]))
+        throw ConfigError(prm.at("inertia"), "principal moments must be positive and each below the sum of the "
+                                             "other two (strict triangle inequality), so that J = tr(I)/2 - I > 0");
+    if (name == "rigid_body") {
+      body.prm.mass = prm.positive("mass", body.prm.mass);
+      body.prm.gravity = prm.number("gravity", body.prm.gravity);
+      return body;
+    }
+    chain.links = static_cast<int>(prm.integer("links", 1, 1 << 20, chain.links));
+    const auto& sizes = rigid_chain_sizes();
+    if (std::find(sizes.begin(), sizes.end(), chain.links) == sizes.end())
+      throw ConfigError(prm.at("links"), "this build has rigid chains of 1 or 2 links, got " + std::to_string(chain.links));
+    chain.parameters.mass = prm.positive("mass", chain.parameters.mass);
+    chain.parameters.length = prm.positive("length", chain.parameters.length);
+    chain.parameters.gravity = prm.number("gravity", chain.parameters.gravity);
+    return chain;
+  }
+  if (name == "magnetic_sphere") {
+    prm.only({"mass", "kappa", "field", "gravity"});
+    MagneticSphere s;
+    s.prm.mass = prm.positive("mass", s.prm.mass);
+    s.prm.kappa = prm.number("kappa", s.prm.kappa);
+    if (!(s.prm.kappa > -1)) throw ConfigError(prm.at("kappa"), "must be > -1 (the mass (1 + kappa z^2) must stay positive)");
+    s.prm.field = prm.number("field", s.prm.field);
+    s.prm.gravity = prm.number("gravity", s.prm.gravity);
+    return s;
+  }
   if (name == "heisenberg" || name == "heisenberg_vakonomic") {
     prm.only({});
     if (name == "heisenberg") return Heisenberg{};
@@ -356,6 +439,48 @@ void parse_method_parameters(const Node& m, RunConfig& c) {
     static const std::string intrinsic = "intrinsic";
     c.method.form = c.method.base == "symplectic_euler" ? m.string("form", {"intrinsic", "extrinsic"}, &intrinsic) : "";
   }
+  const bool lie = c.method_name == "lie_rattle" || c.method_name == "lie_lobatto";
+  const bool sphere = c.method_name == "sphere_retraction";
+  only_for(m, "retraction", lie || sphere, "lie_rattle, lie_lobatto and sphere_retraction");
+  if (lie) c.method.retraction = m.string("retraction", {"exp", "cayley"});
+  if (sphere) c.method.retraction = m.string("retraction", {"projection", "exp"});
+  only_for(m, "theta", c.method_name == "theta_retraction", "theta_retraction");
+  if (c.method_name == "theta_retraction") {
+    c.method.theta = m.number("theta", c.method.theta);
+    if (!(c.method.theta >= 0 && c.method.theta <= 1)) throw ConfigError(m.at("theta"), "must be in [0, 1]");
+  }
+  only_for(m, "gamma", c.method_name == "newmark", "newmark");
+  only_for(m, "beta", c.method_name == "newmark", "newmark");
+  if (c.method_name == "newmark") {
+    c.method.gamma = m.non_negative("gamma", c.method.gamma);
+    c.method.beta = m.non_negative("beta", c.method.beta);
+  }
+  const bool variational = c.method_name == "variational";
+  for (const char* key : {"layer", "alpha_plus", "solver"}) only_for(m, key, variational, "variational");
+  if (variational) {
+    static const std::string rk4 = "rk4", fixed = "fixed_point";
+    const json* layer = m.has("layer") ? &m.raw("layer") : nullptr;
+    if (layer && layer->is_object()) {  // an explicit tableau {a, b, c}
+      const Node t(*layer, m.at("layer"));
+      t.only({"a", "b", "c"});
+      c.method.layer = "explicit";
+      c.method.layer_b = t.numbers("b");
+      c.method.layer_c = t.numbers("c");
+      const json& a = t.raw("a");
+      if (!a.is_array()) throw ConfigError(t.at("a"), "must be an array of rows");
+      for (std::size_t i = 0; i < a.size(); ++i) {
+        if (!a[i].is_array()) throw ConfigError(t.at("a") + "[" + std::to_string(i) + "]", "must be an array of numbers");
+        std::vector<Real> row;
+        for (std::size_t j = 0; j < a[i].size(); ++j)
+          row.push_back(Node::as_number(a[i][j], t.at("a") + "[" + std::to_string(i) + "][" + std::to_string(j) + "]"));
+        c.method.layer_a.push_back(row);
+      }
+    } else {
+      c.method.layer = m.string("layer", {"rk4", "heun", "kutta3"}, &rk4);
+    }
+    c.method.alpha_plus = m.number("alpha_plus", c.method.alpha_plus);
+    c.method.solver = m.string("solver", {"fixed_point", "newton"}, &fixed);
+  }
 }
 
 // method.name (checked against the system's family), stages, newton.
@@ -391,6 +516,15 @@ std::string describe_method(const RunConfig& c) {
   if (!c.method.scheme.empty()) parts.push_back("scheme " + c.method.scheme);
   if (!c.method.form.empty()) parts.push_back(c.method.form);
   if (!c.method.retraction.empty()) parts.push_back("retraction " + c.method.retraction);
+  auto number = [](const char* key, Real x) {
+    std::ostringstream s;
+    s << key << " " << x;
+    return s.str();
+  };
+  if (c.method_name == "theta_retraction") parts.push_back(number("theta", c.method.theta));
+  if (c.method_name == "newmark") parts.push_back(number("gamma", c.method.gamma) + ", " + number("beta", c.method.beta));
+  if (c.method_name == "variational")
+    parts.push_back("layer " + c.method.layer + ", " + number("alpha_plus", c.method.alpha_plus) + ", " + c.method.solver);
   return parts.empty() ? c.method_name : c.method_name + " (" + join(parts) + ")";
 }
 
@@ -406,7 +540,8 @@ RunConfig parse_config(const std::string& text, const std::string& source) {
   c.system = parse_system(sys, c.system_name);
 
   const Node m = top.object("method");
-  m.only({"name", "stages", "dt", "steps", "newton", "base", "scheme", "form"});
+  m.only({"name", "stages", "dt", "steps", "newton", "base", "scheme", "form", "retraction", "theta", "gamma", "beta",
+          "layer", "alpha_plus", "solver"});
   parse_method(m, c);
   c.dt = m.positive("dt");
   c.steps = m.integer("steps", 0, std::int64_t(1) << 40);
@@ -458,6 +593,8 @@ int system_dof(const SystemSpec& spec) {
       [](const auto& s) {
         if constexpr (std::is_same_v<std::decay_t<decltype(s)>, ChainSpec>)
           return 3 * s.beads;  // Chain<N>::dof
+        else if constexpr (std::is_same_v<std::decay_t<decltype(s)>, RigidChainSpec>)
+          return 12 * s.links;  // RigidChain<B>::dof
         else
           return std::decay_t<decltype(s)>::dof;
       },

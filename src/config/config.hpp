@@ -11,6 +11,10 @@
 #include "tether/systems/double_pendulum.hpp"
 #include "tether/systems/heisenberg.hpp"
 #include "tether/systems/heisenberg_vakonomic.hpp"
+#include "tether/systems/kepler.hpp"
+#include "tether/systems/magnetic_sphere.hpp"
+#include "tether/systems/rigid_body.hpp"
+#include "tether/systems/rigid_chain.hpp"
 #include "tether/systems/martinet.hpp"
 #include "tether/systems/parallel_parking.hpp"
 #include "tether/systems/sphere_contact.hpp"
@@ -33,10 +37,15 @@ struct ChainSpec {
   int beads = 4;
   ChainParameters parameters;
 };
+struct RigidChainSpec {
+  int links = 2;
+  RigidChain<1>::Parameters parameters;  // the same for every link count
+};
 // The configured system itself (its parameters set), or for chains the bead
-// count that picks the instantiation.
-using SystemSpec = std::variant<SphericalPendulum, DoublePendulum, ChainSpec, Heisenberg, HeisenbergVakonomic, Martinet,
-                                MartinetLagrangian, ParallelParking, SphereContact>;
+// (link) count that picks the instantiation.
+using SystemSpec = std::variant<SphericalPendulum, DoublePendulum, ChainSpec, Kepler, RigidBody, RigidChainSpec,
+                                MagneticSphere, Heisenberg, HeisenbergVakonomic, Martinet, MartinetLagrangian,
+                                ParallelParking, SphereContact>;
 
 struct ExplicitState {
   std::vector<Real> q, p;
@@ -58,6 +67,15 @@ struct MethodSpec {
   std::string scheme;      // composition: triple_jump | suzuki | yoshida6 | kahan_li6 | kahan_li8
   std::string form;        // composition over symplectic_euler: intrinsic | extrinsic
   std::string retraction;  // lie_rattle, lie_lobatto: exp | cayley; sphere_retraction: projection | exp
+  Real theta = 0.5;                 // theta_retraction
+  Real gamma = 0.5, beta = 0.25;    // newmark
+  // variational: the standard layer's explicit Runge-Kutta tableau (by name,
+  // or given as a, b, c), the bias alpha+ and the stage-4 solver.
+  std::string layer;                        // rk4 | heun | kutta3 | explicit
+  std::vector<std::vector<Real>> layer_a;   // explicit: s x s, strictly lower triangular
+  std::vector<Real> layer_b, layer_c;
+  Real alpha_plus = 0.5;
+  std::string solver;                       // fixed_point | newton
 };
 
 struct RunConfig {
@@ -114,12 +132,14 @@ const std::vector<std::string>& system_names();
 const std::vector<std::string>& method_names();
 bool is_nonholonomic_system(const std::string& system_name);
 bool is_mixed_system(const std::string& system_name);  // nonholonomic with holonomic constraints too
+bool is_lagrangian_system(const std::string& system_name);  // m(q), a(q), constraints: the variational method
 const std::vector<std::string>& methods_for_system(const std::string& system_name);
 // Method names of one family, for messages and `tether list`.
 const std::vector<std::string>& holonomic_method_names();
 const std::vector<std::string>& nonholonomic_method_names();
 const std::vector<std::string>& mixed_method_names();
 const std::vector<int>& chain_sizes();
+const std::vector<int>& rigid_chain_sizes();
 const std::vector<std::string>& backend_names();
 
 // Parses and validates everything that does not need the system's equations

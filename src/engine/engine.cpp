@@ -85,6 +85,37 @@ CompositionScheme composition_scheme(const std::string& name) {
   throw ConfigError("method.scheme", "unknown composition scheme \"" + name + "\"");
 }
 
+Variational::Parameters variational_parameters(const MethodSpec& spec) {
+  Variational::Parameters p;
+  if (spec.layer == "heun")
+    p = Variational::Parameters::heun();
+  else if (spec.layer == "kutta3")
+    p = Variational::Parameters::kutta3();
+  else if (spec.layer == "explicit") {
+    const std::size_t s = spec.layer_b.size();
+    if (s < 1 || s > std::size_t(Variational::max_stages))
+      throw ConfigError("method.layer.b", "must have 1 to " + std::to_string(Variational::max_stages) + " weights, got " +
+                                              std::to_string(s));
+    if (spec.layer_c.size() != s || spec.layer_a.size() != s)
+      throw ConfigError("method.layer", "a (rows), b and c must all have the same length, the number of stages");
+    p.stages = int(s);
+    for (std::size_t i = 0; i < std::size_t(Variational::max_stages); ++i) {
+      p.b[i] = i < s ? spec.layer_b[i] : 0;
+      p.c[i] = i < s ? spec.layer_c[i] : 0;
+      for (std::size_t j = 0; j < std::size_t(Variational::max_stages); ++j) p.a[i][j] = 0;
+    }
+    for (std::size_t i = 0; i < s; ++i) {
+      if (spec.layer_a[i].size() != s)
+        throw ConfigError("method.layer.a[" + std::to_string(i) + "]", "must have " + std::to_string(s) + " entries");
+      for (std::size_t j = 0; j < s; ++j) p.a[i][j] = spec.layer_a[i][j];
+    }
+  }
+  p.alpha_plus = spec.alpha_plus;
+  p.solver = spec.solver == "newton" ? Variational::Solver::newton : Variational::Solver::fixed_point;
+  if (const char* bad = p.check()) throw ConfigError("method", bad);
+  return p;
+}
+
 CompositionForm composition_form(const std::string& name) {
   return name == "extrinsic" ? CompositionForm::extrinsic : CompositionForm::intrinsic;
 }
@@ -92,7 +123,8 @@ CompositionForm composition_form(const std::string& name) {
 void check_config(const RunConfig& c) {
   with_system(c, [&](const auto& sys) {
     check_initial_states(sys, c);
-    return 0;
+    using S = std::decay_t<decltype(sys)>;
+    return with_method<S>(c, [](auto) { return 0; });  // the method's own parameter checks
   });
 }
 
@@ -108,7 +140,7 @@ RunResult run(const RunConfig& c, const RunOptions& opt) {
       r.system = c.system_name;
       r.method = c.method_name;
       r.stages = c.stages;
-      r.family = is_nonholonomic<S> ? "nonholonomic" : "holonomic";
+      r.family = is_lagrangian<S> ? "lagrangian" : (is_nonholonomic<S> ? "nonholonomic" : "holonomic");
       r.backend = backend;
       return r;
     });

@@ -55,7 +55,9 @@ Status project_onto_manifold_index1(const S& sys, const NewtonOptions& opt, Phas
 
 template <class S>
 Status project_state(const S& sys, const NewtonOptions& opt, PhaseState<S>& s) {
-  if constexpr (is_nonholonomic<S>)
+  if constexpr (is_lagrangian<S>)
+    return sys.project_to_phase_space(s.q, s.p);
+  else if constexpr (is_nonholonomic<S>)
     return project_onto_manifold_index1(sys, opt, s);
   else
     return project_onto_manifold(sys, opt, s);
@@ -83,7 +85,13 @@ Status initial_state(const S& sys, const RunConfig& c, std::int64_t id, PhaseSta
   }
   CounterRng rng(c.seed, static_cast<std::uint64_t>(id));
   Vec<S::dof> xi;
-  if constexpr (!is_nonholonomic<S>) {
+  if constexpr (is_lagrangian<S>) {
+    if (ini.kind == InitialSpec::Kind::thermal) {  // the system's own sampler of T*N (p = m(q) v + a(q))
+      s.q = sys.random_configuration(rng);
+      s.p = sys.random_momentum(rng, s.q, ini.temperature);
+      return Status::ok;
+    }
+  } else if constexpr (!is_nonholonomic<S>) {
     if (ini.kind == InitialSpec::Kind::thermal) {
       // Positions: the system's thermal configuration on N (see each system
       // for how far it follows the Boltzmann weight). Momenta: Gaussian with
@@ -116,7 +124,17 @@ template <class S>
 void check_on_manifold(const S& sys, const InitialSpec& ini, const ExplicitState& e, const std::string& path) {
   if (ini.project) return;
   const Vec<S::dof> q = to_vec<S>(e.q), p = to_vec<S>(e.p);
-  if constexpr (is_nonholonomic<S>) {
+  if constexpr (is_lagrangian<S>) {
+    const Real g = max_abs(sys.constraints(q)), v = max_abs(sys.velocity_constraints(q, p));
+    if (!(g <= ini.tolerance))
+      throw ConfigError(path + ".q", "is off the constraint manifold: |g(q)| = " + format_number(g) + " > tolerance " +
+                                         format_number(ini.tolerance) +
+                                         " (set ensemble.initial.project to true to project it)");
+    if (!(v <= ini.tolerance))
+      throw ConfigError(path + ".p", "violates the hidden constraint: |G(q) v| = " + format_number(v) +
+                                         " > tolerance " + format_number(ini.tolerance) +
+                                         " (set ensemble.initial.project to true to project it)");
+  } else if constexpr (is_nonholonomic<S>) {
     const Real g = max_abs(holonomic_values(sys, q));
     if (!(g <= ini.tolerance))
       throw ConfigError(path + ".q", "is off the constraint manifold: |h(q)| = " + format_number(g) + " > tolerance " +

@@ -109,6 +109,16 @@ void write_summary(const fs::path& file, const RunConfig& c, const RunResult& r)
                                    {"form", c.method.form},
                                    {"retraction", c.method.retraction}})
     if (!value.empty()) j["method_parameters"][key] = value;
+  if (c.method_name == "theta_retraction") j["method_parameters"]["theta"] = c.method.theta;
+  if (c.method_name == "newmark") {
+    j["method_parameters"]["gamma"] = c.method.gamma;
+    j["method_parameters"]["beta"] = c.method.beta;
+  }
+  if (c.method_name == "variational") {
+    j["method_parameters"]["layer"] = c.method.layer;
+    j["method_parameters"]["alpha_plus"] = c.method.alpha_plus;
+    j["method_parameters"]["solver"] = c.method.solver;
+  }
   j["backend"] = r.backend;
   j["precision"] = c.precision;
   j["trajectories"] = r.trajectories;

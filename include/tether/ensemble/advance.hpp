@@ -47,7 +47,11 @@ template <class S>
 TETHER_HD Status energy_and_scale(const S& sys, const Vec<S::dof>& q, const Vec<S::dof>& p, Real& energy,
                                   Real& scale) {
   Status st = Status::ok;
-  if constexpr (is_nonholonomic<S>) {
+  if constexpr (is_lagrangian<S>) {
+    energy = sys.energy(q, p);
+    const Real potential = sys.potential(q);
+    scale = fabs(energy - potential) + fabs(potential) + sys.energy_scale();
+  } else if constexpr (is_nonholonomic<S>) {
     Real potential;
     Vec<S::multiplier_count> lambda;
     st = energy_parts(sys, q, p, energy, potential, lambda);
@@ -70,7 +74,11 @@ TETHER_HD void observe_trajectory(const S& sys, const EnsembleView& v, std::int6
   PhaseState<S> s;
   load_state<S, M>(v, i, s);
   Real energy;
-  if constexpr (is_nonholonomic<S>) {
+  if constexpr (is_lagrangian<S>) {
+    energy = sys.energy(s.q, s.p);
+    v.constraint_violation[i] = max_abs(sys.constraints(s.q));
+    v.velocity_violation[i] = max_abs(sys.velocity_constraints(s.q, s.p));
+  } else if constexpr (is_nonholonomic<S>) {
     Real potential;
     Vec<S::multiplier_count> lambda;
     const Status st = energy_parts(sys, s.q, s.p, energy, potential, lambda);

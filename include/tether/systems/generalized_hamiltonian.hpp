@@ -43,6 +43,21 @@ struct is_nonholonomic_t<S, decltype(void(S::form))> {
 template <class S>
 constexpr bool is_nonholonomic = is_nonholonomic_t<S>::value;
 
+// Constrained Lagrangians with configuration-dependent mass and a magnetic
+// term (seed 002), integrated by the variational method: systems declare
+// `static constexpr bool lagrangian = true` and give energy(q, p),
+// constraints(q) and velocity_constraints(q, p).
+template <class S, class = void>
+struct is_lagrangian_t {
+  static constexpr bool value = false;
+};
+template <class S>
+struct is_lagrangian_t<S, decltype(void(S::lagrangian))> {
+  static constexpr bool value = S::lagrangian;
+};
+template <class S>
+constexpr bool is_lagrangian = is_lagrangian_t<S>::value;
+
 // Holonomic constraints h(q) = 0 as well (seed 001 Prop 6): a Form::lagrangian
 // system may declare `holonomic_count` and give h(q), templated on T. Only
 // rattle_midpoint (Prop 7) integrates those; the Runge-Kutta methods do not.

@@ -1,0 +1,137 @@
+// The methods of issue 5 through the engine: every new (system, method) pair
+// runs on the cpu backend (the GPU step code) and on the reference backend
+// (a generic dense Newton on the method's own equations), and the two agree;
+// bad method and system parameters are named by their JSON path.
+#include <cmath>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
+
+#include "support.hpp"
+
+namespace tether::test {
+namespace {
+
+using nlohmann::json;
+
+struct Case {
+  std::string name;
+  json system, method, initial;
+};
+
+void PrintTo(const Case& c, std::ostream* os) { *os << c.name; }
+
+json thermal(double t) { return {{"sampler", "thermal"}, {"temperature", t}}; }
+const json kepler_orbit = {{"sampler", "around"}, {"q", {1.0, 0.0}}, {"p", {0.0, 1.2}},
+                           {"position_spread", 0.02}, {"momentum_spread", 0.02}};
+
+std::vector<Case> cases() {
+  const json rigid = {{"name", "rigid_body"}, {"parameters", {{"inertia", {1.0, 1.5, 2.0}}, {"gravity", 1.0}}}};
+  const json top = {{"name", "rigid_chain"}, {"parameters", {{"links", 1}}}};
+  const json chain2 = {{"name", "rigid_chain"}, {"parameters", {{"links", 2}}}};
+  std::vector<Case> v;
+  for (const auto& [label, sys] : {std::pair{"rigid_body", rigid}, std::pair{"top", top}, std::pair{"rigid_chain2", chain2}}) {
+    v.push_back({std::string(label) + "_rattle", sys, {{"name", "rattle"}}, thermal(1.0)});
+    v.push_back({std::string(label) + "_null_space", sys, {{"name", "null_space_rattle"}}, thermal(1.0)});
+    for (const char* tau : {"exp", "cayley"}) {
+      v.push_back({std::string(label) + "_lie_rattle_" + tau, sys, {{"name", "lie_rattle"}, {"retraction", tau}}, thermal(1.0)});
+      v.push_back({std::string(label) + "_lie_lobatto_" + tau, sys, {{"name", "lie_lobatto"}, {"retraction", tau}}, thermal(1.0)});
+    }
+  }
+  v.push_back({"rigid_body_composition", rigid, {{"name", "composition"}, {"base", "rattle"}, {"scheme", "suzuki"}}, thermal(1.0)});
+  const json kepler = {{"name", "kepler"}};
+  for (double theta : {0.0, 0.3, 0.5, 1.0})
+    v.push_back({"kepler_theta_" + std::to_string(int(theta * 10)), kepler, {{"name", "theta_retraction"}, {"theta", theta}}, kepler_orbit});
+  v.push_back({"kepler_newmark_trapezoidal", kepler, {{"name", "newmark"}, {"gamma", 0.5}, {"beta", 0.25}}, kepler_orbit});
+  v.push_back({"kepler_newmark_damped", kepler, {{"name", "newmark"}, {"gamma", 0.6}, {"beta", 0.3}}, kepler_orbit});
+  v.push_back({"kepler_rattle", kepler, {{"name", "rattle"}}, kepler_orbit});
+  v.push_back({"kepler_composition", kepler, {{"name", "composition"}, {"base", "symplectic_euler"}, {"scheme", "kahan_li6"}}, kepler_orbit});
+  for (const char* r : {"projection", "exp"})
+    v.push_back({std::string("sphere_") + r, {{"name", "spherical_pendulum"}}, {{"name", "sphere_retraction"}, {"retraction", r}}, thermal(0.5)});
+  const json magnetic = {{"name", "magnetic_sphere"}, {"parameters", {{"field", 1.5}, {"gravity", 2.0}}}};
+  v.push_back({"variational_rk4", magnetic, {{"name", "variational"}}, thermal(1.0)});
+  v.push_back({"variational_heun_newton", magnetic, {{"name", "variational"}, {"layer", "heun"}, {"alpha_plus", 1.0}, {"solver", "newton"}}, thermal(1.0)});
+  v.push_back({"variational_explicit_midpoint", magnetic,
+               {{"name", "variational"}, {"layer", {{"a", {{0.0, 0.0}, {0.5, 0.0}}}, {"b", {0.0, 1.0}}, {"c", {0.0, 0.5}}}}},
+               thermal(1.0)});
+  return v;
+}
+
+class MethodLibrary : public ::testing::TestWithParam<Case> {};
+
+TEST_P(MethodLibrary, CpuAgreesWithReference) {
+  const Case& c = GetParam();
+  json method = c.method;
+  method["dt"] = 0.01;
+  method["steps"] = 20;
+  json cfg = {{"system", c.system}, {"method", method},
+              {"ensemble", {{"size", 4}, {"seed", 17}, {"initial", c.initial}}}, {"output", {{"every", 10}}}};
+  MemorySink cpu, ref;
+  cfg["backend"] = "cpu";
+  const RunResult rc = run_json(cfg.dump(), &cpu);
+  cfg["backend"] = "reference";
+  const RunResult rr = run_json(cfg.dump(), &ref);
+  ASSERT_EQ(rc.failed, 0);
+  ASSERT_EQ(rr.failed, 0);
+  ASSERT_EQ(cpu.rows.size(), ref.rows.size());
+  Real worst = 0, scale = 1;
+  for (std::size_t i = 0; i < cpu.rows.size(); ++i)
+    for (std::size_t k = 0; k < cpu.rows[i].q.size(); ++k) {
+      worst = std::max({worst, std::abs(cpu.rows[i].q[k] - ref.rows[i].q[k]), std::abs(cpu.rows[i].p[k] - ref.rows[i].p[k])});
+      scale = std::max({scale, std::abs(cpu.rows[i].p[k])});
+    }
+  EXPECT_LT(worst / scale, 1e-9);
+  EXPECT_LT(rc.max_constraint_violation, 1e-11);
+  EXPECT_LT(rc.max_velocity_constraint_violation, 1e-10);
+  EXPECT_LT(rc.max_relative_energy_error, 1e-2);
+}
+
+INSTANTIATE_TEST_SUITE_P(Issue5, MethodLibrary, ::testing::ValuesIn(cases()),
+                         [](const auto& info) { return info.param.name; });
+
+std::string config_error(const json& system, const json& method) {
+  json m = method;
+  m["dt"] = 0.01;
+  m["steps"] = 1;
+  const json cfg = {{"system", system}, {"method", m}, {"ensemble", {{"size", 1}, {"initial", thermal(1.0)}}}, {"output", {{"every", 1}}}};
+  try {
+    check_config(parse_config(cfg.dump(), "test"));
+  } catch (const ConfigError& e) {
+    return e.what();
+  }
+  return "no error";
+}
+
+TEST(MethodLibrary, BadParametersAreNamed) {
+  auto has = [](const std::string& message, const std::string& part) {
+    return message.find(part) != std::string::npos ? ::testing::AssertionSuccess()
+                                                   : ::testing::AssertionFailure() << message;
+  };
+  const json rigid = {{"name", "rigid_body"}};
+  EXPECT_TRUE(has(config_error({{"name", "rigid_body"}, {"parameters", {{"inertia", {1.0, 2.0, 3.0}}}}}, {{"name", "rattle"}}),
+                  "system.parameters.inertia: principal moments must be positive and each below the sum"));
+  EXPECT_TRUE(has(config_error({{"name", "rigid_chain"}, {"parameters", {{"links", 3}}}}, {{"name", "rattle"}}),
+                  "system.parameters.links: this build has rigid chains of 1 or 2 links"));
+  EXPECT_TRUE(has(config_error(rigid, {{"name", "lie_rattle"}}), "method.retraction: is missing (one of: exp, cayley)"));
+  EXPECT_TRUE(has(config_error(rigid, {{"name", "lie_rattle"}, {"retraction", "projection"}}),
+                  "method.retraction: unknown value \"projection\""));
+  EXPECT_TRUE(has(config_error({{"name", "spherical_pendulum"}}, {{"name", "lie_rattle"}, {"retraction", "exp"}}),
+                  "method.name: \"lie_rattle\" does not apply to spherical_pendulum"));
+  EXPECT_TRUE(has(config_error({{"name", "double_pendulum"}}, {{"name", "newmark"}}),
+                  "method.name: \"newmark\" does not apply to double_pendulum"));
+  EXPECT_TRUE(has(config_error({{"name", "kepler"}}, {{"name", "theta_retraction"}, {"theta", 1.5}}),
+                  "method.theta: must be in [0, 1]"));
+  EXPECT_TRUE(has(config_error({{"name", "kepler"}}, {{"name", "rattle"}, {"gamma", 0.5}}),
+                  "method.gamma: applies only to newmark"));
+  const json magnetic = {{"name", "magnetic_sphere"}};
+  EXPECT_TRUE(has(config_error(magnetic, {{"name", "rattle"}}), "method.name: \"rattle\" does not apply to magnetic_sphere"));
+  EXPECT_TRUE(has(config_error(magnetic, {{"name", "variational"}, {"alpha_plus", 1.5}}), "alpha_plus must be in [0, 1]"));
+  EXPECT_TRUE(has(config_error(magnetic, {{"name", "variational"},
+                                          {"layer", {{"a", {{0.0, 0.5}, {0.5, 0.0}}}, {"b", {0.5, 0.5}}, {"c", {0.5, 0.5}}}}}),
+                  "the tableau must be explicit"));
+  EXPECT_TRUE(has(config_error(magnetic, {{"name", "variational"}, {"layer", {{"a", {{0.0}}}, {"b", {1.0, 0.0}}, {"c", {0.0}}}}}),
+                  "method.layer: a (rows), b and c must all have the same length"));
+}
+
+}  // namespace
+}  // namespace tether::test
