@@ -36,6 +36,8 @@ TETHER_HD void load_state(const EnsembleView& v, std::int64_t i, PhaseState<S>& 
   }
   if constexpr (M::two_step)
     for (int c = 0; c < S::dof; ++c) s.q_prev[c] = v.q_prev[c * v.count + i];
+  else
+    s.q_prev = s.q;  // unread by one-step methods, but copied whole (compositions): never indeterminate
 }
 
 template <class S, class M>
