@@ -5,6 +5,7 @@
 #include <cstdlib>
 
 #include "engine/shooting.hpp"
+#include "method_library_cases.hpp"
 #include "support.hpp"
 
 namespace tether {
@@ -110,6 +111,44 @@ INSTANTIATE_TEST_SUITE_P(
                                          "parallel_parking"),
                        ::testing::Values(R"({"name": "gauss_legendre", "stages": 2, "dt": 0.05, "steps": 60})",
                                          R"({"name": "stormer_verlet", "dt": 0.05, "steps": 60})")));
+
+// The issue-5 method library: every (system, method) pair of
+// test_method_library, 600 trajectories in batches of 256, on cuda and cpu.
+class CudaAgreesWithCpuLibrary : public ::testing::TestWithParam<test::library::Case> {};
+
+TEST_P(CudaAgreesWithCpuLibrary, FinalStates) {
+  TETHER_REQUIRE_DEVICE();
+  const test::library::Case& c = GetParam();
+  nlohmann::json method = c.method;
+  method["dt"] = 0.01;
+  method["steps"] = 60;
+  nlohmann::json cfg = {{"system", c.system},
+                        {"method", method},
+                        {"ensemble", {{"size", 600}, {"seed", 5}, {"batch_size", 256}, {"initial", c.initial}}},
+                        {"output", {{"every", 20}}}};
+  test::MemorySink cpu, gpu;
+  cfg["backend"] = "cpu";
+  const RunResult rc = test::run_json(cfg.dump(), &cpu);
+  cfg["backend"] = "cuda";
+  const RunResult rg = test::run_json(cfg.dump(), &gpu);
+  EXPECT_EQ(rg.backend, "cuda");
+  ASSERT_EQ(cpu.rows.size(), gpu.rows.size());
+  EXPECT_EQ(rc.failed, rg.failed);
+  Real worst = 0;
+  for (std::size_t i = 0; i < cpu.rows.size(); ++i) {
+    ASSERT_EQ(cpu.rows[i].status, gpu.rows[i].status) << "trajectory " << i;
+    for (std::size_t k = 0; k < cpu.rows[i].q.size(); ++k) {
+      worst = std::max(worst, std::abs(cpu.rows[i].q[k] - gpu.rows[i].q[k]));
+      worst = std::max(worst, std::abs(cpu.rows[i].p[k] - gpu.rows[i].p[k]));
+    }
+  }
+  EXPECT_LT(worst, 1e-8);  // as above: same step code, fused multiply-adds and libm ulps apart
+  EXPECT_LT(rg.max_constraint_violation, 1e-11);
+  EXPECT_NEAR(rg.max_relative_energy_error, rc.max_relative_energy_error, 1e-9);
+}
+
+INSTANTIATE_TEST_SUITE_P(Issue5, CudaAgreesWithCpuLibrary, ::testing::ValuesIn(test::library::cases()),
+                         [](const auto& info) { return info.param.name; });
 
 // tether shoot: the same covectors, statuses and conjugate points from one thread per shot.
 TEST(CudaShoot, AgreesWithCpu) {
