@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Builds tether_bench (Release) if needed and runs it, saving its JSON to
 # bench/results/<date>-<hostname>-<backend-set>[-<family>].json (the -<family>
-# suffix when --family holonomic or --family nonholonomic ran one family only).
+# suffix when not all families ran, e.g. -library or -holonomic+library).
 #
 #   bench/run_bench.sh --quick                 # 2-core CPU machine, a few minutes (both families)
 #   bench/run_bench.sh                         # full grid (reference, cpu, and cuda when a device is present)
@@ -9,6 +9,7 @@
 #                                              # heisenberg, heisenberg_vakonomic, martinet, martinet_lagrangian,
 #                                              # parallel_parking: sizes 1e2,1e3,1e4, minutes on 2 cores
 #   bench/run_bench.sh --family holonomic      # the holonomic grid only
+#   bench/run_bench.sh --family library        # the issue-5 methods next to rattle: minutes on 2 cores
 #   bench/run_bench.sh --backends cpu,cuda --systems chain16 --sizes 1e5,1e6
 #
 # All arguments go to tether_bench (see bench/README.md or `tether_bench --help`).
@@ -52,7 +53,7 @@ family="$(sed -n 's/^    "family": "\(.*\)",\{0,1\}$/\1/p' "$tmp" | head -n 1)"
 host="$(hostname 2>/dev/null || uname -n)"
 host="${host//[^A-Za-z0-9._-]/_}"
 name="$(date +%Y-%m-%d)-${host}-${backend_set:-unknown}"
-if [[ "$family" == holonomic || "$family" == nonholonomic ]]; then name="$name-$family"; fi
+if [[ -n "$family" && "$family" != all ]]; then name="$name-$family"; fi
 out="$results/$name.json"
 n=2
 while [[ -e "$out" ]]; do out="$results/$name-$n.json"; n=$((n + 1)); done

@@ -50,7 +50,10 @@ using json = nlohmann::ordered_json;
 
 const char* const kHolonomic = "holonomic";
 const char* const kNonholonomic = "nonholonomic";
-const std::vector<std::string> kFamilies{kHolonomic, kNonholonomic};
+// The issue-5 method library: each method on the systems it applies to, next
+// to rattle on the same system (pairs listed per method, not per family).
+const char* const kLibrary = "library";
+const std::vector<std::string> kFamilies{kHolonomic, kNonholonomic, kLibrary};
 
 struct SystemCase {
   std::string label;        // what records call it: spherical_pendulum, double_pendulum, chain4, heisenberg, ...
@@ -58,17 +61,26 @@ struct SystemCase {
   std::string family;       // holonomic | nonholonomic
   int beads = 0;            // chains only
   double dt = 0;
-  double temperature = 0;   // holonomic: thermal sampler
+  double temperature = 0;   // thermal sampler only
   json parameters;
   json initial;             // ensemble.initial (without the seed, which is --seed)
 };
 
 struct MethodCase {
-  std::string label;        // what records call it: rattle, gauss_legendre2, ...
+  std::string label;        // what records call it: rattle, gauss_legendre2, lie_rattle_cayley, ...
   std::string engine_name;  // method.name in the config
   int stages = 0;           // gauss_legendre only (1, 2, 3)
   std::string family;
+  json options = json::object();   // further method keys (library: base, scheme, retraction, ...)
+  std::vector<std::string> systems;  // library: the system labels it runs on
 };
+
+// Holonomic and nonholonomic methods run on every system of their family;
+// a library method on the systems it lists.
+bool pairs(const MethodCase& m, const SystemCase& s) {
+  if (m.family == kLibrary) return std::find(m.systems.begin(), m.systems.end(), s.label) != m.systems.end();
+  return m.family == s.family;
+}
 
 json around(std::vector<double> q, std::vector<double> p, double position_spread, double momentum_spread) {
   return json{{"sampler", "around"},
@@ -111,6 +123,19 @@ std::vector<SystemCase> all_systems() {
   v.push_back({"parallel_parking", "parallel_parking", kNonholonomic, 0, 0.05, 0,
                json{{"length", 1.0}, {"alpha", 1.0}, {"beta", 1.0}, {"potential", "bowl"}},
                around({0.5, 0.2, 0.1, 0.3}, {0, 0, 0, 0}, 0.1, 0.1)});
+  // Library-only systems, from configs/rigid_body_lie_rattle.json,
+  // rigid_chain_double_pendulum.json, kepler_newmark.json and
+  // magnetic_sphere_variational.json; the library also uses chain8 and
+  // spherical_pendulum above.
+  v.push_back({"rigid_body", "rigid_body", kLibrary, 0, 0.01, 1.0,
+               json{{"inertia", {1.0, 1.5, 2.0}}, {"mass", 1.0}, {"gravity", 0.0}}, thermal(1.0)});
+  v.push_back({"rigid_chain2", "rigid_chain", kLibrary, 0, 0.005, 1.0,
+               json{{"links", 2}, {"inertia", {0.1, 0.1, 0.02}}, {"mass", 1.0}, {"length", 1.0}, {"gravity", 9.81}},
+               thermal(1.0)});
+  v.push_back({"kepler", "kepler", kLibrary, 0, 0.01, 0, json{{"mass", 1.0}, {"mu", 1.0}},
+               around({1.0, 0.0}, {0.0, 1.2}, 0.02, 0.02)});
+  v.push_back({"magnetic_sphere", "magnetic_sphere", kLibrary, 0, 0.05, 1.0,
+               json{{"mass", 1.0}, {"kappa", 0.5}, {"field", 1.5}, {"gravity", 2.0}}, thermal(1.0)});
   return v;
 }
 
@@ -118,13 +143,50 @@ std::vector<SystemCase> all_systems() {
 // stage count (gauss_legendre1/2/3: orders 2, 4, 6).
 std::vector<MethodCase> all_methods() {
   std::vector<MethodCase> v;
-  for (const auto& m : tether::holonomic_method_names()) v.push_back({m, m, 0, kHolonomic});
+  const json none = json::object();
+  for (const auto& m : tether::holonomic_method_names())
+    if (m != "composition")  // needs a base and a scheme: the library's cases below
+      v.push_back({m, m, 0, kHolonomic, none, {}});
   for (const auto& m : tether::nonholonomic_method_names()) {
     if (m == "gauss_legendre")
-      for (int s = 1; s <= 3; ++s) v.push_back({m + std::to_string(s), m, s, kNonholonomic});
+      for (int s = 1; s <= 3; ++s) v.push_back({m + std::to_string(s), m, s, kNonholonomic, none, {}});
     else
-      v.push_back({m, m, 0, kNonholonomic});
+      v.push_back({m, m, 0, kNonholonomic, none, {}});
   }
+  // The library (issue 5), rattle first as the yardstick on each system.
+  // magnetic_sphere has no rattle (its Lagrangian has a configuration-dependent
+  // mass and a magnetic term: only the variational family applies).
+  auto lib = [&](std::string label, std::string name, json options, std::vector<std::string> systems) {
+    v.push_back({std::move(label), std::move(name), 0, kLibrary, std::move(options), std::move(systems)});
+  };
+  const std::vector<std::string> rigid{"rigid_body", "rigid_chain2"};
+  lib("rattle", "rattle", none, {"chain8", "spherical_pendulum", "rigid_body", "rigid_chain2", "kepler"});
+  lib("composition_rattle_triple_jump", "composition", json{{"base", "rattle"}, {"scheme", "triple_jump"}}, {"chain8"});
+  lib("composition_rattle_suzuki", "composition", json{{"base", "rattle"}, {"scheme", "suzuki"}}, {"chain8"});
+  lib("composition_rattle_yoshida6", "composition", json{{"base", "rattle"}, {"scheme", "yoshida6"}}, {"chain8"});
+  lib("composition_rattle_kahan_li8", "composition", json{{"base", "rattle"}, {"scheme", "kahan_li8"}}, {"chain8"});
+  lib("composition_midpoint_triple_jump", "composition",
+      json{{"base", "constrained_midpoint"}, {"scheme", "triple_jump"}}, {"chain8"});
+  lib("composition_euler_intrinsic_triple_jump", "composition",
+      json{{"base", "symplectic_euler"}, {"form", "intrinsic"}, {"scheme", "triple_jump"}}, {"chain8"});
+  lib("composition_euler_extrinsic_triple_jump", "composition",
+      json{{"base", "symplectic_euler"}, {"form", "extrinsic"}, {"scheme", "triple_jump"}}, {"chain8"});
+  lib("null_space_rattle", "null_space_rattle", none, rigid);
+  for (const char* r : {"exp", "cayley"}) {
+    lib(std::string("lie_rattle_") + r, "lie_rattle", json{{"retraction", r}}, rigid);
+    lib(std::string("lie_lobatto_") + r, "lie_lobatto", json{{"retraction", r}}, rigid);
+  }
+  lib("theta_retraction_0", "theta_retraction", json{{"theta", 0.0}}, {"kepler"});
+  lib("theta_retraction_0.5", "theta_retraction", json{{"theta", 0.5}}, {"kepler"});
+  lib("newmark", "newmark", json{{"gamma", 0.5}, {"beta", 0.25}}, {"kepler"});
+  lib("sphere_retraction_projection", "sphere_retraction", json{{"retraction", "projection"}}, {"spherical_pendulum"});
+  lib("sphere_retraction_exp", "sphere_retraction", json{{"retraction", "exp"}}, {"spherical_pendulum"});
+  lib("variational_rk4_fixed_point", "variational", json{{"layer", "rk4"}, {"alpha_plus", 0.5}, {"solver", "fixed_point"}},
+      {"magnetic_sphere"});
+  lib("variational_rk4_newton", "variational", json{{"layer", "rk4"}, {"alpha_plus", 0.5}, {"solver", "newton"}},
+      {"magnetic_sphere"});
+  lib("variational_heun_fixed_point", "variational",
+      json{{"layer", "heun"}, {"alpha_plus", 0.5}, {"solver", "fixed_point"}}, {"magnetic_sphere"});
   return v;
 }
 
@@ -134,6 +196,7 @@ std::string config_text(const SystemCase& s, const MethodCase& method, const std
   c["system"] = json{{"name", s.engine_name}, {"parameters", s.parameters}};
   c["method"] = json{{"name", method.engine_name}, {"dt", s.dt}, {"steps", steps}};
   if (method.stages > 0) c["method"]["stages"] = method.stages;
+  c["method"].update(method.options);
   c["ensemble"] = json{{"size", trajectories}, {"seed", seed}, {"initial", s.initial}};
   c["output"] = json{{"every", std::max<std::int64_t>(1, steps)}, {"final_states", false}};
   c["backend"] = backend;
@@ -378,32 +441,35 @@ int main(int argc, char** argv) {
   std::uint64_t seed = 1;
 
   app.add_option("--family", family_arg,
-                 "all, holonomic or nonholonomic: which systems (and so which methods) run (default all)")
-      ->check(CLI::IsMember({"all", kHolonomic, kNonholonomic}));
+                 "all, holonomic, nonholonomic or library: which systems (and so which methods) run (default all)")
+      ->check(CLI::IsMember({"all", kHolonomic, kNonholonomic, kLibrary}));
   app.add_option("--backends", backends_arg,
                  "comma list of reference, cpu, cuda (default: reference,cpu and cuda when a device is present)")
       ->delimiter(',');
   app.add_option("--methods", methods_arg,
                  "comma list of methods; holonomic: symplectic_euler_a, symplectic_euler_b, shake, rattle, "
                  "constrained_midpoint; nonholonomic: gauss_legendre1, gauss_legendre2, gauss_legendre3 "
-                 "(\"gauss_legendre\" = all three), symplectic_euler, stormer_verlet. Each system runs the listed "
-                 "methods of its own family (default: all)")
+                 "(\"gauss_legendre\" = all three), symplectic_euler, stormer_verlet; library: rattle, composition_*, "
+                 "null_space_rattle, lie_rattle_exp/cayley, lie_lobatto_exp/cayley, theta_retraction_0/0.5, newmark, "
+                 "sphere_retraction_projection/exp, variational_* (an engine name stands for all its cases). Each "
+                 "system runs the listed methods that apply to it (default: all)")
       ->delimiter(',');
   app.add_option("--systems", systems_arg,
                  "comma list of spherical_pendulum, double_pendulum, chain4, chain8, chain16 (\"chain\" = all three "
-                 "chains), heisenberg, heisenberg_vakonomic, martinet, martinet_lagrangian, parallel_parking "
-                 "(default: all of --family)")
+                 "chains), heisenberg, heisenberg_vakonomic, martinet, martinet_lagrangian, parallel_parking, "
+                 "rigid_body, rigid_chain2, kepler, magnetic_sphere (default: all of --family)")
       ->delimiter(',');
   app.add_option("--sizes", sizes_arg,
                  "comma list of ensemble sizes for every family, e.g. 1e3,1e4 (default holonomic 1e3,1e4,1e5,1e6, "
-                 "--quick 1e3,1e4,1e5; nonholonomic 1e2,1e3,1e4, --quick 1e2,1e3)")
+                 "--quick 1e3,1e4,1e5; nonholonomic and library 1e2,1e3,1e4, --quick 1e2,1e3)")
       ->delimiter(',');
   app.add_option("--steps", steps_arg,
-                 "steps per run for cpu and cuda, every family (default holonomic 100, --quick 5; "
-                 "nonholonomic 10, --quick 5)")
+                 "steps per run for cpu and cuda, every family (default holonomic 100, nonholonomic 10, library 20; "
+                 "--quick 5)")
       ->check(CLI::Range(std::int64_t(1), std::int64_t(1) << 30));
   app.add_option("--repeats", repeats,
-                 "runs per point for cpu and cuda, every family (default holonomic 5, nonholonomic 3; --quick 3)")
+                 "runs per point for cpu and cuda, every family (default holonomic 5, nonholonomic and library 3; "
+                 "--quick 3)")
       ->check(CLI::Range(1, 1000));
   app.add_option("--min-time", min_time,
                  "cpu/cuda: keep repeating a point (up to 20 x --repeats runs) until its runs add up to this many "
@@ -426,7 +492,7 @@ int main(int argc, char** argv) {
   app.add_option("--seed", seed, "ensemble seed (thermal and around samplers)");
   app.add_option("-o,--output", output_path, "also write the JSON document to this file");
   app.add_flag("--quick", quick,
-               "small preset for a 2-core CPU machine: sizes 1e3,1e4,1e5 (nonholonomic 1e2,1e3), 5 steps, "
+               "small preset for a 2-core CPU machine: sizes 1e3,1e4,1e5 (nonholonomic, library 1e2,1e3), 5 steps, "
                "3 repeats; reference 2 steps within 3 s per point (explicit options still win)");
   app.add_flag("--no-warmup", no_warmup, "skip the untimed warm-up run per (backend, system, method)");
   app.add_flag("-q,--quiet", quiet, "no progress on stderr");
@@ -461,10 +527,23 @@ int main(int argc, char** argv) {
     }
 
     auto in_family = [&](const std::string& f) { return family_arg == "all" || family_arg == f; };
-
-    // Methods: a label (rattle, gauss_legendre2) or an engine name standing for
-    // all its cases (gauss_legendre = gauss_legendre1, 2, 3).
     const std::vector<MethodCase> known_methods = all_methods();
+    // A system belongs to its own family, and to the library when a library
+    // method runs on it (chain8, spherical_pendulum).
+    auto system_in = [&](const SystemCase& s, const std::string& f) {
+      return s.family == f || std::any_of(known_methods.begin(), known_methods.end(), [&](const MethodCase& m) {
+               return m.family == f && f == kLibrary && pairs(m, s);
+             });
+    };
+    auto system_selected = [&](const SystemCase& s) {
+      return std::any_of(kFamilies.begin(), kFamilies.end(),
+                         [&](const std::string& f) { return in_family(f) && system_in(s, f); });
+    };
+
+    // Methods: a label (rattle, gauss_legendre2, lie_rattle_cayley) or an
+    // engine name standing for all its cases (gauss_legendre = gauss_legendre1,
+    // 2, 3; lie_rattle = lie_rattle_exp, lie_rattle_cayley). "rattle" is both a
+    // holonomic method and the library's yardstick.
     std::vector<MethodCase> methods;
     const std::vector<std::string> wanted_methods = split_list(methods_arg);
     if (wanted_methods.empty())
@@ -474,14 +553,16 @@ int main(int argc, char** argv) {
         bool found = false;
         for (const auto& m : known_methods)
           if (m.label == w || m.engine_name == w) {
-            if (std::none_of(methods.begin(), methods.end(), [&](const MethodCase& x) { return x.label == m.label; }))
+            if (std::none_of(methods.begin(), methods.end(),
+                             [&](const MethodCase& x) { return x.label == m.label && x.family == m.family; }))
               methods.push_back(m);
             found = true;
           }
         if (!found) {
           std::string names;
-          for (const auto& m : known_methods) names += (names.empty() ? "" : ", ") + m.label;
-          throw CLI::ValidationError("--methods", "unknown method \"" + w + "\" (" + names + ", gauss_legendre)");
+          for (const auto& m : known_methods)
+            if (names.find(m.label + ",") == std::string::npos) names += m.label + ", ";
+          throw CLI::ValidationError("--methods", "unknown method \"" + w + "\" (" + names + "gauss_legendre)");
         }
       }
 
@@ -490,13 +571,13 @@ int main(int argc, char** argv) {
     const std::vector<std::string> wanted_systems = split_list(systems_arg);
     if (wanted_systems.empty()) {
       for (const auto& s : known_systems)
-        if (in_family(s.family)) systems.push_back(s);
+        if (system_selected(s)) systems.push_back(s);
     } else {
       for (const auto& w : wanted_systems) {
         bool found = false;
         for (const auto& s : known_systems)
           if (s.label == w || (w == "chain" && s.engine_name == "chain")) {
-            if (!in_family(s.family))
+            if (!system_selected(s))
               throw CLI::ValidationError("--systems", "\"" + w + "\" is " + s.family + ", not in --family " + family_arg);
             if (std::none_of(systems.begin(), systems.end(), [&](const SystemCase& x) { return x.label == s.label; }))
               systems.push_back(s);
@@ -506,42 +587,59 @@ int main(int argc, char** argv) {
       }
     }
 
-    // Pair each family's systems with its methods. A family with systems and no
-    // methods (or the reverse) drops out when that was the default selection;
-    // something listed explicitly must get a pair, else it is an error.
+    // Each family keeps the selected systems and methods that pair with
+    // something selected there. A family left empty drops out quietly; a method
+    // or system listed explicitly that pairs with nothing is an error.
     std::vector<FamilyPlan> plans;
+    std::set<std::string> paired_methods, paired_systems;
     for (const auto& f : kFamilies) {
+      if (!in_family(f)) continue;
       FamilyPlan fp;
       fp.family = f;
-      for (const auto& s : systems)
-        if (s.family == f) fp.systems.push_back(s);
       for (const auto& m : methods)
-        if (m.family == f) fp.methods.push_back(m);
-      if (fp.systems.empty() && !fp.methods.empty() && !wanted_methods.empty())
-        throw CLI::ValidationError("--methods", "\"" + fp.methods.front().label + "\" is a " + f +
-                                                    " method, and no " + f + " system is selected");
-      if (fp.methods.empty() && !fp.systems.empty() && !wanted_systems.empty())
-        throw CLI::ValidationError("--systems", "\"" + fp.systems.front().label + "\" is a " + f +
-                                                    " system, and no " + f + " method is selected");
+        if (m.family == f &&
+            std::any_of(systems.begin(), systems.end(), [&](const SystemCase& s) { return pairs(m, s); }))
+          fp.methods.push_back(m);
+      for (const auto& s : systems)
+        if (system_in(s, f) &&
+            std::any_of(fp.methods.begin(), fp.methods.end(), [&](const MethodCase& m) { return pairs(m, s); }))
+          fp.systems.push_back(s);
       if (fp.systems.empty() || fp.methods.empty()) continue;
-      const bool nh = f == kNonholonomic;
+      for (const auto& m : fp.methods) paired_methods.insert(m.label);
+      for (const auto& s : fp.systems) paired_systems.insert(s.label);
+      const bool nh = f == kNonholonomic, library = f == kLibrary;
       // A nonholonomic trajectory-step costs ~1-240 us on one core, on cpu as
       // on the reference (implicit stages, s(2n+k) unknowns, Hessians of H),
       // against ~0.1-3 us for a holonomic one on cpu: smaller default ensembles,
       // fewer steps and repeats, so that the whole family (25 system/method
-      // pairs) takes minutes on a 2-core machine. See bench/README.md.
+      // pairs) takes minutes on a 2-core machine. The library's compositions
+      // cost 3-15 rattle steps and its variational steps are implicit in
+      // 4 stages: sizes as the nonholonomic family's, a step count between.
+      // See bench/README.md.
       if (!sizes_given.empty())
         fp.sizes = sizes_given;
-      else if (nh)
+      else if (nh || library)
         fp.sizes = quick ? std::vector<std::int64_t>{100, 1000} : std::vector<std::int64_t>{100, 1000, 10000};
       else
         fp.sizes = quick ? std::vector<std::int64_t>{1000, 10000, 100000}
                          : std::vector<std::int64_t>{1000, 10000, 100000, 1000000};
-      fp.steps = steps_arg > 0 ? steps_arg : quick ? 5 : nh ? 10 : 100;
-      fp.repeats = repeats > 0 ? repeats : quick || nh ? 3 : 5;
+      fp.steps = steps_arg > 0 ? steps_arg : quick ? 5 : nh ? 10 : library ? 20 : 100;
+      fp.repeats = repeats > 0 ? repeats : quick || nh || library ? 3 : 5;
       fp.reference_size = reference_size_given > 0 ? reference_size_given : fp.sizes.front();
       plans.push_back(fp);
     }
+    for (const auto& w : wanted_methods)
+      for (const auto& m : methods)
+        if ((m.label == w || m.engine_name == w) && !paired_methods.count(m.label) &&
+            std::none_of(methods.begin(), methods.end(), [&](const MethodCase& x) {
+              return (x.label == w || x.engine_name == w) && paired_methods.count(x.label);
+            }))
+          throw CLI::ValidationError("--methods", "\"" + w + "\" runs on no selected system (--family " + family_arg +
+                                                      ", --systems)");
+    for (const auto& s : systems)
+      if (!wanted_systems.empty() && !paired_systems.count(s.label))
+        throw CLI::ValidationError("--systems", "\"" + s.label + "\" has no selected method (--family " + family_arg +
+                                                    ", --methods)");
     if (plans.empty()) throw CLI::ValidationError("--systems", "no (system, method) pair to run");
 
 #ifdef _OPENMP
@@ -563,7 +661,9 @@ int main(int argc, char** argv) {
     settings["quick"] = quick;
     settings["backends"] = backends;
     // The families that run (--family, narrowed by --systems/--methods).
-    settings["family"] = plans.size() == kFamilies.size() ? std::string("all") : plans.front().family;
+    std::string ran;
+    for (const auto& fp : plans) ran += (ran.empty() ? "" : "+") + fp.family;
+    settings["family"] = plans.size() == kFamilies.size() ? std::string("all") : ran;
     settings["systems"] = json::array();
     settings["methods"] = json::array();
     json families = json::object();
@@ -572,8 +672,8 @@ int main(int argc, char** argv) {
       f["systems"] = json::array();
       f["methods"] = json::array();
       for (const auto& s : fp.systems) {
-        json e{{"name", s.label}, {"family", s.family}, {"dt", s.dt}};
-        if (s.family == kHolonomic) e["temperature"] = s.temperature;
+        json e{{"name", s.label}, {"family", fp.family}, {"dt", s.dt}};
+        if (s.initial["sampler"] == "thermal") e["temperature"] = s.temperature;
         e["parameters"] = s.parameters;
         e["initial"] = s.initial;
         settings["systems"].push_back(e);
@@ -582,6 +682,8 @@ int main(int argc, char** argv) {
       for (const auto& m : fp.methods) {
         json e{{"name", m.label}, {"family", m.family}, {"engine_method", m.engine_name}};
         e["stages"] = m.stages > 0 ? json(m.stages) : json(nullptr);
+        if (!m.options.empty()) e["options"] = m.options;
+        if (m.family == kLibrary) e["systems"] = m.systems;
         settings["methods"].push_back(e);
         f["methods"].push_back(m.label);
       }
@@ -589,7 +691,6 @@ int main(int argc, char** argv) {
       f["steps"] = fp.steps;
       f["repeats"] = fp.repeats;
       f["reference_max_trajectories"] = fp.reference_size;
-      f["sampler"] = fp.family == kHolonomic ? "thermal" : "around";
       families[fp.family] = f;
     }
     settings["families"] = families;
@@ -614,6 +715,7 @@ int main(int argc, char** argv) {
         const std::int64_t reference_size = fp.reference_size;
         for (const auto& sys : fp.systems)
           for (const auto& method : fp.methods) {
+            if (!pairs(method, sys)) continue;
             try {
               std::vector<std::int64_t> these_sizes =
                   is_reference ? std::vector<std::int64_t>{reference_size} : fp.sizes;
@@ -689,18 +791,19 @@ int main(int argc, char** argv) {
     doc["records"] = records;
 
     // ---- ratios, from this run only
-    auto find = [&](const std::string& backend, const std::string& sys, const std::string& method,
-                    std::int64_t n) -> const json* {
+    auto find = [&](const std::string& family, const std::string& backend, const std::string& sys,
+                    const std::string& method, std::int64_t n) -> const json* {
       for (const auto& r : records)
-        if (r["backend"] == backend && r["system"] == sys && r["method"] == method &&
+        if (r["family"] == family && r["backend"] == backend && r["system"] == sys && r["method"] == method &&
             (n < 0 || r["trajectories"].get<std::int64_t>() == n) && r["trajectory_steps_per_second"].is_number())
           return &r;
       return nullptr;
     };
-    auto fastest = [&](const std::string& backend, const std::string& sys, const std::string& method) -> const json* {
+    auto fastest = [&](const std::string& family, const std::string& backend, const std::string& sys,
+                       const std::string& method) -> const json* {
       const json* b = nullptr;
       for (const auto& r : records)
-        if (r["backend"] == backend && r["system"] == sys && r["method"] == method &&
+        if (r["family"] == family && r["backend"] == backend && r["system"] == sys && r["method"] == method &&
             r["trajectory_steps_per_second"].is_number() &&
             (!b || r["trajectory_steps_per_second"].get<double>() > (*b)["trajectory_steps_per_second"].get<double>()))
           b = &r;
@@ -714,15 +817,15 @@ int main(int argc, char** argv) {
       for (const auto& sys : fp.systems)
         for (const auto& mc : fp.methods) {
           const std::string& method = mc.label;
-          const json* ref = find("reference", sys.label, method, -1);
+          const json* ref = find(fp.family, "reference", sys.label, method, -1);
           // cpu at the reference's size when measured, else at cpu's smallest size.
           const json* cpu_same = nullptr;
           if (ref) {
-            cpu_same = find("cpu", sys.label, method, (*ref)["trajectories"].get<std::int64_t>());
+            cpu_same = find(fp.family, "cpu", sys.label, method, (*ref)["trajectories"].get<std::int64_t>());
             for (std::size_t k = 0; !cpu_same && k < fp.sizes.size(); ++k)
-              cpu_same = find("cpu", sys.label, method, fp.sizes[k]);
+              cpu_same = find(fp.family, "cpu", sys.label, method, fp.sizes[k]);
           }
-          const json* cpu_best = fastest("cpu", sys.label, method);
+          const json* cpu_best = fastest(fp.family, "cpu", sys.label, method);
           if (!ref || !cpu_best) continue;
           json x;
           x["family"] = fp.family;
@@ -758,8 +861,8 @@ int main(int argc, char** argv) {
       for (const auto& sys : fp.systems)
         for (const auto& mc : fp.methods)
           for (std::int64_t n : fp.sizes) {
-            const json* g = find("cuda", sys.label, mc.label, n);
-            const json* c = find("cpu", sys.label, mc.label, n);
+            const json* g = find(fp.family, "cuda", sys.label, mc.label, n);
+            const json* c = find(fp.family, "cpu", sys.label, mc.label, n);
             if (!g || !c) continue;
             cuda_cpu.push_back(json{{"family", fp.family},
                                     {"system", sys.label},
@@ -768,6 +871,26 @@ int main(int argc, char** argv) {
                                     {"cuda_over_cpu", rate(g) / rate(c)}});
           }
     if (!cuda_cpu.empty()) ratios["cuda_over_cpu"] = cuda_cpu;
+
+    // The library against rattle on the same system, backend and ensemble size.
+    json over_rattle = json::array();
+    for (const auto& r : records) {
+      if (r["family"] != kLibrary || r["method"] == "rattle" || !r["trajectory_steps_per_second"].is_number()) continue;
+      const json* y = find(kLibrary, r["backend"], r["system"], "rattle", r["trajectories"].get<std::int64_t>());
+      if (!y) continue;
+      over_rattle.push_back(json{{"backend", r["backend"]},
+                                 {"system", r["system"]},
+                                 {"method", r["method"]},
+                                 {"trajectories", r["trajectories"]},
+                                 {"steps", r["steps"]},
+                                 {"over_rattle", rate(&r) / rate(y)}});
+    }
+    if (!over_rattle.empty()) {
+      ratios["library_over_rattle_note"] =
+          "trajectory-steps/s of each library method over rattle's on the same system, backend and ensemble size "
+          "(both at the same dt); magnetic_sphere has no rattle";
+      ratios["library_over_rattle"] = over_rattle;
+    }
     doc["ratios"] = ratios;
     doc["errors"] = errors;
 
