@@ -58,7 +58,7 @@ const std::vector<std::string> kFamilies{kHolonomic, kNonholonomic, kLibrary};
 struct SystemCase {
   std::string label;        // what records call it: spherical_pendulum, double_pendulum, chain4, heisenberg, ...
   std::string engine_name;  // system.name in the config
-  std::string family;       // holonomic | nonholonomic
+  std::string family;       // holonomic | nonholonomic | library (library-only systems)
   int beads = 0;            // chains only
   double dt = 0;
   double temperature = 0;   // thermal sampler only
