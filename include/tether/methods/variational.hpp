@@ -468,16 +468,21 @@ struct Variational {
 
   // Residuals of (S4.5a), (S4.5b), (S4.6a) (negated), (S4.6b), (S4.7a),
   // (S4.7b) at u, with (S4.8) and the hatted multipliers (S4.5c), (S4.6c)
-  // eliminated exactly by (4.7); u.q_plus / u.theta_plus are updated (they
-  // also serve as the guess of the projection).
+  // eliminated exactly by (4.7). The segment through (u.q2, u.v2) is formed
+  // into seg and u.q_plus / u.theta_plus updated by projecting its end (they
+  // also serve as the guess of the projection); with segment_known, seg and
+  // u.q_plus / u.theta_plus are taken as already belonging to (u.q2, u.v2):
+  // the residual's other unknowns do not move the segment, its dearest part.
   template <class Sys>
   TETHER_HD Status stage4_residual(const Sys& sys, const Vec<Sys::dof>& qbar, const Vec<Sys::dof>& mu, Real h,
-                                   Unknowns<Sys>& u, const NewtonOptions& opt, Vec<packed_size<Sys>>& r) const {
+                                   Unknowns<Sys>& u, const NewtonOptions& opt, Vec<packed_size<Sys>>& r,
+                                   VariationalSegment<Sys::dof>& seg, bool segment_known = false) const {
     constexpr int n = Sys::dof, k = Sys::constraint_count;
-    VariationalSegment<n> seg;
-    if (!segment(sys, u.q2, u.v2, h, seg)) return Status::non_finite;
-    const Status st = project(sys, seg.plus, u.q_plus, u.theta_plus, opt);
-    if (st != Status::ok) return st;
+    if (!segment_known) {
+      if (!segment(sys, u.q2, u.v2, h, seg)) return Status::non_finite;
+      const Status st = project(sys, seg.plus, u.q_plus, u.theta_plus, opt);
+      if (st != Status::ok) return st;
+    }
     Vec<n> lambda_hat, mu_hat;
     if (!projected_covector<Sys>(iota_matrix(sys, u.q_plus, u.theta_plus), u.lambda, lambda_hat) ||
         !projected_covector<Sys>(iota_matrix(sys, qbar, u.theta), mu, mu_hat))
@@ -536,14 +541,15 @@ struct Variational {
     for (int it = 0;; ++it) {
       if (it >= max_it) return Status::newton_not_converged;
       Vec<N> x = pack(u), r, dx;
-      Status st = stage4_residual(sys, qbar, mu, h, u, opt, r);
+      VariationalSegment<n> seg;
+      Status st = stage4_residual(sys, qbar, mu, h, u, opt, r, seg);
       if (st != Status::ok) return st;
       if (newton) {
-        // Jacobian by forward differences from the residual just formed: N
-        // residuals per iteration (each 2n dual-number passes through the
-        // layer), half of what central differences cost; the O(sqrt(eps))
-        // error in J only slows the final contraction, which the polishing
-        // update below absorbs.
+        // Jacobian by forward differences from the residual just formed. Only
+        // the first 2n unknowns (q2, v2) move the segment (2n dual-number
+        // passes through the layer each); the columns of lambda, nu1, nu2,
+        // theta reuse it. The O(sqrt(eps)) error in J only slows the final
+        // contraction, which the polishing update below absorbs.
         Mat<N, N> J;
         for (int j = 0; j < N; ++j) {
           const Real e = Real(1.5e-8) * (1 + fabs(x[j]));
@@ -551,7 +557,10 @@ struct Variational {
           Unknowns<Sys> up = u;
           xp[j] += e;
           unpack<Sys>(xp, up);
-          if ((st = stage4_residual(sys, qbar, mu, h, up, opt, rp)) != Status::ok) return st;
+          const bool moves_segment = j < 2 * n;
+          VariationalSegment<n> seg_j;
+          VariationalSegment<n>& seg_used = moves_segment ? seg_j : seg;  // read only when reused
+          if ((st = stage4_residual(sys, qbar, mu, h, up, opt, rp, seg_used, !moves_segment)) != Status::ok) return st;
           J.col(j) = (rp - r) / e;
         }
         DenseMatrix<N> m;
