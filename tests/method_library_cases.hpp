@@ -36,6 +36,8 @@ inline std::vector<Case> cases() {
       v.push_back({std::string(label) + "_lie_lobatto_" + tau, sys, {{"name", "lie_lobatto"}, {"retraction", tau}}, thermal(1.0)});
     }
   }
+  // Compositions: each base once (rattle here, constrained_midpoint and the
+  // intrinsic Euler pair on the double pendulum, the extrinsic pair on Kepler).
   v.push_back({"rigid_body_composition", rigid, {{"name", "composition"}, {"base", "rattle"}, {"scheme", "suzuki"}}, thermal(1.0)});
   const json pendulum2 = {{"name", "double_pendulum"}};
   v.push_back({"double_pendulum_midpoint_yoshida6", pendulum2,
@@ -49,7 +51,7 @@ inline std::vector<Case> cases() {
   v.push_back({"kepler_newmark_trapezoidal", kepler, {{"name", "newmark"}, {"gamma", 0.5}, {"beta", 0.25}}, kepler_orbit});
   v.push_back({"kepler_newmark_damped", kepler, {{"name", "newmark"}, {"gamma", 0.6}, {"beta", 0.3}}, kepler_orbit});
   v.push_back({"kepler_rattle", kepler, {{"name", "rattle"}}, kepler_orbit});
-  v.push_back({"kepler_composition", kepler, {{"name", "composition"}, {"base", "symplectic_euler"}, {"scheme", "kahan_li6"}}, kepler_orbit});
+  v.push_back({"kepler_composition", kepler, {{"name", "composition"}, {"base", "symplectic_euler"}, {"form", "extrinsic"}, {"scheme", "kahan_li6"}}, kepler_orbit});
   for (const char* r : {"projection", "exp"})
     v.push_back({std::string("sphere_") + r, {{"name", "spherical_pendulum"}}, {{"name", "sphere_retraction"}, {"retraction", r}}, thermal(0.5)});
   const json magnetic = {{"name", "magnetic_sphere"}, {"parameters", {{"field", 1.5}, {"gravity", 2.0}}}};
