@@ -451,11 +451,7 @@ struct LieRattle {
         lie::end_momentum<Tau>(sys, xibar, h) - Real(0.5) * h * lie::trivialize<S>(q1, sys.potential_gradient(q1));
     if ((st = lie::project_tangent(sys, q1, alpha1)) != Status::ok) return st;
     const Vec<S::dof> p1 = lie::ambient_momentum(sys, q1, alpha1);
-    if (!all_finite(p1)) return Status::non_finite;
-    s.q_prev = s.q;
-    s.q = q1;
-    s.p = p1;
-    return Status::ok;
+    return accept_step(s, q1, p1);
   }
 
   // Reference form: x = (xi, xibar, alpha1 (6B each), lambda, Lambda~ (k each)),
@@ -569,11 +565,7 @@ struct LieLobatto {
     A alpha1 = lie::end_momentum<Tau>(sys, xibar, h) - half * lie::trivialize<S>(q1, sys.potential_gradient(q1));
     if ((st = lie::project_tangent(sys, q1, alpha1)) != Status::ok) return st;  // (6.5), Lambda~
     const Vec<S::dof> p1 = lie::ambient_momentum(sys, q1, alpha1);
-    if (!all_finite(p1)) return Status::non_finite;
-    s.q_prev = s.q;
-    s.q = q1;
-    s.p = p1;
-    return Status::ok;
+    return accept_step(s, q1, p1);
   }
 
   // Reference form: x = (xi, xibar, alpha_1/2, alpha1 (6B each), lambda,

@@ -44,11 +44,7 @@ struct Newmark {
     const Status st = solve_gradient_shift(sys, b, prm.beta * h * h, opt, q1, iterations);
     if (st != Status::ok) return st;
     const Vec<n> p1 = s.p - h * ((1 - prm.gamma) * g0 + prm.gamma * sys.potential_gradient(q1));
-    if (!all_finite(q1) || !all_finite(p1)) return Status::non_finite;
-    s.q_prev = s.q;
-    s.q = q1;
-    s.p = p1;
-    return Status::ok;
+    return accept_step(s, q1, p1);
   }
 
   // Unknowns (q1, p1) (ResidualLayout with k = 0): eq. (4.4) times M, the

@@ -73,11 +73,7 @@ struct NullSpaceRattle {
     Vec<d> eta;
     if (!reduced_mass.solve(sys.tangent_basis_transpose_times(q1, w), eta)) return Status::singular_matrix;
     const V p1 = sys.mass_times(sys.tangent_basis_times(q1, eta));
-    if (!all_finite(p1)) return Status::non_finite;
-    s.q_prev = s.q;
-    s.q = q1;
-    s.p = p1;
-    return Status::ok;
+    return accept_step(s, q1, p1);
   }
 
   // The multiplier-free equations above as they stand, in the standard

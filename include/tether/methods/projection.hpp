@@ -63,17 +63,25 @@ TETHER_HD Status project_momentum(const System& sys, const Vec<System::dof>& q, 
   return all_finite(p) ? Status::ok : Status::non_finite;
 }
 
+// Every method's last act: moves the state to (q1, p1), keeping q0 for
+// two-step methods; a non-finite result is refused and the state left as it was.
+template <class System>
+TETHER_HD Status accept_step(PhaseState<System>& s, const Vec<System::dof>& q1, const Vec<System::dof>& p1) {
+  if (!all_finite(q1) || !all_finite(p1)) return Status::non_finite;
+  s.q_prev = s.q;
+  s.q = q1;
+  s.p = p1;
+  return Status::ok;
+}
+
 // Ends a step: imposes the tangency condition G(q1) M^-1 p1 = 0 on p1 and
-// moves the state to (q1, p1), keeping q0 for two-step methods.
+// accepts (q1, p1).
 template <class System>
 TETHER_HD Status finish_step(const System& sys, PhaseState<System>& s, const Vec<System::dof>& q1,
                              Vec<System::dof> p1) {
   const Status st = project_momentum(sys, q1, p1);
   if (st != Status::ok) return st;
-  s.q_prev = s.q;
-  s.q = q1;
-  s.p = p1;
-  return Status::ok;
+  return accept_step(s, q1, p1);
 }
 
 // The step shared by the SHAKE/RATTLE family, from a predicted position:

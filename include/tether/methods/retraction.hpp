@@ -113,11 +113,7 @@ struct ThetaRetraction {
     const Vec<n> gb = sys.potential_gradient(qb);
     const Vec<n> p1 = s.p - h * gb;
     const Vec<n> q1 = s.q + h * sys.inverse_mass_times(Vec<n>(s.p - (1 - th) * h * gb));
-    if (!all_finite(q1) || !all_finite(p1)) return Status::non_finite;
-    s.q_prev = s.q;
-    s.q = q1;
-    s.p = p1;
-    return Status::ok;
+    return accept_step(s, q1, p1);
   }
 
   // Unknowns (q1, p1) (ResidualLayout with k = 0): eq. (5.2) as derived above,

@@ -182,11 +182,7 @@ struct SphereRetraction {
     Vec3 p1 = (radius / h) * sys.mass_times(Retraction::end_momentum(x0, xi));
     p1 -= x1.dot(p1) * x1;  // tangent already; removes the roundoff normal part
     const Vec3 q1 = radius * x1;
-    if (!all_finite(q1) || !all_finite(p1)) return Status::non_finite;
-    s.q_prev = s.q;
-    s.q = q1;
-    s.p = p1;
-    return Status::ok;
+    return accept_step(s, q1, p1);
   }
 
   // Unknowns (q1, p1, lambda, lambda~) (ResidualLayout, k = 1): (*) in R^3

@@ -624,11 +624,7 @@ struct Variational {
     if ((st = project(sys, seg.plus, u.q_plus, u.theta_plus, opt)) != Status::ok) return st;
     Vec<Sys::dof> p = u.lambda;
     if (!cotangent_representative(sys, u.q_plus, p)) return Status::singular_matrix;
-    if (!all_finite(u.q_plus) || !all_finite(p)) return Status::non_finite;
-    s.q_prev = s.q;
-    s.q = u.q_plus;
-    s.p = p;
-    return Status::ok;
+    return accept_step(s, u.q_plus, p);
   }
 
   // ---- reference form (host only) ----
