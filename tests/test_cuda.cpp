@@ -30,19 +30,40 @@ bool gpu_required() {
     GTEST_SKIP() << why;                                                                 \
   }
 
-// The largest |cpu - cuda| over every final q and p; the first trajectory whose
-// status differs, if any, through `status_mismatch` (-1 when none).
-Real worst_difference(const test::MemorySink& cpu, const test::MemorySink& gpu, long& status_mismatch) {
+// One config run on cpu and on cuda; config(backend) gives its JSON text.
+struct CpuAndCuda {
+  test::MemorySink cpu, gpu;
+  RunResult rc, rg;
+};
+
+template <class Config>
+CpuAndCuda run_on_both(const Config& config) {
+  CpuAndCuda r;
+  r.rc = test::run_json(config("cpu"), &r.cpu);
+  r.rg = test::run_json(config("cuda"), &r.gpu);
+  return r;
+}
+
+// Ran on cuda, with the same trajectories, failures and statuses, and final
+// q and p within `tolerance` of cpu's.
+::testing::AssertionResult same_final_states(const CpuAndCuda& r, Real tolerance) {
+  if (r.rg.backend != "cuda") return ::testing::AssertionFailure() << "ran on " << r.rg.backend << ", not cuda";
+  if (r.cpu.rows.size() != r.gpu.rows.size())
+    return ::testing::AssertionFailure() << r.cpu.rows.size() << " cpu rows against " << r.gpu.rows.size() << " cuda";
+  if (r.rc.failed != r.rg.failed)
+    return ::testing::AssertionFailure() << r.rc.failed << " failed on cpu against " << r.rg.failed << " on cuda";
   Real worst = 0;
-  status_mismatch = -1;
-  for (std::size_t i = 0; i < cpu.rows.size(); ++i) {
-    if (status_mismatch < 0 && cpu.rows[i].status != gpu.rows[i].status) status_mismatch = static_cast<long>(i);
-    for (std::size_t c = 0; c < cpu.rows[i].q.size(); ++c) {
-      worst = std::max(worst, std::abs(cpu.rows[i].q[c] - gpu.rows[i].q[c]));
-      worst = std::max(worst, std::abs(cpu.rows[i].p[c] - gpu.rows[i].p[c]));
+  for (std::size_t i = 0; i < r.cpu.rows.size(); ++i) {
+    if (r.cpu.rows[i].status != r.gpu.rows[i].status)
+      return ::testing::AssertionFailure() << "trajectory " << i << ": statuses differ";
+    for (std::size_t c = 0; c < r.cpu.rows[i].q.size(); ++c) {
+      worst = std::max(worst, std::abs(r.cpu.rows[i].q[c] - r.gpu.rows[i].q[c]));
+      worst = std::max(worst, std::abs(r.cpu.rows[i].p[c] - r.gpu.rows[i].p[c]));
     }
   }
-  return worst;
+  if (!(worst < tolerance))
+    return ::testing::AssertionFailure() << "largest |cpu - cuda| " << worst << " (tolerance " << tolerance << ")";
+  return ::testing::AssertionSuccess();
 }
 
 // 1000 thermal trajectories in batches of 320 (several batches, a partial
@@ -59,20 +80,13 @@ class CudaAgreesWithCpu : public ::testing::TestWithParam<std::tuple<std::string
 TEST_P(CudaAgreesWithCpu, FinalStatesAndStatistics) {
   TETHER_REQUIRE_DEVICE();
   const auto& [system, method] = GetParam();
-  test::MemorySink cpu, gpu;
-  const RunResult rc = test::run_json(config(system, method, "cpu"), &cpu);
-  const RunResult rg = test::run_json(config(system, method, "cuda"), &gpu);
-  EXPECT_EQ(rg.backend, "cuda");
-  ASSERT_EQ(cpu.rows.size(), gpu.rows.size());
-  EXPECT_EQ(rc.failed, rg.failed);
-  long status_mismatch = 0;
-  const Real worst = worst_difference(cpu, gpu, status_mismatch);
-  EXPECT_EQ(status_mismatch, -1) << "first trajectory whose status differs";
+  const CpuAndCuda r = run_on_both([&](const char* backend) { return config(system, method, backend); });
+  const RunResult &rc = r.rc, &rg = r.rg;
   // Same step code; nvcc contracts to fused multiply-adds and its libm may
   // differ by ulps. A cpu build with -ffp-contract=fast -march=native moved
   // these final states by at most 1.3e-10 (chain16, symplectic Euler A), so
   // 1e-8 leaves room while still catching any real difference in the step.
-  EXPECT_LT(worst, 1e-8);
+  EXPECT_TRUE(same_final_states(r, 1e-8));
   EXPECT_LT(rg.max_constraint_violation, 1e-12);
   EXPECT_LT(rg.max_velocity_constraint_violation, 1e-12);
   EXPECT_NEAR(rg.max_relative_energy_error, rc.max_relative_energy_error, 1e-9);
@@ -100,16 +114,9 @@ TEST_P(CudaAgreesWithCpuNonholonomic, FinalStates) {
            R"(, "p": )" + p + R"(, "position_spread": 0.05, "momentum_spread": 0.1}}, "output": {"every": 20},
            "backend": ")" + backend + R"("})";
   };
-  test::MemorySink cpu, gpu;
-  const RunResult rc = test::run_json(cfg("cpu"), &cpu);
-  const RunResult rg = test::run_json(cfg("cuda"), &gpu);
-  ASSERT_EQ(cpu.rows.size(), gpu.rows.size());
-  EXPECT_EQ(rc.failed, rg.failed);
-  long status_mismatch = 0;
-  const Real worst = worst_difference(cpu, gpu, status_mismatch);
-  EXPECT_EQ(status_mismatch, -1) << "first trajectory whose status differs";
-  EXPECT_LT(worst, 1e-8);  // as above: same step code, fused multiply-adds and libm ulps apart
-  EXPECT_LT(rg.max_velocity_constraint_violation, 1e-12);
+  const CpuAndCuda r = run_on_both(cfg);
+  EXPECT_TRUE(same_final_states(r, 1e-8));  // as above: same step code, fused multiply-adds and libm ulps apart
+  EXPECT_LT(r.rg.max_velocity_constraint_violation, 1e-12);
 }
 
 INSTANTIATE_TEST_SUITE_P(
@@ -129,24 +136,19 @@ TEST_P(CudaAgreesWithCpuLibrary, FinalStates) {
   nlohmann::json method = c.method;
   method["dt"] = 0.01;
   method["steps"] = 60;
-  nlohmann::json cfg = {{"system", c.system},
-                        {"method", method},
-                        {"ensemble", {{"size", 600}, {"seed", 5}, {"batch_size", 256}, {"initial", c.initial}}},
-                        {"output", {{"every", 20}}}};
-  test::MemorySink cpu, gpu;
-  cfg["backend"] = "cpu";
-  const RunResult rc = test::run_json(cfg.dump(), &cpu);
-  cfg["backend"] = "cuda";
-  const RunResult rg = test::run_json(cfg.dump(), &gpu);
-  EXPECT_EQ(rg.backend, "cuda");
-  ASSERT_EQ(cpu.rows.size(), gpu.rows.size());
-  EXPECT_EQ(rc.failed, rg.failed);
-  long status_mismatch = 0;
-  const Real worst = worst_difference(cpu, gpu, status_mismatch);
-  EXPECT_EQ(status_mismatch, -1) << "first trajectory whose status differs";
-  EXPECT_LT(worst, 1e-8);  // as above: same step code, fused multiply-adds and libm ulps apart
-  EXPECT_LT(rg.max_constraint_violation, 1e-11);
-  EXPECT_NEAR(rg.max_relative_energy_error, rc.max_relative_energy_error, 1e-9);
+  const nlohmann::json cfg = {
+      {"system", c.system},
+      {"method", method},
+      {"ensemble", {{"size", 600}, {"seed", 5}, {"batch_size", 256}, {"initial", c.initial}}},
+      {"output", {{"every", 20}}}};
+  const CpuAndCuda r = run_on_both([&](const char* backend) {
+    nlohmann::json on = cfg;
+    on["backend"] = backend;
+    return on.dump();
+  });
+  EXPECT_TRUE(same_final_states(r, 1e-8));  // as above: same step code, fused multiply-adds and libm ulps apart
+  EXPECT_LT(r.rg.max_constraint_violation, 1e-11);
+  EXPECT_NEAR(r.rg.max_relative_energy_error, r.rc.max_relative_energy_error, 1e-9);
 }
 
 INSTANTIATE_TEST_SUITE_P(Issue5, CudaAgreesWithCpuLibrary, ::testing::ValuesIn(test::library::cases()),
