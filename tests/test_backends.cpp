@@ -10,7 +10,9 @@
 #include <string>
 #include <vector>
 
-#include "engine/backend.hpp"  // observation_chunk, parallel_threshold
+#include "backends/backend.hpp"  // observation_chunk, parallel_threshold
+#include "tether/systems/double_pendulum.hpp"
+#include "tether/systems/spherical_pendulum.hpp"
 #include "support.hpp"
 
 namespace tether::test {

@@ -1,5 +1,6 @@
 // The `tether` command: run, shoot, validate, list.
 #include <CLI/CLI.hpp>
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <iostream>
@@ -10,7 +11,7 @@
 
 #include "config/config.hpp"
 #include "engine/engine.hpp"
-#include "engine/registry.hpp"
+#include "registry/catalog.hpp"
 #include "io/output.hpp"
 
 namespace {
@@ -47,21 +48,6 @@ class Progress {
   clock::time_point start_, last_;
 };
 
-// One line of `tether list`: a composition's order depends on its scheme.
-template <class M>
-void list_method() {
-  if constexpr (requires { M::base_name; })
-    std::printf("  %-22s base %s; order 4, 6 or 8 by scheme  %s\n", M::name, M::base_name, M::citation);
-  else if constexpr (requires { typename M::Retraction; })
-    std::printf("  %-22s retraction %s, order %d  %s\n", M::name, M::Retraction::name, M::order, M::citation);
-  else if constexpr (requires { M::retraction; })
-    std::printf("  %-22s retraction %s, order %d  %s\n", M::name, M::retraction, M::order, M::citation);
-  else if constexpr (requires { M::prm; })
-    std::printf("  %-22s order %d with the default parameters  %s\n", M::name, M::order, M::citation);
-  else
-    std::printf("  %-22s order %d  %s\n", M::name, M::order, M::citation);
-}
-
 std::string method_label(const tether::RunConfig& c) { return tether::describe_method(c); }
 
 int do_run(const std::string& config_path, const std::string& out, const std::string& backend, long threads,
@@ -80,7 +66,7 @@ int do_run(const std::string& config_path, const std::string& out, const std::st
   tether::OutputFolder folder(out);
   std::unique_ptr<tether::CsvFinalStates> finals;
   if (cfg.write_final_states)
-    finals = std::make_unique<tether::CsvFinalStates>(folder.partial("final.csv"), tether::system_dof(cfg.system));
+    finals = std::make_unique<tether::CsvFinalStates>(folder.partial("final.csv"), tether::system_dof(cfg));
   tether::RunOptions opt;
   opt.final_states = finals.get();
   Progress progress(quiet);
@@ -178,63 +164,75 @@ int do_validate(const std::string& path) {
   return 0;
 }
 
-void do_list() {
-  std::printf("systems:\n");
-  std::printf("  %-22s q in R^%d, %d constraint\n", "spherical_pendulum", tether::SphericalPendulum::dof,
-              tether::SphericalPendulum::constraint_count);
-  std::printf("  %-22s q in R^%d, %d constraints\n", "double_pendulum", tether::DoublePendulum::dof,
-              tether::DoublePendulum::constraint_count);
-  std::string sizes;
-  for (int n : tether::chain_sizes()) sizes += (sizes.empty() ? "" : ", ") + std::to_string(n);
-  std::printf("  %-22s N beads in R^3, N-1 bonds; N in {%s}\n", "chain", sizes.c_str());
-  std::printf("  %-22s planar Kepler problem, no constraints; mass, mu\n", "kepler");
-  std::printf("  %-22s free rigid body, R in R^3x3 with R^T R = I, and its centre; inertia, mass, gravity\n",
-              "rigid_body");
-  std::printf("  %-22s rigid links joined by spherical joints, the first pinned; links in {1, 2}\n", "rigid_chain");
-  std::printf("  %-22s lagrangian: charge on S^2, m(q) = m (1 + kappa z^2), field b e_z (seed 002)\n",
-              "magnetic_sphere");
-  std::printf("  %-22s nonholonomic: Heisenberg frame, canonical H (issue 3)\n", "heisenberg");
-  std::printf("  %-22s nonholonomic: seed 001 §6, L = |qdot|^2/2, g = (-y, x, 1)\n", "heisenberg_vakonomic");
-  std::printf("  %-22s nonholonomic: seed 004 eq. (42), canonical H; parameter beta\n", "martinet");
-  std::printf("  %-22s nonholonomic: Martinet as a Lagrangian, zdot = (y^2/2) xdot; parameter beta\n",
-              "martinet_lagrangian");
-  std::printf("  %-22s nonholonomic: seed 001 §5, q = (x, y, theta, phi); length, alpha, beta, potential\n",
-              "parallel_parking");
-  std::printf("  %-22s holonomic + nonholonomic: S^3 in R^4 with <iq, qdot> = 0 (seed 001 Prop 6)\n",
-              "sphere_contact");
-  std::printf("methods for holonomic systems:\n");
-#define TETHER_LIST_METHOD(S, M) list_method<M>();
-  TETHER_FOR_EACH_HOLONOMIC_METHOD(TETHER_LIST_METHOD, void)
-  std::printf("  for rigid_body and rigid_chain also:\n");
-  TETHER_FOR_EACH_RIGID_METHOD(TETHER_LIST_METHOD, void)
-  std::printf("  for systems without constraints (kepler) also:\n");
-  TETHER_FOR_EACH_UNCONSTRAINED_METHOD(TETHER_LIST_METHOD, void)
-  std::printf("  for spherical_pendulum (T*S^2) also:\n");
-  TETHER_FOR_EACH_SPHERE_METHOD(TETHER_LIST_METHOD, void)
-  std::printf("methods for lagrangian systems:\n");
-  TETHER_FOR_EACH_LAGRANGIAN_METHOD(TETHER_LIST_METHOD, void)
-#undef TETHER_LIST_METHOD
-  std::printf("methods for nonholonomic (index-1) systems:\n");
-#define TETHER_LIST_METHOD(S, M)                                                                         \
-  if (M::stages > 0)                                                                                     \
-    std::printf("  %-22s stages %d, order %d  %s\n", M::name, M::stages, M::order, M::citation); \
-  else                                                                                                   \
-    std::printf("  %-22s order %d  %s\n", M::name, M::order, M::citation);
-  TETHER_FOR_EACH_NONHOLONOMIC_METHOD(TETHER_LIST_METHOD, void)
-  std::printf("methods for holonomic + nonholonomic systems:\n");
-  TETHER_FOR_EACH_MIXED_METHOD(TETHER_LIST_METHOD, void)
-#undef TETHER_LIST_METHOD
-  std::printf("backends:\n  %-22s cuda when a device is present, else cpu (the default)\n", "auto");
-  std::printf("  %-22s serial generic dense Newton on each method's residual\n", "reference");
+// `tether list`: the registry (systems, then methods by the family they
+// pair with), and the backends of this build.
+void do_list(bool as_json) {
+  using tether::method_infos;
+  using tether::system_infos;
   int threads = 1;
 #ifdef _OPENMP
   threads = omp_get_max_threads();
 #endif
+  const int devices = tether::cuda_device_count();
+  if (as_json) {
+    nlohmann::ordered_json j = tether::catalog_json();
+    j["backends"] = {{{"name", "reference"}, {"built", true}},
+                     {{"name", "cpu"}, {"built", true}, {"threads", threads}},
+                     {{"name", "cuda"}, {"built", tether::cuda_built()}, {"devices", devices}}};
+    std::printf("%s\n", j.dump(2).c_str());
+    return;
+  }
+  auto variant_text = [](const tether::VariantInfo& v) {
+    return v.value.is_string() ? v.value.get<std::string>() : v.value.dump();
+  };
+  std::printf("systems:\n");
+  for (std::size_t i = 0; i < system_infos().size(); ++i) {
+    const auto& s = system_infos()[i];
+    if (i > 0 && system_infos()[i - 1].name == s.name) continue;  // one line per name
+    std::string head = s.family;
+    if (!s.variant.key.empty()) {
+      std::string values;
+      for (const auto& o : system_infos())
+        if (o.name == s.name) values += (values.empty() ? "" : ", ") + variant_text(o.variant);
+      head += "; " + s.variant.key + " " + values;
+    }
+    std::printf("  %-22s %s: %s  [%s]\n", s.name.c_str(), head.c_str(), s.description.c_str(), s.citation.c_str());
+  }
+  for (const char* family : {"holonomic", "nonholonomic", "holonomic + nonholonomic", "lagrangian"}) {
+    std::printf("methods for %s systems:\n", family);
+    for (std::size_t m = 0; m < method_infos().size(); ++m) {
+      std::vector<std::string> on;  // the systems of this family it pairs with
+      for (const auto& s : system_infos()) {
+        if (s.family != family) continue;
+        if (std::find(s.methods.begin(), s.methods.end(), int(m)) != s.methods.end() &&
+            std::find(on.begin(), on.end(), s.name) == on.end())
+          on.push_back(s.name);
+      }
+      if (on.empty()) continue;
+      std::size_t names = 0;
+      std::vector<std::string> seen;
+      for (const auto& s : system_infos())
+        if (s.family == family && std::find(seen.begin(), seen.end(), s.name) == seen.end()) seen.push_back(s.name), ++names;
+      const auto& info = method_infos()[m];
+      std::string head = info.variant.key.empty() ? "" : info.variant.key + " " + variant_text(info.variant) + ", ";
+      head += "order " + std::to_string(info.order);
+      std::string only;
+      if (on.size() < names) {
+        for (const auto& n : on) only += (only.empty() ? "" : ", ") + n;
+        only = " (" + only + " only)";
+      }
+      std::printf("  %-22s %s%s: %s  [%s]\n", info.name.c_str(), head.c_str(), only.c_str(), info.description.c_str(),
+                  info.citation.c_str());
+    }
+  }
+  std::printf("backends:\n  %-22s cuda when a device is present, else cpu (the default)\n", "auto");
+  std::printf("  %-22s serial generic dense Newton on each method's residual\n", "reference");
   std::printf("  %-22s the GPU step code on %d threads\n", "cpu", threads);
   if (!tether::cuda_built())
     std::printf("  %-22s not built (no nvcc at configure time)\n", "cuda");
   else
-    std::printf("  %-22s built; %d device(s) present\n", "cuda", tether::cuda_device_count());
+    std::printf("  %-22s built; %d device(s) present\n", "cuda", devices);
+  std::printf("(`tether list --json` gives each one's parameters: type, default, bounds, meaning)\n");
 }
 
 }  // namespace
@@ -269,7 +267,9 @@ int main(int argc, char** argv) {
   auto* validate = app.add_subcommand("validate", "check a config and say what is wrong and where");
   validate->add_option("config", vconfig, "config file (JSON)")->required();
 
-  auto* list = app.add_subcommand("list", "systems, methods and backends in this build");
+  bool list_json = false;
+  auto* list = app.add_subcommand("list", "systems, methods and backends in this build, with their parameters");
+  list->add_flag("--json", list_json, "one JSON document: every system and method with its parameter schema");
 
   try {
     app.parse(argc, argv);
@@ -282,7 +282,7 @@ int main(int argc, char** argv) {
     if (*run) return do_run(config, out, backend, threads, batch, quiet);
     if (*shoot) return do_shoot(sconfig, sout, sbackend, sthreads, squiet);
     if (*validate) return do_validate(vconfig);
-    if (*list) do_list();
+    if (*list) do_list(list_json);
     return 0;
   } catch (const tether::ConfigError& e) {
     std::fprintf(stderr, "error: %s\n", e.what());

@@ -1,116 +1,29 @@
 #include "config/config.hpp"
 
-#include "engine/registry.hpp"
-#include "tether/core/random.hpp"
-
 #include <algorithm>
 #include <cmath>
 #include <filesystem>
 #include <fstream>
 #include <limits>
-#include <optional>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <set>
 #include <sstream>
-#include <type_traits>
+
+#include "config/json_node.hpp"
+#include "registry/catalog.hpp"
+#include "tether/core/random.hpp"
 
 namespace tether {
 
 using nlohmann::json;
 
 const std::vector<std::string>& system_names() {
-#define TETHER_SYSTEM_NAME(S) S::name,
-  static const std::vector<std::string> v{"spherical_pendulum", "double_pendulum", "chain", "kepler", "rigid_body",
-                                          "rigid_chain", "magnetic_sphere",
-                                          TETHER_FOR_EACH_NONHOLONOMIC_SYSTEM(TETHER_SYSTEM_NAME)
-                                              TETHER_FOR_EACH_MIXED_SYSTEM(TETHER_SYSTEM_NAME)};
-#undef TETHER_SYSTEM_NAME
-  return v;
-}
-bool is_nonholonomic_system(const std::string& name) {
-  for (const char* other : {"spherical_pendulum", "double_pendulum", "chain", "kepler", "rigid_body", "rigid_chain",
-                            "magnetic_sphere"})
-    if (name == other) return false;
-  return true;
-}
-bool is_lagrangian_system(const std::string& name) { return name == MagneticSphere::name; }
-bool is_mixed_system(const std::string& name) {
-#define TETHER_MIXED_NAME(S) if (name == S::name) return true;
-  TETHER_FOR_EACH_MIXED_SYSTEM(TETHER_MIXED_NAME)
-#undef TETHER_MIXED_NAME
-  return false;
-}
-
-namespace {
-// Each name once, in registry order (gauss_legendre covers three instantiations).
-std::vector<std::string> unique_names(std::initializer_list<const char*> names) {
-  std::vector<std::string> v;
-  for (const char* n : names)
-    if (std::find(v.begin(), v.end(), n) == v.end()) v.push_back(n);
-  return v;
-}
-}  // namespace
-
-#define TETHER_METHOD_NAME(S, M) M::name,
-const std::vector<std::string>& holonomic_method_names() {
-  static const std::vector<std::string> v = unique_names({TETHER_FOR_EACH_HOLONOMIC_METHOD(TETHER_METHOD_NAME, void)});
-  return v;
-}
-const std::vector<std::string>& nonholonomic_method_names() {
-  static const std::vector<std::string> v =
-      unique_names({TETHER_FOR_EACH_NONHOLONOMIC_METHOD(TETHER_METHOD_NAME, void)});
-  return v;
-}
-const std::vector<std::string>& mixed_method_names() {
-  static const std::vector<std::string> v = unique_names({TETHER_FOR_EACH_MIXED_METHOD(TETHER_METHOD_NAME, void)});
+  static const std::vector<std::string> v = unique_system_names();
   return v;
 }
 const std::vector<std::string>& method_names() {
-  static const std::vector<std::string> v = [] {
-    std::vector<std::string> all = holonomic_method_names();
-    for (const char* system : {"rigid_body", "kepler", "spherical_pendulum", "magnetic_sphere"})
-      for (const auto& n : methods_for_system(system))
-        if (std::find(all.begin(), all.end(), n) == all.end()) all.push_back(n);
-    for (const auto* family : {&nonholonomic_method_names(), &mixed_method_names()})
-      for (const auto& n : *family) all.push_back(n);
-    return all;
-  }();
-  return v;
-}
-// The holonomic methods every holonomic system takes, then those that need
-// more structure: rigid bodies, no constraints at all, or a sphere.
-const std::vector<std::string>& methods_for_system(const std::string& name) {
-  if (is_mixed_system(name)) return mixed_method_names();
-  if (is_lagrangian_system(name)) {
-    static const std::vector<std::string> v = unique_names({TETHER_FOR_EACH_LAGRANGIAN_METHOD(TETHER_METHOD_NAME, void)});
-    return v;
-  }
-  if (is_nonholonomic_system(name)) return nonholonomic_method_names();
-  auto with = [](std::initializer_list<const char*> extra) {
-    std::vector<std::string> v = holonomic_method_names();
-    for (const auto& n : unique_names(extra)) v.push_back(n);
-    return v;
-  };
-  static const std::vector<std::string> rigid = with({TETHER_FOR_EACH_RIGID_METHOD(TETHER_METHOD_NAME, void)});
-  static const std::vector<std::string> unconstrained =
-      with({TETHER_FOR_EACH_UNCONSTRAINED_METHOD(TETHER_METHOD_NAME, void)});
-  static const std::vector<std::string> sphere = with({TETHER_FOR_EACH_SPHERE_METHOD(TETHER_METHOD_NAME, void)});
-  if (name == "rigid_body" || name == "rigid_chain") return rigid;
-  if (name == "kepler") return unconstrained;
-  if (name == "spherical_pendulum") return sphere;
-  return holonomic_method_names();
-}
-#undef TETHER_METHOD_NAME
-const std::vector<int>& rigid_chain_sizes() {
-#define TETHER_CHAIN_SIZE(N) N,
-  static const std::vector<int> v{TETHER_FOR_EACH_RIGID_CHAIN_SIZE(TETHER_CHAIN_SIZE)};
-#undef TETHER_CHAIN_SIZE
-  return v;
-}
-const std::vector<int>& chain_sizes() {
-#define TETHER_CHAIN_SIZE(N) N,
-  static const std::vector<int> v{TETHER_FOR_EACH_CHAIN_SIZE(TETHER_CHAIN_SIZE)};
-#undef TETHER_CHAIN_SIZE
+  static const std::vector<std::string> v = unique_method_names();
   return v;
 }
 const std::vector<std::string>& backend_names() {
@@ -118,252 +31,31 @@ const std::vector<std::string>& backend_names() {
   return v;
 }
 
+std::vector<int> chain_sizes() {
+  std::vector<int> v;
+  for (const auto& s : system_infos())
+    if (s.name == "chain") v.push_back(s.variant.value.get<int>());
+  return v;
+}
+
+namespace {
+// Method names, each once, of the methods that pair with some system of a family.
+std::vector<std::string> family_method_names(const std::string& family) {
+  std::vector<std::string> v;
+  for (const auto& s : system_infos())
+    if (s.family == family)
+      for (int m : s.methods) {
+        const std::string& name = method_infos()[std::size_t(m)].name;
+        if (std::find(v.begin(), v.end(), name) == v.end()) v.push_back(name);
+      }
+  return v;
+}
+}  // namespace
+
+std::vector<std::string> holonomic_method_names() { return family_method_names("holonomic"); }
+std::vector<std::string> nonholonomic_method_names() { return family_method_names("nonholonomic"); }
 namespace {
 
-std::string join(const std::vector<std::string>& v) {
-  std::string s;
-  for (const auto& x : v) s += (s.empty() ? "" : ", ") + x;
-  return s;
-}
-
-std::string show(const json& j) {
-  std::string s = j.dump();
-  return s.size() > 60 ? s.substr(0, 57) + "..." : s;
-}
-
-// A JSON object together with its path, so every error can say where it is.
-class Node {
- public:
-  Node(const json& j, std::string path) : j_(j), path_(std::move(path)) {
-    if (!j_.is_object()) throw ConfigError(path_.empty() ? "(top level)" : path_, "must be an object, got " + show(j_));
-  }
-
-  std::string at(const std::string& key) const { return path_.empty() ? key : path_ + "." + key; }
-  bool has(const std::string& key) const { return j_.contains(key); }
-  const json& raw(const std::string& key) const { return j_.at(key); }
-
-  Node object(const std::string& key) const {
-    if (!has(key)) throw ConfigError(at(key), "is missing");
-    return Node(j_.at(key), at(key));
-  }
-  Node object_or_empty(const std::string& key) const {
-    static const json empty = json::object();
-    return has(key) ? Node(j_.at(key), at(key)) : Node(empty, at(key));
-  }
-
-  std::string string(const std::string& key, const std::vector<std::string>& allowed,
-                     const std::string* fallback = nullptr) const {
-    if (!has(key)) {
-      if (fallback) return *fallback;
-      throw ConfigError(at(key), "is missing (one of: " + join(allowed) + ")");
-    }
-    const json& v = j_.at(key);
-    if (!v.is_string()) throw ConfigError(at(key), "must be a string, got " + show(v));
-    const std::string s = v.get<std::string>();
-    if (std::find(allowed.begin(), allowed.end(), s) == allowed.end())
-      throw ConfigError(at(key), "unknown value " + show(v) + " (one of: " + join(allowed) + ")");
-    return s;
-  }
-
-  Real number(const std::string& key, std::optional<Real> fallback = std::nullopt) const {
-    if (!has(key)) {
-      if (fallback) return *fallback;
-      throw ConfigError(at(key), "is missing");
-    }
-    return as_number(j_.at(key), at(key));
-  }
-  Real positive(const std::string& key, std::optional<Real> fallback = std::nullopt) const {
-    const Real x = number(key, fallback);
-    if (!(x > 0)) throw ConfigError(at(key), "must be positive, got " + show(j_.contains(key) ? j_.at(key) : json(x)));
-    return x;
-  }
-  Real non_negative(const std::string& key, std::optional<Real> fallback = std::nullopt) const {
-    const Real x = number(key, fallback);
-    if (!(x >= 0)) throw ConfigError(at(key), "must be >= 0, got " + show(j_.at(key)));
-    return x;
-  }
-  std::int64_t integer(const std::string& key, std::int64_t lo, std::int64_t hi,
-                       std::optional<std::int64_t> fallback = std::nullopt) const {
-    if (!has(key)) {
-      if (fallback) return *fallback;
-      throw ConfigError(at(key), "is missing");
-    }
-    const json& v = j_.at(key);
-    const bool integral_float = v.is_number_float() && v.get<double>() == std::floor(v.get<double>());
-    if (!v.is_number_integer() && !integral_float) throw ConfigError(at(key), "must be an integer, got " + show(v));
-    if (integral_float && !(std::fabs(v.get<double>()) < 9e15))
-      throw ConfigError(at(key), "must be between " + std::to_string(lo) + " and " + std::to_string(hi) + ", got " + show(v));
-    const std::int64_t x = v.is_number_unsigned() && v.get<std::uint64_t>() > std::uint64_t(INT64_MAX)
-                               ? INT64_MAX
-                               : (v.is_number_integer() ? v.get<std::int64_t>() : std::int64_t(v.get<double>()));
-    if (x < lo || x > hi)
-      throw ConfigError(at(key), "must be between " + std::to_string(lo) + " and " + std::to_string(hi) + ", got " + show(v));
-    return x;
-  }
-  bool boolean(const std::string& key, bool fallback) const {
-    if (!has(key)) return fallback;
-    if (!j_.at(key).is_boolean()) throw ConfigError(at(key), "must be true or false, got " + show(j_.at(key)));
-    return j_.at(key).get<bool>();
-  }
-  std::vector<Real> numbers(const std::string& key) const {
-    if (!has(key)) throw ConfigError(at(key), "is missing");
-    const json& v = j_.at(key);
-    if (!v.is_array()) throw ConfigError(at(key), "must be an array of numbers, got " + show(v));
-    std::vector<Real> out;
-    for (std::size_t i = 0; i < v.size(); ++i) out.push_back(as_number(v[i], at(key) + "[" + std::to_string(i) + "]"));
-    return out;
-  }
-
-  // Typos must not pass silently as defaults.
-  void only(const std::set<std::string>& known) const {
-    for (auto it = j_.begin(); it != j_.end(); ++it) {
-      if (known.count(it.key())) continue;
-      std::string list;
-      for (const auto& k : known) list += (list.empty() ? "" : ", ") + k;
-      const std::string quoted = json(it.key()).dump();  // escapes control characters
-      throw ConfigError(at(quoted.substr(1, quoted.size() - 2)),
-                        list.empty() ? "unknown key (nothing is expected here)"
-                                     : "unknown key (expected one of: " + list + ")");
-    }
-  }
-
-  static Real as_number(const json& v, const std::string& path) {
-    if (!v.is_number()) throw ConfigError(path, "must be a number, got " + show(v));
-    const Real x = v.get<Real>();
-    if (!std::isfinite(x)) throw ConfigError(path, "must be finite, got " + show(v));
-    return x;
-  }
-
- private:
-  const json& j_;
-  std::string path_;
-};
-
-SystemSpec parse_system(const Node& sys, const std::string& name) {
-  const Node prm = sys.object_or_empty("parameters");
-  if (name == "spherical_pendulum") {
-    prm.only({"mass", "length", "gravity"});
-    SphericalPendulum s;
-    auto& p = s.prm;
-    p.mass = prm.positive("mass", p.mass);
-    p.length = prm.positive("length", p.length);
-    p.gravity = prm.number("gravity", p.gravity);
-    return s;
-  }
-  if (name == "double_pendulum") {
-    prm.only({"mass1", "mass2", "length1", "length2", "gravity"});
-    DoublePendulum s;
-    auto& p = s.prm;
-    p.mass1 = prm.positive("mass1", p.mass1);
-    p.mass2 = prm.positive("mass2", p.mass2);
-    p.length1 = prm.positive("length1", p.length1);
-    p.length2 = prm.positive("length2", p.length2);
-    p.gravity = prm.number("gravity", p.gravity);
-    return s;
-  }
-  if (name == "kepler") {
-    prm.only({"mass", "mu"});
-    Kepler s;
-    s.prm.mass = prm.positive("mass", s.prm.mass);
-    s.prm.mu = prm.positive("mu", s.prm.mu);
-    return s;
-  }
-  if (name == "rigid_body" || name == "rigid_chain") {
-    prm.only(name == "rigid_body" ? std::set<std::string>{"inertia", "mass", "gravity"}
-                                  : std::set<std::string>{"links", "inertia", "mass", "length", "gravity"});
-    RigidChainSpec chain;
-    RigidBody body;
-    Real* inertia = name == "rigid_body" ? body.prm.inertia : chain.parameters.inertia;
-    if (prm.has("inertia")) {
-      const auto in = prm.numbers("inertia");
-      if (in.size() != 3)
-        throw ConfigError(prm.at("inertia"), "must list the 3 principal moments of inertia, got " +
-                                                 std::to_string(in.size()));
-      std::copy(in.begin(), in.end(), inertia);
-    }
-    // J = tr(I)/2 - I, the mass matrix of R, is positive definite iff each
-    // moment is below the sum of the other two.
-    for (int a = 0; a < 3; ++a)
-      if (!(inertia[a] > 0) || !(inertia[a] < inertia[(a + 1) % 3] + inertia[(a + 2) % 3]))
-        throw ConfigError(prm.at("inertia"), "principal moments must be positive and each below the sum of the "
-                                             "other two (strict triangle inequality), so that J = tr(I)/2 - I > 0");
-    if (name == "rigid_body") {
-      body.prm.mass = prm.positive("mass", body.prm.mass);
-      body.prm.gravity = prm.number("gravity", body.prm.gravity);
-      return body;
-    }
-    chain.links = static_cast<int>(prm.integer("links", 1, 1 << 20, chain.links));
-    const auto& sizes = rigid_chain_sizes();
-    if (std::find(sizes.begin(), sizes.end(), chain.links) == sizes.end())
-      throw ConfigError(prm.at("links"), "this build has rigid chains of 1 or 2 links, got " + std::to_string(chain.links));
-    chain.parameters.mass = prm.positive("mass", chain.parameters.mass);
-    chain.parameters.length = prm.positive("length", chain.parameters.length);
-    chain.parameters.gravity = prm.number("gravity", chain.parameters.gravity);
-    return chain;
-  }
-  if (name == "magnetic_sphere") {
-    prm.only({"mass", "kappa", "field", "gravity"});
-    MagneticSphere s;
-    s.prm.mass = prm.positive("mass", s.prm.mass);
-    s.prm.kappa = prm.number("kappa", s.prm.kappa);
-    if (!(s.prm.kappa > -1)) throw ConfigError(prm.at("kappa"), "must be > -1 (the mass (1 + kappa z^2) must stay positive)");
-    s.prm.field = prm.number("field", s.prm.field);
-    s.prm.gravity = prm.number("gravity", s.prm.gravity);
-    return s;
-  }
-  if (name == "heisenberg" || name == "heisenberg_vakonomic") {
-    prm.only({});
-    if (name == "heisenberg") return Heisenberg{};
-    return HeisenbergVakonomic{};
-  }
-  if (name == "martinet" || name == "martinet_lagrangian") {
-    prm.only({"beta"});
-    MartinetParameters p;
-    p.beta = prm.number("beta", p.beta);
-    if (name == "martinet") return Martinet{p};
-    return MartinetLagrangian{p};
-  }
-  if (name == "sphere_contact") {
-    prm.only({});
-    return SphereContact{};
-  }
-  if (name == "parallel_parking") {
-    prm.only({"length", "alpha", "beta", "potential"});
-    ParallelParking s;
-    auto& p = s.prm;
-    p.length = prm.positive("length", p.length);
-    p.alpha = prm.positive("alpha", p.alpha);
-    p.beta = prm.positive("beta", p.beta);
-    static const std::string none = "none";
-    p.bowl = prm.string("potential", {"none", "bowl"}, &none) == "bowl";
-    return s;
-  }
-  prm.only({"beads", "mass", "bond_length", "bend_stiffness", "bend_angle_degrees", "torsion"});
-  ChainSpec c;
-  c.beads = static_cast<int>(prm.integer("beads", 1, 1 << 20));
-  const auto& sizes = chain_sizes();
-  if (std::find(sizes.begin(), sizes.end(), c.beads) == sizes.end()) {
-    std::string list;
-    for (int s : sizes) list += (list.empty() ? "" : ", ") + std::to_string(s);
-    throw ConfigError(prm.at("beads"), "this build has chains of " + list + " beads, got " + std::to_string(c.beads));
-  }
-  ChainParameters& p = c.parameters;
-  p.mass = prm.positive("mass", p.mass);
-  p.bond_length = prm.positive("bond_length", p.bond_length);
-  p.bend_stiffness = prm.non_negative("bend_stiffness", p.bend_stiffness);
-  const Real deg = prm.number("bend_angle_degrees", p.bend_angle * 180 / M_PI);
-  if (!(deg > 0 && deg <= 180)) throw ConfigError(prm.at("bend_angle_degrees"), "must be in (0, 180]");
-  p.bend_angle = deg * M_PI / 180;
-  if (prm.has("torsion")) {
-    const auto t = prm.numbers("torsion");
-    if (t.size() != 6)
-      throw ConfigError(prm.at("torsion"), "must list the 6 Ryckaert-Bellemans coefficients c0..c5, got " +
-                                               std::to_string(t.size()));
-    std::copy(t.begin(), t.end(), p.torsion);
-    p.has_torsion = std::any_of(t.begin(), t.end(), [](Real x) { return x != 0; });
-  }
-  return c;
-}
 
 ExplicitState parse_state(const Node& s) {
   s.only({"q", "p"});
@@ -372,8 +64,11 @@ ExplicitState parse_state(const Node& s) {
 
 // The family decides what applies: index-1 systems take any (q, p), so no
 // thermal sampler, and without holonomic constraints nothing to project.
-InitialSpec parse_initial(const Node& ini, const std::string& system_name) {
-  const bool nonholonomic = is_nonholonomic_system(system_name), mixed = is_mixed_system(system_name);
+InitialSpec parse_initial(const Node& ini, int system) {
+  const SystemInfo& info = system_infos()[std::size_t(system)];
+  const std::string& system_name = info.name;
+  const bool mixed = info.family == "holonomic + nonholonomic";
+  const bool nonholonomic = mixed || info.family == "nonholonomic";
   if (nonholonomic && !mixed)
     for (const char* key : {"project", "tolerance"})
       if (ini.has(key))
@@ -419,114 +114,28 @@ json parse_json(const std::string& text, const std::string& source) {
   }
 }
 
-// A key that only some methods take.
-void only_for(const Node& m, const std::string& key, bool applies, const std::string& which) {
-  if (m.has(key) && !applies) throw ConfigError(m.at(key), "applies only to " + which);
-}
-
-// The parameters of methods that have them; each key is refused elsewhere.
-void parse_method_parameters(const Node& m, RunConfig& c) {
-  const bool composition = c.method_name == "composition";
-  only_for(m, "base", composition, "composition");
-  only_for(m, "scheme", composition, "composition");
-  only_for(m, "form", composition, "composition");
-  if (composition) {
-    c.method.base = m.string("base", {"rattle", "constrained_midpoint", "symplectic_euler"});
-    c.method.scheme = m.string("scheme", {"triple_jump", "suzuki", "yoshida6", "kahan_li6", "kahan_li8"});
-    if (m.has("form") && c.method.base != "symplectic_euler")
-      throw ConfigError(m.at("form"), "applies only to base symplectic_euler: for rattle and constrained_midpoint "
-                                      "the extrinsic (5.7) and intrinsic (5.8) compositions are the same method");
-    static const std::string intrinsic = "intrinsic";
-    c.method.form = c.method.base == "symplectic_euler" ? m.string("form", {"intrinsic", "extrinsic"}, &intrinsic) : "";
-  }
-  const bool lie = c.method_name == "lie_rattle" || c.method_name == "lie_lobatto";
-  const bool sphere = c.method_name == "sphere_retraction";
-  only_for(m, "retraction", lie || sphere, "lie_rattle, lie_lobatto and sphere_retraction");
-  if (lie) c.method.retraction = m.string("retraction", {"exp", "cayley"});
-  if (sphere) c.method.retraction = m.string("retraction", {"projection", "exp"});
-  only_for(m, "theta", c.method_name == "theta_retraction", "theta_retraction");
-  if (c.method_name == "theta_retraction") {
-    c.method.theta = m.number("theta", c.method.theta);
-    if (!(c.method.theta >= 0 && c.method.theta <= 1)) throw ConfigError(m.at("theta"), "must be in [0, 1]");
-  }
-  only_for(m, "gamma", c.method_name == "newmark", "newmark");
-  only_for(m, "beta", c.method_name == "newmark", "newmark");
-  if (c.method_name == "newmark") {
-    c.method.gamma = m.non_negative("gamma", c.method.gamma);
-    c.method.beta = m.non_negative("beta", c.method.beta);
-  }
-  const bool variational = c.method_name == "variational";
-  for (const char* key : {"layer", "alpha_plus", "solver"}) only_for(m, key, variational, "variational");
-  if (variational) {
-    static const std::string rk4 = "rk4", fixed = "fixed_point";
-    const json* layer = m.has("layer") ? &m.raw("layer") : nullptr;
-    if (layer && layer->is_object()) {  // an explicit tableau {a, b, c}
-      const Node t(*layer, m.at("layer"));
-      t.only({"a", "b", "c"});
-      c.method.layer = "explicit";
-      c.method.layer_b = t.numbers("b");
-      c.method.layer_c = t.numbers("c");
-      const json& a = t.raw("a");
-      if (!a.is_array()) throw ConfigError(t.at("a"), "must be an array of rows");
-      for (std::size_t i = 0; i < a.size(); ++i) {
-        if (!a[i].is_array()) throw ConfigError(t.at("a") + "[" + std::to_string(i) + "]", "must be an array of numbers");
-        std::vector<Real> row;
-        for (std::size_t j = 0; j < a[i].size(); ++j)
-          row.push_back(Node::as_number(a[i][j], t.at("a") + "[" + std::to_string(i) + "][" + std::to_string(j) + "]"));
-        c.method.layer_a.push_back(row);
-      }
-    } else {
-      c.method.layer = m.string("layer", {"rk4", "heun", "kutta3"}, &rk4);
-    }
-    c.method.alpha_plus = m.number("alpha_plus", c.method.alpha_plus);
-    c.method.solver = m.string("solver", {"fixed_point", "newton"}, &fixed);
-  }
-}
-
-// method.name (checked against the system's family), stages, newton.
-void parse_method(const Node& m, RunConfig& c) {
-  c.method_name = m.string("name", method_names());
-  const bool nonholonomic = is_nonholonomic_system(c.system_name);
-  const bool mixed = is_mixed_system(c.system_name);
-  const auto& family = methods_for_system(c.system_name);
-  if (std::find(family.begin(), family.end(), c.method_name) == family.end())
-    throw ConfigError(m.at("name"), "\"" + c.method_name + "\" does not apply to " + c.system_name + ", a " +
-                                        (mixed ? "holonomic + nonholonomic"
-                                               : (nonholonomic ? "nonholonomic" : "holonomic")) +
-                                        " system (its methods: " + join(family) + ")");
-  if (c.method_name == "gauss_legendre") {
-    if (!m.has("stages")) throw ConfigError(m.at("stages"), "is missing (1, 2 or 3: orders 2, 4, 6)");
-    c.stages = static_cast<int>(m.integer("stages", 1, 3));
-  } else if (m.has("stages")) {
-    throw ConfigError(m.at("stages"), "applies only to gauss_legendre");
-  }
-  parse_method_parameters(m, c);
+// method.name (among the system's methods), its variant and parameters, newton.
+void parse_method(const Node& m, RunConfig& c, const std::set<std::string>& common) {
+  c.method = choose_method(m, c.system, common, c.method_parameters);
+  const MethodInfo& info = method_infos()[std::size_t(c.method)];
+  c.method_name = info.name;
+  c.method_config = m.json();
+  c.stages = info.variant.key == "stages" ? info.variant.value.get<int>() : 0;
   const Node nw = m.object_or_empty("newton");
   nw.only({"tolerance", "max_iterations"});
   c.newton.tolerance = nw.positive("tolerance", c.newton.tolerance);
   c.newton.max_iterations = static_cast<int>(nw.integer("max_iterations", 1, 1000, c.newton.max_iterations));
 }
 
+void parse_system(const Node& sys, RunConfig& c) {
+  c.system = choose_system(sys);
+  c.system_name = system_infos()[std::size_t(c.system)].name;
+  c.system_parameters = sys.has("parameters") ? sys.raw("parameters") : json::object();
+}
+
 }  // namespace
 
-std::string describe_method(const RunConfig& c) {
-  std::vector<std::string> parts;
-  if (c.stages > 0) parts.push_back(std::to_string(c.stages) + " stages");
-  if (!c.method.base.empty()) parts.push_back("base " + c.method.base);
-  if (!c.method.scheme.empty()) parts.push_back("scheme " + c.method.scheme);
-  if (!c.method.form.empty()) parts.push_back(c.method.form);
-  if (!c.method.retraction.empty()) parts.push_back("retraction " + c.method.retraction);
-  auto number = [](const char* key, Real x) {
-    std::ostringstream s;
-    s << key << " " << x;
-    return s.str();
-  };
-  if (c.method_name == "theta_retraction") parts.push_back(number("theta", c.method.theta));
-  if (c.method_name == "newmark") parts.push_back(number("gamma", c.method.gamma) + ", " + number("beta", c.method.beta));
-  if (c.method_name == "variational")
-    parts.push_back("layer " + c.method.layer + ", " + number("alpha_plus", c.method.alpha_plus) + ", " + c.method.solver);
-  return parts.empty() ? c.method_name : c.method_name + " (" + join(parts) + ")";
-}
+std::string describe_method(const RunConfig& c) { return describe_method(c.method, c.method_parameters); }
 
 RunConfig parse_config(const std::string& text, const std::string& source) {
   const json j = parse_json(text, source);
@@ -534,21 +143,16 @@ RunConfig parse_config(const std::string& text, const std::string& source) {
   top.only({"system", "method", "ensemble", "output", "backend", "precision"});
   RunConfig c;
 
-  const Node sys = top.object("system");
-  sys.only({"name", "parameters"});
-  c.system_name = sys.string("name", system_names());
-  c.system = parse_system(sys, c.system_name);
+  parse_system(top.object("system"), c);
 
   const Node m = top.object("method");
-  m.only({"name", "stages", "dt", "steps", "newton", "base", "scheme", "form", "retraction", "theta", "gamma", "beta",
-          "layer", "alpha_plus", "solver"});
-  parse_method(m, c);
+  parse_method(m, c, {"name", "dt", "steps", "newton"});
   c.dt = m.positive("dt");
   c.steps = m.integer("steps", 0, std::int64_t(1) << 40);
 
   const Node ens = top.object("ensemble");
   ens.only({"size", "seed", "batch_size", "initial"});
-  c.initial = parse_initial(ens.object("initial"), c.system_name);
+  c.initial = parse_initial(ens.object("initial"), c.system);
   if (c.initial.kind == InitialSpec::Kind::states) {
     const auto n = static_cast<std::int64_t>(c.initial.states.size());
     c.size = ens.integer("size", 1, INT64_MAX, n);
@@ -588,18 +192,7 @@ std::string read_config_file(const std::string& path) {
 
 }  // namespace
 
-int system_dof(const SystemSpec& spec) {
-  return std::visit(
-      [](const auto& s) {
-        if constexpr (std::is_same_v<std::decay_t<decltype(s)>, ChainSpec>)
-          return 3 * s.beads;  // Chain<N>::dof
-        else if constexpr (std::is_same_v<std::decay_t<decltype(s)>, RigidChainSpec>)
-          return 12 * s.links;  // RigidChain<B>::dof
-        else
-          return std::decay_t<decltype(s)>::dof;
-      },
-      spec);
-}
+int system_dof(const RunConfig& c) { return system_infos()[std::size_t(c.system)].dof; }
 
 namespace {
 
@@ -723,18 +316,15 @@ ShootConfig parse_shoot_config(const std::string& text, const std::string& sourc
   ShootSpec& s = cfg.shoot;
 
   const Node sys = top.object("system");
-  sys.only({"name", "parameters"});
-  c.system_name = sys.string("name", system_names());
-  if (!is_nonholonomic_system(c.system_name) || is_mixed_system(c.system_name)) {
+  parse_system(sys, c);
+  if (system_infos()[std::size_t(c.system)].family != "nonholonomic") {
     std::string allowed;
-#define TETHER_SHOOT_NAME(S) allowed += (allowed.empty() ? "" : ", ") + std::string(S::name);
-    TETHER_FOR_EACH_NONHOLONOMIC_SYSTEM(TETHER_SHOOT_NAME)
-#undef TETHER_SHOOT_NAME
+    for (const auto& info : system_infos())
+      if (info.family == "nonholonomic") allowed += (allowed.empty() ? "" : ", ") + info.name;
     throw ConfigError(sys.at("name"), "shooting applies to the index-1 (nonholonomic) systems, whose every (q0, p0) "
                                       "starts a geodesic: " + allowed + "; got \"" + c.system_name + "\"");
   }
-  c.system = parse_system(sys, c.system_name);
-  const int dof = system_dof(c.system);
+  const int dof = system_dof(c);
 
   const Node sh = top.object("shoot");
   sh.only({"q0", "time", "targets", "guesses", "newton", "continuation"});
@@ -742,8 +332,7 @@ ShootConfig parse_shoot_config(const std::string& text, const std::string& sourc
   s.time = sh.positive("time");
 
   const Node m = top.object("method");
-  m.only({"name", "stages", "dt", "steps", "newton"});
-  parse_method(m, c);
+  parse_method(m, c, {"name", "dt", "steps", "newton"});
   if (m.has("dt") == m.has("steps"))
     throw ConfigError(m.at("steps"), "give exactly one of \"steps\" (dt = shoot.time / steps) and \"dt\"");
   if (m.has("steps")) {

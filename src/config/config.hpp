@@ -6,46 +6,12 @@
 #include <variant>
 #include <vector>
 
+#include <nlohmann/json.hpp>
+
+#include "config/config_error.hpp"
 #include "tether/core/newton.hpp"
-#include "tether/systems/chain.hpp"
-#include "tether/systems/double_pendulum.hpp"
-#include "tether/systems/heisenberg.hpp"
-#include "tether/systems/heisenberg_vakonomic.hpp"
-#include "tether/systems/kepler.hpp"
-#include "tether/systems/magnetic_sphere.hpp"
-#include "tether/systems/rigid_body.hpp"
-#include "tether/systems/rigid_chain.hpp"
-#include "tether/systems/martinet.hpp"
-#include "tether/systems/parallel_parking.hpp"
-#include "tether/systems/sphere_contact.hpp"
-#include "tether/systems/spherical_pendulum.hpp"
 
 namespace tether {
-
-// A bad input: `path` is the JSON path (e.g. "method.dt"), or the file.
-class ConfigError : public std::runtime_error {
- public:
-  ConfigError(std::string path, const std::string& message)
-      : std::runtime_error("config error at " + path + ": " + message), path_(std::move(path)) {}
-  const std::string& path() const { return path_; }
-
- private:
-  std::string path_;
-};
-
-struct ChainSpec {
-  int beads = 4;
-  ChainParameters parameters;
-};
-struct RigidChainSpec {
-  int links = 2;
-  RigidChain<1>::Parameters parameters;  // the same for every link count
-};
-// The configured system itself (its parameters set), or for chains the bead
-// (link) count that picks the instantiation.
-using SystemSpec = std::variant<SphericalPendulum, DoublePendulum, ChainSpec, Kepler, RigidBody, RigidChainSpec,
-                                MagneticSphere, Heisenberg, HeisenbergVakonomic, Martinet, MartinetLagrangian,
-                                ParallelParking, SphereContact>;
 
 struct ExplicitState {
   std::vector<Real> q, p;
@@ -61,29 +27,18 @@ struct InitialSpec {
   Real tolerance = 1e-10;                              // states: allowed |g| and |G M^-1 p| without projection
 };
 
-// Parameters of the methods that have them (method.* in the config).
-struct MethodSpec {
-  std::string base;        // composition: rattle | constrained_midpoint | symplectic_euler
-  std::string scheme;      // composition: triple_jump | suzuki | yoshida6 | kahan_li6 | kahan_li8
-  std::string form;        // composition over symplectic_euler: intrinsic | extrinsic
-  std::string retraction;  // lie_rattle, lie_lobatto: exp | cayley; sphere_retraction: projection | exp
-  Real theta = 0.5;                 // theta_retraction
-  Real gamma = 0.5, beta = 0.25;    // newmark
-  // variational: the standard layer's explicit Runge-Kutta tableau (by name,
-  // or given as a, b, c), the bias alpha+ and the stage-4 solver.
-  std::string layer;                        // rk4 | heun | kutta3 | explicit
-  std::vector<std::vector<Real>> layer_a;   // explicit: s x s, strictly lower triangular
-  std::vector<Real> layer_b, layer_c;
-  Real alpha_plus = 0.5;
-  std::string solver;                       // fixed_point | newton
-};
-
 struct RunConfig {
+  // The system and method: their indices in the registry (tether/registry.hpp,
+  // src/registry/catalog.hpp) and their config objects as given, which the
+  // engine reads into the system and method objects (already validated).
   std::string system_name;
-  SystemSpec system;
+  int system = 0;
+  nlohmann::json system_parameters = nlohmann::json::object();
   std::string method_name;
-  int stages = 0;  // gauss_legendre only: 1, 2 or 3
-  MethodSpec method;
+  int method = 0;
+  nlohmann::json method_config = nlohmann::json::object();
+  nlohmann::ordered_json method_parameters;  // the method's parameter values (summary.json)
+  int stages = 0;                            // gauss_legendre's stage count; 0 for other methods
   Real dt = 0;
   std::int64_t steps = 0;
   NewtonOptions newton;
@@ -127,20 +82,14 @@ struct ShootConfig {
   ShootSpec shoot;
 };
 
-// Names the build knows, for validation messages and `tether list`.
+// Names the build knows, each once, in registry order (messages, `tether list`).
 const std::vector<std::string>& system_names();
 const std::vector<std::string>& method_names();
-bool is_nonholonomic_system(const std::string& system_name);
-bool is_mixed_system(const std::string& system_name);  // nonholonomic with holonomic constraints too
-bool is_lagrangian_system(const std::string& system_name);  // m(q), a(q), constraints: the variational method
-const std::vector<std::string>& methods_for_system(const std::string& system_name);
-// Method names of one family, for messages and `tether list`.
-const std::vector<std::string>& holonomic_method_names();
-const std::vector<std::string>& nonholonomic_method_names();
-const std::vector<std::string>& mixed_method_names();
-const std::vector<int>& chain_sizes();
-const std::vector<int>& rigid_chain_sizes();
 const std::vector<std::string>& backend_names();
+// The chain sizes built, and the method names of one family, for the benchmark's cases.
+std::vector<int> chain_sizes();
+std::vector<std::string> holonomic_method_names();
+std::vector<std::string> nonholonomic_method_names();
 
 // Parses and validates everything that does not need the system's equations
 // (explicit states are checked against the constraint manifold later, by the
@@ -148,8 +97,8 @@ const std::vector<std::string>& backend_names();
 // "composition (base rattle, scheme kahan_li8)": the method with its parameters, for messages and summaries.
 std::string describe_method(const RunConfig& c);
 
-// Dimension of q for a configured system.
-int system_dof(const SystemSpec& system);
+// Dimension of q for the configured system.
+int system_dof(const RunConfig& c);
 
 RunConfig parse_config(const std::string& json_text, const std::string& source);
 RunConfig load_config_file(const std::string& path);

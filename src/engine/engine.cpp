@@ -1,14 +1,13 @@
 #include "engine/engine.hpp"
 
-#include <type_traits>
+#include <array>
+#include <chrono>
 
-#include "engine/cpu_backend.hpp"
-#include "engine/dispatch.hpp"
-#include "engine/reference_backend.hpp"
-#include "engine/registry.hpp"
-#include "engine/runner.hpp"
+#include "backends/backend.hpp"
+#include "engine/system_entry.hpp"
+#include "tether/registry.hpp"
 #ifdef TETHER_HAVE_CUDA
-#include "engine/cuda_backend.hpp"
+#include "backends/cuda/device_count.hpp"
 #endif
 
 namespace tether {
@@ -63,88 +62,47 @@ std::string resolve_backend(const std::string& requested) {
 
 namespace {
 
-template <class S, class M>
-std::unique_ptr<Backend<S, M>> make_backend(const std::string& name, const S& sys, const M& method,
-                                            const StepControl& ctl) {
-  if (name == "cpu") return std::make_unique<CpuBackend<S, M>>(sys, method, ctl);
-  if (name == "reference") return std::make_unique<ReferenceBackend<S, M>>(sys, method, ctl);
-#ifdef TETHER_HAVE_CUDA
-  if (name == "cuda") return make_cuda_backend<S, M>(sys, method, ctl);
-#endif
-  throw ConfigError("backend", "backend \"" + name + "\" is not available in this build");
+// Each system's entry points, by registry index (defined in the generated units).
+struct Entry {
+  void (*check)(const RunConfig&);
+  RunResult (*run)(const RunConfig&, const RunOptions&, const std::string&);
+  ShootResult (*shoot)(const ShootConfig&, const ShootOptions&, const std::string&);
+};
+
+template <class... S>
+const Entry& entry(TypeList<S...>, int system) {
+  static const std::array<Entry, sizeof...(S)> table{Entry{&check_system<S>, &run_system<S>, &shoot_system<S>}...};
+  return table.at(std::size_t(system));
 }
+
+#ifdef TETHER_SYSTEM_COUNT
+static_assert(Systems::size == TETHER_SYSTEM_COUNT,
+              "CMake counted a different number of systems in tether/registry.hpp: keep one per line there");
+#endif
+
+const Entry& system_entry(int system) { return entry(Systems{}, system); }
 
 }  // namespace
 
-CompositionScheme composition_scheme(const std::string& name) {
-  if (name == "triple_jump") return CompositionScheme::triple_jump;
-  if (name == "suzuki") return CompositionScheme::suzuki;
-  if (name == "yoshida6") return CompositionScheme::yoshida6;
-  if (name == "kahan_li6") return CompositionScheme::kahan_li6;
-  if (name == "kahan_li8") return CompositionScheme::kahan_li8;
-  throw ConfigError("method.scheme", "unknown composition scheme \"" + name + "\"");
-}
-
-Variational::Parameters variational_parameters(const MethodSpec& spec) {
-  Variational::Parameters p;
-  if (spec.layer == "heun")
-    p = Variational::Parameters::heun();
-  else if (spec.layer == "kutta3")
-    p = Variational::Parameters::kutta3();
-  else if (spec.layer == "explicit") {
-    const std::size_t s = spec.layer_b.size();
-    if (s < 1 || s > std::size_t(Variational::max_stages))
-      throw ConfigError("method.layer.b", "must have 1 to " + std::to_string(Variational::max_stages) + " weights, got " +
-                                              std::to_string(s));
-    if (spec.layer_c.size() != s || spec.layer_a.size() != s)
-      throw ConfigError("method.layer", "a (rows), b and c must all have the same length, the number of stages");
-    p.stages = int(s);
-    for (std::size_t i = 0; i < std::size_t(Variational::max_stages); ++i) {
-      p.b[i] = i < s ? spec.layer_b[i] : 0;
-      p.c[i] = i < s ? spec.layer_c[i] : 0;
-      for (std::size_t j = 0; j < std::size_t(Variational::max_stages); ++j) p.a[i][j] = 0;
-    }
-    for (std::size_t i = 0; i < s; ++i) {
-      if (spec.layer_a[i].size() != s)
-        throw ConfigError("method.layer.a[" + std::to_string(i) + "]", "must have " + std::to_string(s) + " entries");
-      for (std::size_t j = 0; j < s; ++j) p.a[i][j] = spec.layer_a[i][j];
-    }
-  }
-  p.alpha_plus = spec.alpha_plus;
-  p.solver = spec.solver == "newton" ? Variational::Solver::newton : Variational::Solver::fixed_point;
-  if (const char* bad = p.check()) throw ConfigError("method", bad);
-  return p;
-}
-
-CompositionForm composition_form(const std::string& name) {
-  return name == "extrinsic" ? CompositionForm::extrinsic : CompositionForm::intrinsic;
-}
-
-void check_config(const RunConfig& c) {
-  with_system(c, [&](const auto& sys) {
-    check_initial_states(sys, c);
-    using S = std::decay_t<decltype(sys)>;
-    return with_method<S>(c, [](auto) { return 0; });  // the method's own parameter checks
-  });
-}
+void check_config(const RunConfig& c) { system_entry(c.system).check(c); }
 
 RunResult run(const RunConfig& c, const RunOptions& opt) {
   check_config(c);
-  const std::string backend = resolve_backend(c.backend);
-  return with_system(c, [&](const auto& sys) {
-    using S = std::decay_t<decltype(sys)>;
-    return with_method<S>(c, [&](auto method) {
-      using M = decltype(method);
-      auto be = make_backend<S, M>(backend, sys, method, StepControl{c.dt, c.newton});
-      RunResult r = run_ensemble<S, M>(sys, method, c, *be, opt);
-      r.system = c.system_name;
-      r.method = c.method_name;
-      r.stages = c.stages;
-      r.family = is_lagrangian<S> ? "lagrangian" : (is_nonholonomic<S> ? "nonholonomic" : "holonomic");
-      r.backend = backend;
-      return r;
-    });
-  });
+  return system_entry(c.system).run(c, opt, resolve_backend(c.backend));
+}
+
+ShootResult shoot(const ShootConfig& c, const ShootOptions& opt) {
+  const auto start = std::chrono::steady_clock::now();
+  const std::string backend = resolve_backend(c.run.backend);
+  ShootResult r = system_entry(c.run.system).shoot(c, opt, backend);
+  r.system = c.run.system_name;
+  r.method = c.run.method_name;
+  r.stages = c.run.stages;
+  r.backend = backend;
+  r.steps = c.run.steps;
+  r.dt = c.run.dt;
+  r.wall_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  return r;
 }
 
 }  // namespace tether

@@ -6,7 +6,7 @@
 #include <chrono>
 #include <cmath>
 
-#include "engine/backend.hpp"
+#include "backends/backend.hpp"
 #include "engine/engine.hpp"
 #include "engine/initial_state.hpp"
 
@@ -42,7 +42,7 @@ void prepare_batch(const S& sys, const M& method, const RunConfig& c, std::int64
 }
 
 template <class S, class M>
-RunResult run_ensemble(const S& sys, const M& method, const RunConfig& c, Backend<S, M>& backend,
+RunResult run_ensemble(const S& sys, const M& method, const RunConfig& c, Backend& backend,
                        const RunOptions& opt) {
   using clock = std::chrono::steady_clock;
   const auto start = clock::now();

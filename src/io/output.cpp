@@ -1,5 +1,7 @@
 #include "io/output.hpp"
 
+#include "registry/catalog.hpp"
+
 #include <charconv>
 #include <nlohmann/json.hpp>
 #include <algorithm>
@@ -104,21 +106,10 @@ void write_summary(const fs::path& file, const RunConfig& c, const RunResult& r)
   j["family"] = r.family;
   j["method"] = r.method;
   if (r.stages > 0) j["stages"] = r.stages;
-  for (const auto& [key, value] : {std::pair<const char*, const std::string&>{"base", c.method.base},
-                                   {"scheme", c.method.scheme},
-                                   {"form", c.method.form},
-                                   {"retraction", c.method.retraction}})
-    if (!value.empty()) j["method_parameters"][key] = value;
-  if (c.method_name == "theta_retraction") j["method_parameters"]["theta"] = c.method.theta;
-  if (c.method_name == "newmark") {
-    j["method_parameters"]["gamma"] = c.method.gamma;
-    j["method_parameters"]["beta"] = c.method.beta;
-  }
-  if (c.method_name == "variational") {
-    j["method_parameters"]["layer"] = c.method.layer;
-    j["method_parameters"]["alpha_plus"] = c.method.alpha_plus;
-    j["method_parameters"]["solver"] = c.method.solver;
-  }
+  const MethodInfo& method = method_infos()[std::size_t(c.method)];
+  if (!method.variant.key.empty() && method.variant.key != "stages")
+    j["method_parameters"][method.variant.key] = method.variant.value;
+  for (const auto& [key, value] : c.method_parameters.items()) j["method_parameters"][key] = value;
   j["backend"] = r.backend;
   j["precision"] = c.precision;
   j["trajectories"] = r.trajectories;

@@ -1,5 +1,6 @@
 #pragma once
 // Composition methods to higher order, seed 000 §5.2, eqs. (5.7)-(5.10).
+#include "tether/core/families.hpp"
 #include <type_traits>
 
 #include "tether/methods/constrained_midpoint.hpp"
@@ -109,14 +110,37 @@ struct Composition {
   static constexpr const char* base_name = Base::name;
   static constexpr bool two_step = false;
   static constexpr const char* citation = "seed 000 §5.2, eqs. (5.7)-(5.10)";
+  static constexpr const char* description = "symmetric composition of a symmetric order-2 base to order 4, 6 or 8 by scheme";
+  static constexpr bool symmetric = true;
+  template <class S>
+  static constexpr bool applies_to = HolonomicSystem<S>;
+  static constexpr Variant variant{"base", Base::name};
+
+  static constexpr int order = 4;  // the lowest scheme's; scheme_order() gives the configured one
 
   struct Parameters {
     CompositionScheme scheme = CompositionScheme::triple_jump;
     CompositionForm form = CompositionForm::intrinsic;  // only the symplectic Euler pair has two
+
+    template <class V>
+    void describe(V& v) {
+      v.choice("scheme", scheme,
+               {{"triple_jump", CompositionScheme::triple_jump},
+                {"suzuki", CompositionScheme::suzuki},
+                {"yoshida6", CompositionScheme::yoshida6},
+                {"kahan_li6", CompositionScheme::kahan_li6},
+                {"kahan_li8", CompositionScheme::kahan_li8}},
+               "coefficients: triple_jump and suzuki (order 4), yoshida6 and kahan_li6 (6), kahan_li8 (8)", Required::yes);
+      // For rattle and constrained_midpoint the extrinsic (5.7) and intrinsic
+      // (5.8) compositions are the same method (see below): no form to choose.
+      if constexpr (is_pair)
+        v.choice("form", form, {{"intrinsic", CompositionForm::intrinsic}, {"extrinsic", CompositionForm::extrinsic}},
+                 "intrinsic (5.10): every substep on T*N; extrinsic (5.9): substeps joined in T*Q");
+    }
   };
   Parameters prm;
 
-  TETHER_HD int order() const { return composition_order(prm.scheme); }
+  TETHER_HD int scheme_order() const { return composition_order(prm.scheme); }
 
   // Calls substep(base_method, h_i) for every base step in order, stopping
   // at the first failure. The fast step and the reference backend both go
@@ -157,7 +181,6 @@ struct Composition {
     return Status::ok;
   }
 
- private:
   static constexpr bool is_pair = std::is_same<Base, SymplecticEulerPair>::value;
 };
 

@@ -1,4 +1,5 @@
 #pragma once
+#include "tether/core/families.hpp"
 #include "tether/methods/projection.hpp"
 #include "tether/methods/residual.hpp"
 
@@ -16,6 +17,12 @@ struct ConstrainedMidpoint {
   static constexpr int order = 2;
   static constexpr bool two_step = false;
   static constexpr const char* citation = "seed 000 §5.1.3";
+  static constexpr const char* description = "constrained implicit midpoint rule";
+  static constexpr bool symmetric = true;
+  template <class S>
+  static constexpr bool applies_to = HolonomicSystem<S>;
+  using Parameters = NoParameters;
+  Parameters prm;
 
   template <class S>
   TETHER_HD static void start(const S&, PhaseState<S>&, Real) {}

@@ -9,6 +9,7 @@
 //   0 = H_lambda(Z_i);   q1 = q0 + h sum_j b_j H_p(Z_j),  p1 = p0 - h sum_j b_j H_q(Z_j).
 // The endpoint multipliers solve H_lambda(q1, p1, lambda1) = 0, so the
 // original constraints hold at every step; they are recovered on demand.
+#include "tether/core/families.hpp"
 #include "tether/methods/index1_stages.hpp"
 
 namespace tether {
@@ -58,6 +59,13 @@ struct GaussLegendre {
   static constexpr int order = 2 * Stages;
   static constexpr bool two_step = false;
   static constexpr const char* citation = "seed 001 eqs. (2.2)-(2.4), Props 3-4, Corollary 5";
+  static constexpr const char* description = "Gauss-Legendre Runge-Kutta on the index-1 system, order 2 x stages";
+  static constexpr bool symmetric = true;
+  template <class S>
+  static constexpr bool applies_to = Index1System<S>;
+  static constexpr Variant variant{"stages", Stages};
+  using Parameters = NoParameters;
+  Parameters prm;
   using Tableau = GaussLegendreTableau<Stages>;
 
   template <class S>

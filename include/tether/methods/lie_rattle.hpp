@@ -25,6 +25,7 @@
 // unknowns, Jacobian by forward-mode dual numbers through the stage), each
 // body's 3 x 3 equation for omega solved inside by its own Newton and
 // differentiated by the implicit function theorem.
+#include "tether/core/families.hpp"
 #include <Eigen/Dense>
 
 #include "tether/core/dual.hpp"
@@ -427,9 +428,15 @@ struct LieRattle {
   static constexpr const char* name = "lie_rattle";
   static constexpr int order = 2;
   static constexpr bool two_step = false;
-  static constexpr bool lie_group = true;
   static constexpr bool own_unknowns = true;
   static constexpr const char* citation = "seed 000 eqs. (6.8)-(6.10)";
+  static constexpr const char* description = "Lie-group RATTLE on SO(3) with the retraction tau (exp or Cayley), translations by RATTLE";
+  static constexpr bool symmetric = true;
+  template <class S>
+  static constexpr bool applies_to = RigidBodySystem<S>;
+  static constexpr Variant variant{"retraction", Tau::name};
+  using Parameters = NoParameters;
+  Parameters prm;
   using Retraction = Tau;
 
   template <class S>
@@ -531,9 +538,15 @@ struct LieLobatto {
   static constexpr const char* name = "lie_lobatto";
   static constexpr int order = 2;
   static constexpr bool two_step = false;
-  static constexpr bool lie_group = true;
   static constexpr bool own_unknowns = true;
   static constexpr const char* citation = "seed 000 eqs. (6.4)-(6.7)";
+  static constexpr const char* description = "Lie-group Lobatto IIIA-IIIB pair on SO(3) with the retraction tau (exp or Cayley)";
+  static constexpr bool symmetric = true;
+  template <class S>
+  static constexpr bool applies_to = RigidBodySystem<S>;
+  static constexpr Variant variant{"retraction", Tau::name};
+  using Parameters = NoParameters;
+  Parameters prm;
   using Retraction = Tau;
 
   template <class S>

@@ -2,6 +2,7 @@
 // The Newmark family as the discretization (4.1) of the SODE q'' = -M^-1 grad V
 // with the extended retraction map R_d^TTQ of seed 003 §4.1, for unconstrained
 // systems (constraint_count = 0); state (q, p) with p = M qdot.
+#include "tether/core/families.hpp"
 #include "tether/methods/retraction.hpp"
 
 namespace tether {
@@ -22,9 +23,19 @@ struct Newmark {
   static constexpr int order = 2;  // at the default gamma = 1/2; see effective_order()
   static constexpr bool two_step = false;
   static constexpr const char* citation = "seed 003 §4.1, eqs. (4.3)-(4.5)";
+  static constexpr const char* description = "Newmark family as an extended retraction map; (1/2, 1/4) is the trapezoidal rule";
+  static constexpr bool symmetric = true;
+  template <class S>
+  static constexpr bool applies_to = UnconstrainedSystem<S>;
 
   struct Parameters {
     Real gamma = 0.5, beta = 0.25;
+
+    template <class V>
+    void describe(V& v) {
+      v.real("gamma", gamma, Range::non_negative(), "velocity weight: order 2 iff 1/2, damped above");
+      v.real("beta", beta, Range::non_negative(), "position weight: 0 is explicit (Stormer-Verlet at gamma 1/2)");
+    }
   };
   Parameters prm;
 

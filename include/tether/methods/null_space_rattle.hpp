@@ -1,4 +1,5 @@
 #pragma once
+#include "tether/core/families.hpp"
 #include "tether/core/small_solve.hpp"
 #include "tether/methods/projection.hpp"
 #include "tether/methods/residual.hpp"
@@ -21,6 +22,12 @@ struct NullSpaceRattle {
   static constexpr int order = 2;
   static constexpr bool two_step = false;
   static constexpr const char* citation = "seed 000 §4.2 eqs. (4.7)-(4.9), Example 5.3";
+  static constexpr const char* description = "discrete null-space RATTLE: momenta in a tangent basis of the rigid bodies";
+  static constexpr bool symmetric = true;
+  template <class S>
+  static constexpr bool applies_to = RigidBodySystem<S>;
+  using Parameters = NoParameters;
+  Parameters prm;
 
   template <class S>
   TETHER_HD static void start(const S&, PhaseState<S>&, Real) {}

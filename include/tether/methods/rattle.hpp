@@ -1,4 +1,5 @@
 #pragma once
+#include "tether/core/families.hpp"
 #include "tether/methods/projection.hpp"
 #include "tether/methods/residual.hpp"
 
@@ -15,6 +16,12 @@ struct Rattle {
   static constexpr int order = 2;
   static constexpr bool two_step = false;
   static constexpr const char* citation = "seed 000 eqs. (5.16)-(5.18)";
+  static constexpr const char* description = "RATTLE: symplectic Euler A and B half steps composed; symmetric, symplectic on T*N";
+  static constexpr bool symmetric = true;
+  template <class S>
+  static constexpr bool applies_to = HolonomicSystem<S>;
+  using Parameters = NoParameters;
+  Parameters prm;
 
   template <class S>
   TETHER_HD static void start(const S&, PhaseState<S>&, Real) {}

@@ -10,6 +10,7 @@
 //   0 = H_lambda(q1, p1, lambda1)                           (onto T*N)
 // Second order, symplectic on T*N, and the nonholonomic constraints hold at
 // the end of every step through lambda1 (Corollary 5).
+#include "tether/core/families.hpp"
 #include "tether/methods/index1_stages.hpp"
 
 namespace tether {
@@ -49,6 +50,12 @@ struct RattleMidpoint {
   static constexpr int order = 2;
   static constexpr bool two_step = false;
   static constexpr const char* citation = "seed 001 Props 6-7 (RATTLE with a midpoint inner step)";
+  static constexpr const char* description = "RATTLE for the holonomic constraints with a midpoint inner step for the nonholonomic ones";
+  static constexpr bool symmetric = true;
+  template <class S>
+  static constexpr bool applies_to = MixedSystem<S>;
+  using Parameters = NoParameters;
+  Parameters prm;
 
   template <class S>
   TETHER_HD static void start(const S&, PhaseState<S>&, Real) {}

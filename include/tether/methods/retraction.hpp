@@ -3,6 +3,7 @@
 // map on a vector space Q (seed 003, §3.2 and Prop. 5.1), for unconstrained
 // systems (constraint_count = 0) with H = p.M^-1 p / 2 + V(q), and the
 // implicit position solve they share with Newmark (newmark.hpp).
+#include "tether/core/families.hpp"
 #include <type_traits>
 #include <utility>
 
@@ -88,9 +89,18 @@ struct ThetaRetraction {
   static constexpr int order = 2;  // at the default theta = 1/2; see effective_order()
   static constexpr bool two_step = false;
   static constexpr const char* citation = "seed 003 Prop. 5.1 with Example 2.5(3), eqs. (3.2), (5.2); Examples 5.2, 5.3";
+  static constexpr const char* description = "theta-method discretization map lifted to T*Q: symplectic, order 2 at theta = 1/2";
+  static constexpr bool symmetric = true;
+  template <class S>
+  static constexpr bool applies_to = UnconstrainedSystem<S>;
 
   struct Parameters {
     Real theta = 0.5;
+
+    template <class V>
+    void describe(V& v) {
+      v.real("theta", theta, Range::closed(0, 1), "where the force is taken: 0 and 1 are order 1, 1/2 is order 2");
+    }
   };
   Parameters prm;
 

@@ -1,4 +1,5 @@
 #pragma once
+#include "tether/core/families.hpp"
 #include "tether/methods/projection.hpp"
 #include "tether/methods/residual.hpp"
 
@@ -16,6 +17,12 @@ struct Shake {
   static constexpr int order = 2;
   static constexpr bool two_step = true;  // carries q_{n-1}
   static constexpr const char* citation = "seed 000 §5.1.2 (two-step form) with (5.17)-(5.18)";
+  static constexpr const char* description = "SHAKE: RATTLE's positions as a two-step scheme in (q_{n-1}, q_n)";
+  static constexpr bool symmetric = true;
+  template <class S>
+  static constexpr bool applies_to = HolonomicSystem<S>;
+  using Parameters = NoParameters;
+  Parameters prm;
 
   // The virtual q_{-1} for which the two-step formula reproduces RATTLE's
   // first position step from (q0, p0): q_{-1} = q0 - h M^-1 p0 - h^2/2 M^-1 grad V(q0).

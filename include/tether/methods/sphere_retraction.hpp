@@ -2,7 +2,7 @@
 // Symplectic integrators on T*S^2 from the cotangent lift of a retraction
 // that fixes the first point, R_d(x, xi) = (x, R_x(xi)) (seed 003 Example 5.4
 // with the projection retraction; its exp analogue from Examples 2.6, 3.9).
-// For systems on a sphere of radius L = sphere_radius(sys) about the origin
+// For systems on a sphere of radius L = sys.sphere_radius() about the origin
 // with isotropic mass M = m I: dof 3, one constraint |q| = L (the
 // SphericalPendulum). State (q, p), p tangent; the unit-sphere formulas below
 // apply to x = q / L, pi = L p (mass m L^2, grad_x V = L grad_q V).
@@ -44,6 +44,7 @@
 // x . p = 0 by construction, and, L_d being invariant under rotations about z
 // when V is, the vertical angular momentum x_x p_y - x_y p_x is conserved
 // exactly (discrete Noether theorem).
+#include "tether/core/families.hpp"
 #include <math.h>
 
 #include "tether/core/dual.hpp"
@@ -51,12 +52,6 @@
 #include "tether/methods/residual.hpp"
 
 namespace tether {
-
-// The radius of the sphere a system's q lives on (customization point).
-template <class S>
-TETHER_HD Real sphere_radius(const S& sys) {
-  return sys.prm.length;
-}
 
 // Seed 003 Example 5.4: the projection retraction R_x(xi) = (x + xi)/|x + xi|.
 struct ProjectionRetraction {
@@ -163,6 +158,13 @@ struct SphereRetraction {
   static constexpr int order = 1;
   static constexpr bool two_step = false;
   static constexpr const char* citation = "seed 003 Example 5.4, Prop. 5.1, eq. (3.2); Examples 2.6, 3.9 (exp)";
+  static constexpr const char* description = "cotangent lift of a retraction of S^2 (projection or exp): kick, then retraction drift";
+  static constexpr bool symmetric = false;
+  template <class S>
+  static constexpr bool applies_to = SphereSystem<S>;
+  static constexpr Variant variant{"retraction", Retraction::name};
+  using Parameters = NoParameters;
+  Parameters prm;
 
   template <class S>
   TETHER_HD static void start(const S&, PhaseState<S>&, Real) {}
@@ -170,7 +172,7 @@ struct SphereRetraction {
   template <class S>
   TETHER_HD static Status step(const S& sys, PhaseState<S>& s, Real h, const NewtonOptions& opt, int& iterations) {
     static_assert(S::dof == 3 && S::constraint_count == 1, "sphere_retraction needs a system on a sphere in R^3");
-    const Real radius = sphere_radius(sys);
+    const Real radius = sys.sphere_radius();
     const Vec3 x0 = s.q.normalized();
     Vec3 kick = s.p - h * sys.potential_gradient(s.q);
     kick -= x0.dot(kick) * x0;
@@ -193,7 +195,7 @@ struct SphereRetraction {
   template <class S>
   static Eigen::VectorXd residual(const S& sys, const PhaseState<S>& s0, Real h, const Eigen::VectorXd& x) {
     using Lay = ResidualLayout<S>;
-    const Real radius = sphere_radius(sys);
+    const Real radius = sys.sphere_radius();
     const Vec3 q1 = Lay::q1(x), p1 = Lay::p1(x);
     Vec<6> z;
     z << s0.q / radius, q1 / radius;

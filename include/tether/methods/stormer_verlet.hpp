@@ -7,6 +7,7 @@
 // on the index-1 system with stage multipliers Lambda_1 at (q0, p_{1/2}) and
 // Lambda_2 at (q1, p_{1/2}) from H_lambda = 0, each solved together with its
 // implicit stage. Order 2, symmetric, symplectic.
+#include "tether/core/families.hpp"
 #include "tether/methods/index1_stages.hpp"
 
 namespace tether {
@@ -17,6 +18,12 @@ struct StormerVerlet {
   static constexpr int order = 2;
   static constexpr bool two_step = false;
   static constexpr const char* citation = "seed 004 eqs. (51)-(53)";
+  static constexpr const char* description = "generalized Stormer-Verlet on the index-1 system";
+  static constexpr bool symmetric = true;
+  template <class S>
+  static constexpr bool applies_to = Index1System<S>;
+  using Parameters = NoParameters;
+  Parameters prm;
 
   template <class S>
   TETHER_HD static void start(const S&, PhaseState<S>&, Real) {}

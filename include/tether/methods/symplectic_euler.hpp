@@ -4,6 +4,7 @@
 // on the index-1 system with the stage multipliers Lambda from
 // H_lambda(q0, p1, Lambda) = 0 solved together with p1 (seed 001 Prop 4: this
 // is the method applied to H(q, p, lambda~(q, p))). Order 1, symplectic.
+#include "tether/core/families.hpp"
 #include "tether/methods/index1_stages.hpp"
 
 namespace tether {
@@ -14,6 +15,12 @@ struct SymplecticEuler {
   static constexpr int order = 1;
   static constexpr bool two_step = false;
   static constexpr const char* citation = "seed 004 eq. (35)";
+  static constexpr const char* description = "symplectic Euler on the index-1 system J z' = grad H(z)";
+  static constexpr bool symmetric = false;
+  template <class S>
+  static constexpr bool applies_to = Index1System<S>;
+  using Parameters = NoParameters;
+  Parameters prm;
 
   template <class S>
   TETHER_HD static void start(const S&, PhaseState<S>&, Real) {}

@@ -1,4 +1,5 @@
 #pragma once
+#include "tether/core/families.hpp"
 #include "tether/methods/projection.hpp"
 #include "tether/methods/residual.hpp"
 
@@ -14,6 +15,12 @@ struct SymplecticEulerA {
   static constexpr int order = 1;
   static constexpr bool two_step = false;
   static constexpr const char* citation = "seed 000 §5.1.1";
+  static constexpr const char* description = "constrained symplectic Euler A: kick at the start, then project onto T*N";
+  static constexpr bool symmetric = false;
+  template <class S>
+  static constexpr bool applies_to = HolonomicSystem<S>;
+  using Parameters = NoParameters;
+  Parameters prm;
 
   template <class S>
   TETHER_HD static void start(const S&, PhaseState<S>&, Real) {}

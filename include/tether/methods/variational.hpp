@@ -21,6 +21,7 @@
 // The momentum is returned in the representative with G(q) v = 0,
 // v = m(q)^-1 (p - a(q)) (the paper's representative lambda Dg^T = 0, eq. (S4.5b),
 // differs from it by G(q)^T c, which pairs to zero with T N).
+#include "tether/core/families.hpp"
 #include <limits>
 
 #include <Eigen/Dense>
@@ -134,6 +135,10 @@ struct Variational {
   static constexpr int order = 4;  // of the default tableau; see Parameters::layer_order()
   static constexpr bool two_step = false;
   static constexpr const char* citation = "seed 002 §§2-4, Stage-4 eqs. (S4.5)-(S4.8), (3.2), (4.2), (4.4), (4.7)-(4.9)";
+  static constexpr const char* description = "variational integrator over an explicit Runge-Kutta layer, same order as the layer";
+  static constexpr bool symmetric = true;
+  template <class S>
+  static constexpr bool applies_to = LagrangianSystem<S>;
   static constexpr int max_stages = 6;
 
   enum class Solver { fixed_point, newton };
@@ -220,6 +225,16 @@ struct Variational {
         r = o;
       }
       return r;
+    }
+
+    template <class V>
+    void describe(V& v) {
+      v.tableau("layer", *this, {{"rk4", classical_rk4()}, {"heun", heun()}, {"kutta3", kutta3()}},
+                "the standard layer: rk4, heun, kutta3, or an explicit tableau {a, b, c}");
+      v.real("alpha_plus", alpha_plus, Range::any(), "the bias alpha+ in [0, 1]; 1/2 is time-symmetric");
+      v.choice("solver", solver, {{"fixed_point", Solver::fixed_point}, {"newton", Solver::newton}},
+               "the Stage-4 solver: fixed-point iteration with approximates, or Newton");
+      v.check(check(), "");
     }
 
     // nullptr when usable, else what is wrong (for config validation).

@@ -4,6 +4,7 @@
 // potential on each dihedral: the united-atom alkane of Ryckaert, Ciccotti &
 // Berendsen (J. Comput. Phys. 23, 1977) with its bond lengths constrained.
 // q = (r_0, ..., r_{N-1}) stacked; d_i = r_{i+1} - r_i are the bonds.
+#include "tether/core/parameters.hpp"
 #include <Eigen/Geometry>  // Vec3::cross
 #include <cmath>
 
@@ -19,12 +20,26 @@ struct ChainParameters {
   // Ryckaert-Bellemans V(psi) = sum_n c_n cos^n psi, psi = phi - pi (trans = 0).
   Real torsion[6] = {0, 0, 0, 0, 0, 0};
   bool has_torsion = false;
+
+  template <class V>
+  void describe(V& v) {
+    v.real("mass", mass, Range::positive(), "mass of a bead");
+    v.real("bond_length", bond_length, Range::positive(), "length of every bond");
+    v.real("bend_stiffness", bend_stiffness, Range::non_negative(), "k in V = k/2 (cos theta - cos theta0)^2");
+    v.degrees("bend_angle_degrees", bend_angle, Range::left_open(0, 180), "theta0, the rest bond angle");
+    v.reals("torsion", torsion, "Ryckaert-Bellemans coefficients c0..c5 of the dihedral potential");
+    has_torsion = false;  // derived: the dihedral forces are skipped when every coefficient is 0
+    for (Real c : torsion) has_torsion = has_torsion || c != 0;
+  }
 };
 
 template <int N>
 struct Chain {
   static_assert(N >= 3, "a chain needs at least three beads");
   static constexpr const char* name = "chain";
+  static constexpr const char* description = "N beads in R^3 with N-1 rigid bonds, bending and optional Ryckaert-Bellemans torsion";
+  static constexpr const char* citation = "Ryckaert, Ciccotti, Berendsen 1977 with bonds constrained";
+  static constexpr Variant variant{"beads", N};
   static constexpr int beads = N;
   static constexpr int dof = 3 * N;
   static constexpr int constraint_count = N - 1;

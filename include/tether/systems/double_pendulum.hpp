@@ -2,6 +2,7 @@
 // Planar double pendulum in Cartesian coordinates q = (x1, y1, x2, y2) of the
 // two bobs, with the rod lengths as two holonomic constraints and gravity
 // along -y.
+#include "tether/core/parameters.hpp"
 #include <cmath>
 
 #include "tether/core/small_solve.hpp"
@@ -10,6 +11,8 @@ namespace tether {
 
 struct DoublePendulum {
   static constexpr const char* name = "double_pendulum";
+  static constexpr const char* description = "planar double pendulum in Cartesian coordinates, q in R^4, two rod constraints";
+  static constexpr const char* citation = "the classical double pendulum";
   static constexpr int dof = 4;
   static constexpr int constraint_count = 2;
   using Gram = DenseMatrix<2>;
@@ -18,6 +21,15 @@ struct DoublePendulum {
     Real mass1 = 1.0, mass2 = 1.0;
     Real length1 = 1.0, length2 = 1.0;
     Real gravity = 9.81;
+
+    template <class V>
+    void describe(V& v) {
+      v.real("mass1", mass1, Range::positive(), "mass of the inner bob");
+      v.real("mass2", mass2, Range::positive(), "mass of the outer bob");
+      v.real("length1", length1, Range::positive(), "length of the inner rod");
+      v.real("length2", length2, Range::positive(), "length of the outer rod");
+      v.real("gravity", gravity, Range::any(), "gravitational acceleration along -y");
+    }
   };
   Parameters prm;
 

@@ -3,17 +3,20 @@
 // (issue 3; the canonical form of seed 004 §6.2): orthonormal frame
 // X = d/dx - (y/2) d/dz, Y = d/dy + (x/2) d/dz, H = 1/2 (<p, X>^2 + <p, Y>^2).
 // Its geodesics are known in closed form (tests use them as the oracle).
+#include "tether/core/parameters.hpp"
 #include "tether/systems/generalized_hamiltonian.hpp"
 
 namespace tether {
 
 struct Heisenberg {
   static constexpr const char* name = "heisenberg";
+  static constexpr const char* description = "Heisenberg group, canonical H of its orthonormal frame; closed-form geodesics";
+  static constexpr const char* citation = "LJM12 §6.2";
   static constexpr Form form = Form::canonical;
   static constexpr int dof = 3;
   static constexpr int multiplier_count = 0;
   static constexpr int frame_size = 2;
-  struct Parameters {};
+  using Parameters = NoParameters;
   Parameters prm;
 
   template <class T>

@@ -2,16 +2,19 @@
 // The Heisenberg problem of seed 001 §6: L = 1/2 |qdot|^2 in R^3 with the
 // nonholonomic constraint g(q) . qdot = 0, g(q) = (-y, x, 1) (Form::lagrangian).
 // Then qdot = p + lambda g (eq. (6.1)) and lambda~ = -g.p / g.g.
+#include "tether/core/parameters.hpp"
 #include "tether/systems/generalized_hamiltonian.hpp"
 
 namespace tether {
 
 struct HeisenbergVakonomic {
   static constexpr const char* name = "heisenberg_vakonomic";
+  static constexpr const char* description = "Heisenberg problem with L = |qdot|^2/2 and g = (-y, x, 1)";
+  static constexpr const char* citation = "MMVW13 §6";
   static constexpr Form form = Form::lagrangian;
   static constexpr int dof = 3;
   static constexpr int multiplier_count = 1;
-  struct Parameters {};
+  using Parameters = NoParameters;
   Parameters prm;
 
   template <class T>

@@ -6,6 +6,7 @@
 // reduce to their unconstrained cores (RATTLE = Stormer-Verlet), and the
 // retraction-map methods of seed 003, which need a vector space Q, apply.
 // First integrals: energy, angular momentum q x p, Laplace-Runge-Lenz vector.
+#include "tether/core/parameters.hpp"
 #include <cmath>
 
 #include "tether/core/types.hpp"
@@ -14,6 +15,8 @@ namespace tether {
 
 struct Kepler {
   static constexpr const char* name = "kepler";
+  static constexpr const char* description = "planar Kepler problem, q in R^2, no constraints";
+  static constexpr const char* citation = "BM23 Examples 5.2, 5.3";
   static constexpr int dof = 2;
   static constexpr int constraint_count = 0;
 
@@ -25,6 +28,12 @@ struct Kepler {
   struct Parameters {
     Real mass = 1.0;
     Real mu = 1.0;  // G M of the centre (length^3 / time^2)
+
+    template <class V>
+    void describe(V& v) {
+      v.real("mass", mass, Range::positive(), "mass of the orbiting body");
+      v.real("mu", mu, Range::positive(), "G M of the centre (length^3 / time^2)");
+    }
   };
   Parameters prm;
 

@@ -18,6 +18,7 @@
 //   potential(q),  potential_gradient(q, dV[n]),
 //   constraints(q, g[k]),  constraint_jacobian(q, G[k][n]),  constraint_hessian(q, c, H[n][n]) (H = D^2 g_c).
 // T*N is represented as {(q, p) : g(q) = 0, G(q) v = 0, v = m(q)^-1 (p - a(q))}.
+#include "tether/core/parameters.hpp"
 #include <math.h>
 
 #include "tether/core/status.hpp"
@@ -28,6 +29,8 @@ namespace tether {
 struct MagneticSphere {
   static constexpr bool lagrangian = true;
   static constexpr const char* name = "magnetic_sphere";
+  static constexpr const char* description = "charge on S^2 with mass m(q) = m (1 + kappa z^2) in the field b e_z: a constrained Lagrangian";
+  static constexpr const char* citation = "PCSZ09 §§2-4";
   static constexpr int dof = 3;
   static constexpr int constraint_count = 1;
 
@@ -36,6 +39,15 @@ struct MagneticSphere {
     Real kappa = 0.5;    // > -1 keeps m(q) positive on the sphere
     Real field = 1.0;    // charge x field strength b: a(q) = (b/2)(-q_y, q_x, 0)
     Real gravity = 9.81;
+
+    template <class V>
+    void describe(V& v) {
+      v.real("mass", mass, Range::positive(), "m in m(q) = m (1 + kappa z^2)");
+      v.real("kappa", kappa, Range::above(-1, "the mass (1 + kappa z^2) must stay positive"),
+             "configuration dependence of the mass");
+      v.real("field", field, Range::any(), "charge x field strength b: a(q) = (b/2)(-y, x, 0)");
+      v.real("gravity", gravity, Range::any(), "gravitational acceleration along -z");
+    }
   };
   Parameters prm;
 

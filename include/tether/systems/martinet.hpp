@@ -1,18 +1,26 @@
 #pragma once
 // The Martinet sub-Riemannian structure in both forms the engine accepts;
 // they have the same geodesics (a test checks it).
+#include "tether/core/parameters.hpp"
 #include "tether/systems/generalized_hamiltonian.hpp"
 
 namespace tether {
 
 struct MartinetParameters {
   Real beta = 0;  // seed 004 eq. (42); 1 + beta x must stay positive
+
+  template <class V>
+  void describe(V& v) {
+    v.real("beta", beta, Range::any(), "the metric's 1 / (1 + beta x)^2 on d/dy; 1 + beta x must stay positive");
+  }
 };
 
 // Seed 004 eq. (42): H = 1/2 ((p_x + p_z y^2/2)^2 + p_y^2 / (1 + beta x)^2),
 // i.e. the orthonormal frame X1 = d/dx + (y^2/2) d/dz, X2 = d/dy / (1 + beta x).
 struct Martinet {
   static constexpr const char* name = "martinet";
+  static constexpr const char* description = "Martinet sub-Riemannian structure in canonical form";
+  static constexpr const char* citation = "LJM12 eq. (42)";
   static constexpr Form form = Form::canonical;
   static constexpr int dof = 3;
   static constexpr int multiplier_count = 0;
@@ -39,6 +47,8 @@ struct Martinet {
 // + (p_z - lambda)^2), so lambda~ = p_z and H(q, p, lambda~) is eq. (42).
 struct MartinetLagrangian {
   static constexpr const char* name = "martinet_lagrangian";
+  static constexpr const char* description = "the Martinet structure as a Lagrangian with zdot = (y^2/2) xdot";
+  static constexpr const char* citation = "MMVW13 Props 1-2 with LJM12 eq. (42)";
   static constexpr Form form = Form::lagrangian;
   static constexpr int dof = 3;
   static constexpr int multiplier_count = 1;

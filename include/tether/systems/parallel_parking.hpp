@@ -7,18 +7,29 @@
 // V is none, or the bowl V = -cos r of the paper, read here as r = the
 // distance from the origin of the vehicle's midpoint
 // (x - L/2 cos theta, y - L/2 sin theta).
+#include "tether/core/parameters.hpp"
 #include "tether/systems/generalized_hamiltonian.hpp"
 
 namespace tether {
 
 struct ParallelParking {
   static constexpr const char* name = "parallel_parking";
+  static constexpr const char* description = "two-wheeled vehicle, q = (x, y, theta, phi), two nonholonomic constraints";
+  static constexpr const char* citation = "MMVW13 §5";
   static constexpr Form form = Form::lagrangian;
   static constexpr int dof = 4;
   static constexpr int multiplier_count = 2;
   struct Parameters {
     Real length = 1, alpha = 1, beta = 1;
     bool bowl = false;
+
+    template <class V>
+    void describe(V& v) {
+      v.real("length", length, Range::positive(), "distance L between the wheels");
+      v.real("alpha", alpha, Range::positive(), "moment of inertia of the body angle theta");
+      v.real("beta", beta, Range::positive(), "moment of inertia of the steering angle phi");
+      v.choice("potential", bowl, {{"none", false}, {"bowl", true}}, "none, or the bowl V = -cos r about the origin");
+    }
   };
   Parameters prm;
 

@@ -6,6 +6,7 @@
 // free top whatever g is: R alpha (spatial angular momentum about the
 // centre) and 1/2 alpha.I^-1 alpha are first integrals, as are |alpha| and
 // the energy of the body-frame motion.
+#include "tether/core/parameters.hpp"
 #include <cmath>
 
 #include "tether/systems/rigid_common.hpp"
@@ -14,6 +15,8 @@ namespace tether {
 
 struct RigidBody {
   static constexpr const char* name = "rigid_body";
+  static constexpr const char* description = "free rigid body in ambient coordinates, R in R^3x3 with R^T R = I, and its centre";
+  static constexpr const char* citation = "BMS24 Example 5.3";
   static constexpr int bodies = 1;
   static constexpr int joint_count = 0;
   static constexpr int dof = 12 * bodies;
@@ -29,6 +32,14 @@ struct RigidBody {
     Real inertia[3] = {1.0, 1.5, 2.0};
     Real mass = 1.0;
     Real gravity = 0.0;
+
+    template <class V>
+    void describe(V& v) {
+      v.reals("inertia", inertia, "principal moments of inertia about the centre");
+      v.check(rigid::inertia_problem(inertia), "inertia");
+      v.real("mass", mass, Range::positive(), "mass of the body");
+      v.real("gravity", gravity, Range::any(), "gravitational acceleration along -z on the centre");
+    }
   };
   Parameters prm;
 

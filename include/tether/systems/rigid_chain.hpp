@@ -9,6 +9,7 @@
 // I1 = I2: the body-axis spin alpha_3 is then a first integral), B = 2 a 3-D
 // physical double pendulum. The vertical angular momentum (z component of
 // sum_b R_b alpha_b + x_b x p_b) is a first integral for every B.
+#include "tether/core/parameters.hpp"
 #include <cmath>
 
 #include "tether/systems/rigid_common.hpp"
@@ -19,6 +20,9 @@ template <int B>
 struct RigidChain {
   static_assert(B >= 1, "a chain needs at least one link");
   static constexpr const char* name = "rigid_chain";
+  static constexpr const char* description = "rigid links joined by spherical joints, the first pinned at the origin";
+  static constexpr const char* citation = "BMS24 Example 5.3 per link";
+  static constexpr Variant variant{"links", B, B == 2};
   static constexpr int bodies = B;
   static constexpr int joint_count = 3 * B;
   static constexpr int dof = 12 * bodies;
@@ -35,6 +39,15 @@ struct RigidChain {
     Real mass = 1.0;
     Real length = 1.0;
     Real gravity = 9.81;
+
+    template <class V>
+    void describe(V& v) {
+      v.reals("inertia", inertia, "principal moments of inertia of a link about its centre");
+      v.check(rigid::inertia_problem(inertia), "inertia");
+      v.real("mass", mass, Range::positive(), "mass of a link");
+      v.real("length", length, Range::positive(), "length of a link, joint to joint");
+      v.real("gravity", gravity, Range::any(), "gravitational acceleration along -z");
+    }
   };
   Parameters prm;
 

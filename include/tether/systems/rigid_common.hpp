@@ -17,6 +17,17 @@
 namespace tether {
 namespace rigid {
 
+// The mass matrix of R, J = tr(I)/2 - I, is positive definite iff each
+// principal moment is positive and below the sum of the other two; what is
+// wrong with the moments, or nullptr.
+inline const char* inertia_problem(const Real (&inertia)[3]) {
+  for (int a = 0; a < 3; ++a)
+    if (!(inertia[a] > 0) || !(inertia[a] < inertia[(a + 1) % 3] + inertia[(a + 2) % 3]))
+      return "principal moments must be positive and each below the sum of the other two (strict triangle "
+             "inequality), so that J = tr(I)/2 - I > 0";
+  return nullptr;
+}
+
 // ---- layout ---------------------------------------------------------------
 
 // R_b (or P_b, or any 3x3 block of a vector in the q/p layout).

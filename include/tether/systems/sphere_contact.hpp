@@ -5,17 +5,20 @@
 // <i q, qdot> = 0, g(q) = i q = (-q1, q0, -q3, q2): velocities orthogonal to
 // the Hopf fibres. Horizontal great circles cos t q0 + sin t v0 are geodesics
 // (the tests' oracle). Integrated by rattle_midpoint (Prop 7).
+#include "tether/core/parameters.hpp"
 #include "tether/systems/generalized_hamiltonian.hpp"
 
 namespace tether {
 
 struct SphereContact {
   static constexpr const char* name = "sphere_contact";
+  static constexpr const char* description = "S^3 in R^4 with <iq, qdot> = 0: holonomic and nonholonomic constraints";
+  static constexpr const char* citation = "MMVW13 Prop 6";
   static constexpr Form form = Form::lagrangian;
   static constexpr int dof = 4;
   static constexpr int multiplier_count = 1;
   static constexpr int holonomic_count = 1;
-  struct Parameters {};
+  using Parameters = NoParameters;
   Parameters prm;
 
   template <class T>

@@ -2,6 +2,7 @@
 // Spherical pendulum: a point mass on a massless rod, q in R^3, |q| = length,
 // uniform gravity along -z. The vertical angular momentum q_x p_y - q_y p_x is
 // a first integral (rotations about z leave V and g invariant).
+#include "tether/core/parameters.hpp"
 #include <cmath>
 
 #include "tether/core/small_solve.hpp"
@@ -10,6 +11,8 @@ namespace tether {
 
 struct SphericalPendulum {
   static constexpr const char* name = "spherical_pendulum";
+  static constexpr const char* description = "point mass on a massless rod, q in R^3 with |q| = length, gravity along -z";
+  static constexpr const char* citation = "the classical spherical pendulum";
   static constexpr int dof = 3;               // ambient coordinates q
   static constexpr int constraint_count = 1;  // holonomic constraints g(q) = 0
   using Gram = DenseMatrix<1>;
@@ -18,6 +21,13 @@ struct SphericalPendulum {
     Real mass = 1.0;
     Real length = 1.0;
     Real gravity = 9.81;
+
+    template <class V>
+    void describe(V& v) {
+      v.real("mass", mass, Range::positive(), "mass of the bob");
+      v.real("length", length, Range::positive(), "rod length: the radius of the sphere");
+      v.real("gravity", gravity, Range::any(), "gravitational acceleration along -z");
+    }
   };
   Parameters prm;
 
@@ -25,6 +35,7 @@ struct SphericalPendulum {
   TETHER_HD Vec<3> potential_gradient(const Vec<3>&) const { return Vec<3>(0, 0, prm.mass * prm.gravity); }
 
   TETHER_HD Real length_scale() const { return prm.length; }
+  TETHER_HD Real sphere_radius() const { return prm.length; }
 
   // Characteristic energy m |g| L: keeps relative energy errors meaningful
   // for states whose energy is near zero.

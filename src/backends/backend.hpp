@@ -44,7 +44,8 @@ struct HostEnsemble {
   }
 };
 
-template <class S, class M>
+// One interface for every backend and every (system, method) pair: the
+// implementations are templates, the host loop (engine/runner.hpp) is not.
 class Backend {
  public:
   virtual ~Backend() = default;

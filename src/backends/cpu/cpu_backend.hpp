@@ -1,11 +1,11 @@
 #pragma once
 // cpu: the very step code the GPU runs (advance_trajectory), on all cores.
-#include "engine/backend.hpp"
+#include "backends/backend.hpp"
 
 namespace tether {
 
 template <class S, class M>
-class CpuBackend final : public Backend<S, M> {
+class CpuBackend final : public Backend {
  public:
   CpuBackend(const S& sys, const M& method, const StepControl& ctl) : sys_(sys), method_(method), ctl_(ctl) {}
 

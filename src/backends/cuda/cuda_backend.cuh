@@ -10,7 +10,7 @@
 #include <stdexcept>
 #include <string>
 
-#include "engine/cuda_backend.hpp"
+#include "backends/cuda/cuda_backend.hpp"
 
 namespace tether {
 
@@ -57,7 +57,7 @@ __global__ void chunk_sum_kernel(EnsembleView v, Real* sums, std::int64_t chunks
 }
 
 template <class S, class M>
-class CudaBackend final : public Backend<S, M> {
+class CudaBackend final : public Backend {
  public:
   CudaBackend(const S& sys, const M& method, const StepControl& ctl) : sys_(sys), method_(method), ctl_(ctl) {}
   ~CudaBackend() override {
@@ -150,12 +150,14 @@ class CudaBackend final : public Backend<S, M> {
   std::int64_t chunk_capacity_ = 0;
 };
 
-template <class S, class M>
-std::unique_ptr<Backend<S, M>> make_cuda_backend(const S& sys, const M& method, const StepControl& ctl) {
-  return std::make_unique<CudaBackend<S, M>>(sys, method, ctl);
+template <class S>
+std::unique_ptr<Backend> make_cuda_backend(const S& sys, const PairedMethod<S>& method, const StepControl& ctl) {
+  return std::visit(
+      [&](const auto& m) -> std::unique_ptr<Backend> {
+        return std::make_unique<CudaBackend<S, std::decay_t<decltype(m)>>>(sys, m, ctl);
+      },
+      method);
 }
 
 }  // namespace tether
 
-#define TETHER_INSTANTIATE_CUDA(S, M) \
-  template std::unique_ptr<::tether::Backend<S, M>> tether::make_cuda_backend<S, M>(const S&, const M&, const StepControl&);

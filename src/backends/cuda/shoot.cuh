@@ -7,8 +7,7 @@
 #include <stdexcept>
 #include <string>
 
-#include "cuda_backend.cuh"
-#include "engine/shot_runner.hpp"
+#include "backends/cuda/cuda_backend.cuh"
 
 namespace tether {
 
@@ -81,12 +80,18 @@ class CudaShotRunner final : public ShotRunner {
   ShootControl ctl_;
 };
 
-template <class S, class M>
-std::unique_ptr<ShotRunner> make_cuda_shot_runner(const S& sys, const ShootControl& ctl) {
-  return std::make_unique<CudaShotRunner<S, M>>(sys, ctl);
+template <class S>
+std::unique_ptr<ShotRunner> make_cuda_shot_runner(const S& sys, const PairedMethod<S>& method, const ShootControl& ctl) {
+  if constexpr (Index1System<S>) {
+    return std::visit(
+        [&](const auto& m) -> std::unique_ptr<ShotRunner> {
+          return std::make_unique<CudaShotRunner<S, std::decay_t<decltype(m)>>>(sys, ctl);
+        },
+        method);
+  } else {
+    throw std::logic_error("shooting applies to the index-1 systems only");
+  }
 }
 
 }  // namespace tether
 
-#define TETHER_INSTANTIATE_CUDA_SHOOT(S, M) \
-  template std::unique_ptr<::tether::ShotRunner> tether::make_cuda_shot_runner<S, M>(const S&, const ::tether::ShootControl&);

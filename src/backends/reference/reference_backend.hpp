@@ -6,7 +6,7 @@
 // Eigen, central finite-difference Jacobian, pivoted LU. Serial.
 #include <Eigen/Dense>
 
-#include "engine/backend.hpp"
+#include "backends/backend.hpp"
 #include "tether/methods/residual.hpp"
 #include "tether/methods/index1_stages.hpp"
 
@@ -129,7 +129,7 @@ struct ReferenceStepper {
 };
 
 template <class S, class M>
-class ReferenceBackend final : public Backend<S, M> {
+class ReferenceBackend final : public Backend {
  public:
   ReferenceBackend(const S& sys, const M& method, const StepControl& ctl) : sys_(sys), stepper_{method}, ctl_(ctl) {}
 

@@ -1,6 +1,6 @@
 #include <cuda_runtime.h>
 
-#include "engine/cuda_backend.hpp"
+#include "backends/cuda/device_count.hpp"
 
 namespace tether {
 

@@ -1,0 +1,148 @@
+#pragma once
+// Planar four-bar linkage, a closed kinematic loop, in Cartesian joint
+// coordinates q = (B, C) in R^4: the ground pivots A = (0, 0) and
+// D = (ground, 0) are fixed; the crank AB, the coupler BC and the rocker CD
+// are rods of fixed length, three holonomic constraints on four coordinates,
+// so one degree of freedom. Point masses at the moving joints B and C,
+// gravity along -y. The default lengths are a Grashof crank-rocker
+// (shortest + longest < the other two, the crank beside the ground): the
+// crank turns fully and the loop never passes a singular (folded)
+// configuration, so G(q) keeps full rank.
+#include <cmath>
+
+#include "tether/core/parameters.hpp"
+#include "tether/core/small_solve.hpp"
+
+namespace tether {
+
+struct FourBar {
+  static constexpr const char* name = "four_bar";
+  static constexpr const char* description =
+      "planar four-bar linkage (closed loop) in Cartesian joint coordinates, q = (B, C) in R^4, three rod "
+      "constraints, one degree of freedom";
+  static constexpr const char* citation = "the classical four-bar linkage; BMS24 eqs. (5.16)-(5.18) keep its loop closed";
+  static constexpr int dof = 4;
+  static constexpr int constraint_count = 3;
+  using Gram = DenseMatrix<3>;
+
+  struct Parameters {
+    Real crank = 0.4, coupler = 1.0, rocker = 0.8, ground = 1.0;
+    Real mass_b = 1.0, mass_c = 1.0;
+    Real gravity = 9.81;
+
+    template <class V>
+    void describe(V& v) {
+      v.real("crank", crank, Range::positive(), "length of AB, A = (0, 0) the fixed pivot");
+      v.real("coupler", coupler, Range::positive(), "length of BC");
+      v.real("rocker", rocker, Range::positive(), "length of CD, D = (ground, 0) the fixed pivot");
+      v.real("ground", ground, Range::positive(), "distance AD between the fixed pivots");
+      v.real("mass_b", mass_b, Range::positive(), "point mass at joint B");
+      v.real("mass_c", mass_c, Range::positive(), "point mass at joint C");
+      v.real("gravity", gravity, Range::any(), "gravitational acceleration along -y");
+      v.check(grashof_problem(), "crank");
+    }
+    // The crank must turn fully without the loop folding: Grashof's condition
+    // with the crank the shortest link, strictly.
+    const char* grashof_problem() const {
+      const Real links[4] = {crank, coupler, rocker, ground};
+      Real shortest = links[0], longest = links[0], sum = 0;
+      for (Real l : links) {
+        shortest = l < shortest ? l : shortest;
+        longest = l > longest ? l : longest;
+        sum += l;
+      }
+      if (crank != shortest || !(shortest + longest < sum - shortest - longest))
+        return "the lengths must make a Grashof crank-rocker: the crank the shortest link and shortest + longest < "
+               "the sum of the other two (strictly), so the crank turns fully and the loop never folds";
+      return nullptr;
+    }
+  };
+  Parameters prm;
+
+  TETHER_HD static Vec<2> joint_b(const Vec<4>& q) { return Vec<2>(q[0], q[1]); }
+  TETHER_HD static Vec<2> joint_c(const Vec<4>& q) { return Vec<2>(q[2], q[3]); }
+  TETHER_HD Vec<2> pivot_d() const { return Vec<2>(prm.ground, 0); }
+
+  TETHER_HD Real potential(const Vec<4>& q) const { return prm.gravity * (prm.mass_b * q[1] + prm.mass_c * q[3]); }
+  TETHER_HD Vec<4> potential_gradient(const Vec<4>&) const {
+    return Vec<4>(0, prm.gravity * prm.mass_b, 0, prm.gravity * prm.mass_c);
+  }
+
+  TETHER_HD Real length_scale() const {
+    const Real a = prm.crank > prm.coupler ? prm.crank : prm.coupler;
+    return a > prm.rocker ? a : prm.rocker;
+  }
+  // Characteristic energy (m_B + m_C) |g| (crank + coupler + rocker).
+  TETHER_HD Real energy_scale() const {
+    return (prm.mass_b + prm.mass_c) * fabs(prm.gravity) * (prm.crank + prm.coupler + prm.rocker);
+  }
+
+  TETHER_HD Vec<4> mass_diagonal() const { return Vec<4>(prm.mass_b, prm.mass_b, prm.mass_c, prm.mass_c); }
+  TETHER_HD Vec<4> mass_times(const Vec<4>& v) const { return v.cwiseProduct(mass_diagonal()); }
+  TETHER_HD Vec<4> inverse_mass_times(const Vec<4>& p) const { return p.cwiseQuotient(mass_diagonal()); }
+  TETHER_HD Vec<4> sqrt_mass_times(const Vec<4>& v) const { return v.cwiseProduct(mass_diagonal().cwiseSqrt()); }
+
+  // g = ((|B|^2 - a^2) / 2a, (|C - B|^2 - b^2) / 2b, (|C - D|^2 - c^2) / 2c): length units.
+  TETHER_HD Vec<3> constraints(const Vec<4>& q) const {
+    const Vec<2> b = joint_b(q), bc = joint_c(q) - b, dc = joint_c(q) - pivot_d();
+    return Vec<3>((b.squaredNorm() - prm.crank * prm.crank) / (2 * prm.crank),
+                  (bc.squaredNorm() - prm.coupler * prm.coupler) / (2 * prm.coupler),
+                  (dc.squaredNorm() - prm.rocker * prm.rocker) / (2 * prm.rocker));
+  }
+  // Rows of G: [B/a, 0], [-(C-B)/b, (C-B)/b], [0, (C-D)/c].
+  TETHER_HD Vec<3> constraint_jacobian_times(const Vec<4>& q, const Vec<4>& v) const {
+    const Vec<2> b = joint_b(q), bc = joint_c(q) - b, dc = joint_c(q) - pivot_d();
+    const Vec<2> vb = joint_b(v), vc = joint_c(v);
+    return Vec<3>(b.dot(vb) / prm.crank, bc.dot(vc - vb) / prm.coupler, dc.dot(vc) / prm.rocker);
+  }
+  TETHER_HD Vec<4> constraint_transpose_times(const Vec<4>& q, const Vec<3>& l) const {
+    const Vec<2> b = joint_b(q), bc = joint_c(q) - b, dc = joint_c(q) - pivot_d();
+    const Vec<2> fb = (l[0] / prm.crank) * b - (l[1] / prm.coupler) * bc;
+    const Vec<2> fc = (l[1] / prm.coupler) * bc + (l[2] / prm.rocker) * dc;
+    return Vec<4>(fb[0], fb[1], fc[0], fc[1]);
+  }
+  // G(qa) M^-1 G(qb)^T, from the rows above.
+  TETHER_HD Gram gram(const Vec<4>& qa, const Vec<4>& qb) const {
+    const Vec<2> ba = joint_b(qa), bca = joint_c(qa) - ba, dca = joint_c(qa) - pivot_d();
+    const Vec<2> bb = joint_b(qb), bcb = joint_c(qb) - bb, dcb = joint_c(qb) - pivot_d();
+    const Real a = prm.crank, b = prm.coupler, c = prm.rocker, mb = prm.mass_b, mc = prm.mass_c;
+    Gram m;
+    m.a(0, 0) = ba.dot(bb) / (mb * a * a);
+    m.a(0, 1) = -ba.dot(bcb) / (mb * a * b);
+    m.a(0, 2) = 0;
+    m.a(1, 0) = -bca.dot(bb) / (mb * a * b);
+    m.a(1, 1) = bca.dot(bcb) * (1 / mb + 1 / mc) / (b * b);
+    m.a(1, 2) = bca.dot(dcb) / (mc * b * c);
+    m.a(2, 0) = 0;
+    m.a(2, 1) = dca.dot(bcb) / (mc * b * c);
+    m.a(2, 2) = dca.dot(dcb) / (mc * c * c);
+    return m;
+  }
+
+  // The configuration at crank angle theta on the assembly branch with C to
+  // the left of the ray B -> D (the branch a continuous motion keeps).
+  TETHER_HD Vec<4> configuration(Real theta) const {
+    const Vec<2> b(prm.crank * cos(theta), prm.crank * sin(theta)), d = pivot_d();
+    const Vec<2> bd = d - b;
+    const Real e = bd.norm();
+    // Circles |C - B| = coupler and |C - D| = rocker meet at B + x u + y n.
+    const Real x = (prm.coupler * prm.coupler - prm.rocker * prm.rocker + e * e) / (2 * e);
+    const Real y = sqrt(fmax(Real(0), prm.coupler * prm.coupler - x * x));
+    const Vec<2> u = bd / e, n(-u[1], u[0]);
+    const Vec<2> c = b + x * u + y * n;
+    return Vec<4>(b[0], b[1], c[0], c[1]);
+  }
+
+  // Thermal sampling keeps the crank angle uniform: the Boltzmann weight is
+  // not applied to the positions (momenta are still thermal).
+  template <class Rng>
+  TETHER_HD Vec<4> thermal_configuration(Rng& rng, Real) const {
+    return random_configuration(rng);
+  }
+  template <class Rng>
+  TETHER_HD Vec<4> random_configuration(Rng& rng) const {
+    return configuration(Real(6.283185307179586476925286766559) * rng.uniform());
+  }
+};
+
+}  // namespace tether

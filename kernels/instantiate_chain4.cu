@@ -1,5 +1,0 @@
-// Explicit CUDA instantiations for Chain<4> (one file per system: they compile in parallel).
-#include "cuda_backend.cuh"
-#include "engine/registry.hpp"
-
-TETHER_FOR_EACH_HOLONOMIC_METHOD(TETHER_INSTANTIATE_CUDA, ::tether::Chain<4>)

@@ -1,5 +1,0 @@
-// Explicit CUDA instantiations for Heisenberg (one file per system: they compile in parallel).
-#include "cuda_backend.cuh"
-#include "engine/registry.hpp"
-
-TETHER_FOR_EACH_NONHOLONOMIC_METHOD(TETHER_INSTANTIATE_CUDA, ::tether::Heisenberg)

@@ -1,0 +1,272 @@
+#include "registry/catalog.hpp"
+
+#include <algorithm>
+#include <climits>
+#include <sstream>
+
+#include "registry/parameter_io.hpp"
+#include "tether/registry.hpp"
+
+namespace tether {
+
+namespace {
+
+template <class T>
+VariantInfo variant_info() {
+  VariantInfo v;
+  if constexpr (HasVariant<T>) {
+    v.key = T::variant.key;
+    v.value = T::variant.text ? nlohmann::json(T::variant.text) : nlohmann::json(T::variant.number);
+    v.is_default = T::variant.is_default;
+  }
+  return v;
+}
+
+template <class T>
+nlohmann::ordered_json schema() {
+  typename T::Parameters p;
+  ListParameters list;
+  p.describe(list);
+  return list.out;
+}
+
+// Reads and validates a parameter object into T's Parameters, returning the
+// values (keys in declaration order).
+template <class T>
+nlohmann::ordered_json read_values(const Node& node) {
+  typename T::Parameters p;
+  ReadParameters read(node);
+  p.describe(read);
+  WriteParameters write;
+  p.describe(write);
+  return write.out;
+}
+
+using ReadFn = nlohmann::ordered_json (*)(const Node&);
+
+struct Tables {
+  std::vector<SystemInfo> systems;
+  std::vector<MethodInfo> methods;
+  std::vector<ReadFn> read_system, read_method;
+
+  Tables() {
+    for_each_type(Methods{}, [&](auto m, int) {
+      using M = typename decltype(m)::type;
+      MethodInfo info{M::name, M::description, M::citation, M::order, M::symmetric, M::two_step,
+                      variant_info<M>(), schema<M>()};
+      methods.push_back(std::move(info));
+      read_method.push_back(&read_values<M>);
+    });
+    for_each_type(Systems{}, [&](auto s, int) {
+      using S = typename decltype(s)::type;
+      SystemInfo info{S::name, S::description, S::citation, family_name(family_of<S>()), S::dof,
+                      variant_info<S>(), schema<S>(), {}};
+      for_each_type(Methods{}, [&](auto m, int j) {
+        if constexpr (pairs_with<typename decltype(m)::type, S>) info.methods.push_back(j);
+      });
+      systems.push_back(std::move(info));
+      read_system.push_back(&read_values<S>);
+    });
+  }
+};
+
+const Tables& tables() {
+  static const Tables t;
+  return t;
+}
+
+std::string value_text(const nlohmann::json& v) { return v.is_string() ? v.get<std::string>() : v.dump(); }
+
+// "1, 2 or 3"
+std::string or_list(const std::vector<std::string>& v) {
+  std::string s;
+  for (std::size_t i = 0; i < v.size(); ++i) s += (i == 0 ? "" : (i + 1 == v.size() ? " or " : ", ")) + v[i];
+  return s;
+}
+
+// Among the candidate instantiations of one name, the one the variant key
+// picks; `what` names them in messages ("rigid chains").
+template <class Info>
+int choose_variant(const std::vector<Info>& all, const std::vector<int>& candidates, const Node& node,
+                   const std::string& what) {
+  if (candidates.size() == 1 && all[std::size_t(candidates[0])].variant.key.empty()) return candidates[0];
+  const std::string key = all[std::size_t(candidates[0])].variant.key;
+  std::vector<std::string> values;
+  for (int c : candidates) values.push_back(value_text(all[std::size_t(c)].variant.value));
+  if (!node.has(key)) {
+    for (int c : candidates)
+      if (all[std::size_t(c)].variant.is_default) return c;
+  }
+  if (all[std::size_t(candidates[0])].variant.value.is_string()) {
+    const std::string chosen = node.string(key, values);
+    for (int c : candidates)
+      if (value_text(all[std::size_t(c)].variant.value) == chosen) return c;
+  }
+  if (!node.has(key)) throw ConfigError(node.at(key), "is missing (one of: " + join(values) + ")");
+  const std::int64_t n = node.integer(key, INT_MIN, INT_MAX);
+  for (int c : candidates)
+    if (all[std::size_t(c)].variant.value == n) return c;
+  throw ConfigError(node.at(key), "this build has " + what + " of " + or_list(values) + " " + key + ", got " +
+                                      std::to_string(n));
+}
+
+std::vector<std::string> keys_of(const nlohmann::ordered_json& schema) {
+  std::vector<std::string> keys;
+  for (const auto& e : schema) keys.push_back(e["name"].get<std::string>());
+  return keys;
+}
+
+}  // namespace
+
+const std::vector<SystemInfo>& system_infos() { return tables().systems; }
+const std::vector<MethodInfo>& method_infos() { return tables().methods; }
+
+std::vector<std::string> unique_system_names() {
+  std::vector<std::string> v;
+  for (const auto& s : system_infos())
+    if (std::find(v.begin(), v.end(), s.name) == v.end()) v.push_back(s.name);
+  return v;
+}
+std::vector<std::string> unique_method_names() {
+  std::vector<std::string> v;
+  for (const auto& m : method_infos())
+    if (std::find(v.begin(), v.end(), m.name) == v.end()) v.push_back(m.name);
+  return v;
+}
+
+int choose_system(const Node& sys) {
+  sys.only({"name", "parameters"});
+  const std::string name = sys.string("name", unique_system_names());
+  const auto& all = system_infos();
+  std::vector<int> candidates;
+  for (std::size_t i = 0; i < all.size(); ++i)
+    if (all[i].name == name) candidates.push_back(int(i));
+  const Node prm = sys.object_or_empty("parameters");
+  std::string plural = name + "s";
+  std::replace(plural.begin(), plural.end(), '_', ' ');
+  const int index = choose_variant(all, candidates, prm, plural);
+  std::set<std::string> allowed;
+  for (const auto& k : keys_of(all[std::size_t(index)].parameters)) allowed.insert(k);
+  if (!all[std::size_t(index)].variant.key.empty()) allowed.insert(all[std::size_t(index)].variant.key);
+  prm.only(allowed);
+  tables().read_system[std::size_t(index)](prm);
+  return index;
+}
+
+int choose_method(const Node& m, int system, const std::set<std::string>& common,
+                  nlohmann::ordered_json& parameters) {
+  const std::string name = m.string("name", unique_method_names());
+  const SystemInfo& sys = system_infos()[std::size_t(system)];
+  const auto& all = method_infos();
+  std::vector<int> candidates;
+  std::vector<std::string> own;  // the system's method names
+  for (int j : sys.methods) {
+    if (all[std::size_t(j)].name == name) candidates.push_back(j);
+    if (std::find(own.begin(), own.end(), all[std::size_t(j)].name) == own.end()) own.push_back(all[std::size_t(j)].name);
+  }
+  if (candidates.empty())
+    throw ConfigError(m.at("name"), "\"" + name + "\" does not apply to " + sys.name + ", a " + sys.family +
+                                        " system (its methods: " + join(own) + ")");
+
+  // A key of another method (or of another variant of this one) is named as such.
+  const MethodInfo& first = all[std::size_t(candidates[0])];
+  std::set<std::string> allowed = common;
+  if (!first.variant.key.empty()) allowed.insert(first.variant.key);
+  for (const auto& [key, value] : m.json().items()) {
+    if (allowed.count(key)) continue;
+    std::vector<std::string> owners;
+    bool here = false;
+    for (int c : candidates) {
+      const auto keys = keys_of(all[std::size_t(c)].parameters);
+      if (std::find(keys.begin(), keys.end(), key) == keys.end()) continue;
+      here = true;
+    }
+    if (here) continue;  // checked against the chosen variant below
+    for (const auto& other : all) {
+      const auto keys = keys_of(other.parameters);
+      const bool declares = std::find(keys.begin(), keys.end(), key) != keys.end() || other.variant.key == key;
+      if (!declares) continue;
+      const std::string owner = other.name == name ? other.variant.key + " " + value_text(other.variant.value) : other.name;
+      if (std::find(owners.begin(), owners.end(), owner) == owners.end()) owners.push_back(owner);
+    }
+    if (!owners.empty()) throw ConfigError(m.at(key), "applies only to " + join(owners));
+  }
+
+  const int index = choose_variant(all, candidates, m, name + " methods");
+  const MethodInfo& chosen = all[std::size_t(index)];
+  for (const auto& k : keys_of(chosen.parameters)) allowed.insert(k);
+  for (const auto& [key, value] : m.json().items()) {
+    if (allowed.count(key)) continue;
+    std::vector<std::string> owners;
+    for (int c : candidates)
+      if (c != index) {
+        const auto keys = keys_of(all[std::size_t(c)].parameters);
+        if (std::find(keys.begin(), keys.end(), key) != keys.end())
+          owners.push_back(all[std::size_t(c)].variant.key + " " + value_text(all[std::size_t(c)].variant.value));
+      }
+    if (!owners.empty()) throw ConfigError(m.at(key), "applies only to " + join(owners));
+  }
+  m.only(allowed);
+  parameters = tables().read_method[std::size_t(index)](m);
+  return index;
+}
+
+std::string describe_method(int method, const nlohmann::ordered_json& parameters) {
+  const MethodInfo& info = method_infos()[std::size_t(method)];
+  std::vector<std::string> parts;
+  if (!info.variant.key.empty()) parts.push_back(info.variant.key + " " + value_text(info.variant.value));
+  for (const auto& [key, value] : parameters.items()) {
+    std::ostringstream s;
+    s << key << " ";
+    if (value.is_number()) s << value.get<double>();
+    else if (value.is_string()) s << value.get<std::string>();
+    else s << "explicit";  // a tableau given as {a, b, c}
+    parts.push_back(s.str());
+  }
+  return parts.empty() ? info.name : info.name + " (" + join(parts) + ")";
+}
+
+nlohmann::ordered_json catalog_json() {
+  nlohmann::ordered_json j;
+  auto variant = [](const VariantInfo& v) {
+    nlohmann::ordered_json x;
+    if (v.key.empty()) return x;
+    x["key"] = v.key;
+    x["value"] = v.value;
+    x["default"] = v.is_default;
+    return x;
+  };
+  j["systems"] = nlohmann::ordered_json::array();
+  for (const auto& s : system_infos()) {
+    nlohmann::ordered_json e;
+    e["name"] = s.name;
+    if (!s.variant.key.empty()) e["variant"] = variant(s.variant);
+    e["family"] = s.family;
+    e["dof"] = s.dof;
+    e["description"] = s.description;
+    e["citation"] = s.citation;
+    e["parameters"] = s.parameters;
+    e["methods"] = nlohmann::ordered_json::array();
+    for (int m : s.methods) {
+      const MethodInfo& mi = method_infos()[std::size_t(m)];
+      e["methods"].push_back(mi.variant.key.empty() ? mi.name : mi.name + " " + mi.variant.key + " " + value_text(mi.variant.value));
+    }
+    j["systems"].push_back(e);
+  }
+  j["methods"] = nlohmann::ordered_json::array();
+  for (const auto& m : method_infos()) {
+    nlohmann::ordered_json e;
+    e["name"] = m.name;
+    if (!m.variant.key.empty()) e["variant"] = variant(m.variant);
+    e["order"] = m.order;
+    e["symmetric"] = m.symmetric;
+    e["two_step"] = m.two_step;
+    e["description"] = m.description;
+    e["citation"] = m.citation;
+    e["parameters"] = m.parameters;
+    j["methods"].push_back(e);
+  }
+  return j;
+}
+
+}  // namespace tether
