@@ -9,7 +9,7 @@
 #                                              # heisenberg, heisenberg_vakonomic, martinet, martinet_lagrangian,
 #                                              # parallel_parking: sizes 1e2,1e3,1e4, minutes on 2 cores
 #   bench/run_bench.sh --family holonomic      # the holonomic grid only
-#   bench/run_bench.sh --family library        # the issue-5 methods next to rattle: minutes on 2 cores
+#   bench/run_bench.sh --family library        # the method library next to rattle: minutes on 2 cores
 #   bench/run_bench.sh --backends cpu,cuda --systems chain16 --sizes 1e5,1e6
 #
 # All arguments go to tether_bench (see bench/README.md or `tether_bench --help`).

@@ -50,7 +50,7 @@ using json = nlohmann::ordered_json;
 
 const char* const kHolonomic = "holonomic";
 const char* const kNonholonomic = "nonholonomic";
-// The issue-5 method library: each method on the systems it applies to, next
+// The method library: each method on the systems it applies to, next
 // to rattle on the same system (pairs listed per method, not per family).
 const char* const kLibrary = "library";
 const std::vector<std::string> kFamilies{kHolonomic, kNonholonomic, kLibrary};
@@ -153,7 +153,7 @@ std::vector<MethodCase> all_methods() {
     else
       v.push_back({m, m, 0, kNonholonomic, none, {}});
   }
-  // The library (issue 5), rattle first as the yardstick on each system.
+  // The library, rattle first as the yardstick on each system.
   // magnetic_sphere has no rattle (its Lagrangian has a configuration-dependent
   // mass and a magnetic term: only the variational family applies).
   auto lib = [&](std::string label, std::string name, json options, std::vector<std::string> systems) {

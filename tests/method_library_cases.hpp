@@ -1,4 +1,4 @@
-// Every (system, method) pair of the issue-5 method library, with an initial
+// Every (system, method) pair of the method library, with an initial
 // ensemble it runs from: shared by the cpu-vs-reference tests
 // (test_method_library) and the cuda-vs-cpu tests (test_cuda).
 #pragma once

@@ -126,7 +126,7 @@ INSTANTIATE_TEST_SUITE_P(
                        ::testing::Values(R"({"name": "gauss_legendre", "stages": 2, "dt": 0.05, "steps": 60})",
                                          R"({"name": "stormer_verlet", "dt": 0.05, "steps": 60})")));
 
-// The issue-5 method library: every (system, method) pair of
+// The method library: every (system, method) pair of
 // test_method_library, 600 trajectories in batches of 256, on cuda and cpu.
 class CudaAgreesWithCpuLibrary : public ::testing::TestWithParam<test::library::Case> {};
 
@@ -151,7 +151,7 @@ TEST_P(CudaAgreesWithCpuLibrary, FinalStates) {
   EXPECT_NEAR(r.rg.max_relative_energy_error, r.rc.max_relative_energy_error, 1e-9);
 }
 
-INSTANTIATE_TEST_SUITE_P(Issue5, CudaAgreesWithCpuLibrary, ::testing::ValuesIn(test::library::cases()),
+INSTANTIATE_TEST_SUITE_P(Library, CudaAgreesWithCpuLibrary, ::testing::ValuesIn(test::library::cases()),
                          [](const auto& info) { return info.param.name; });
 
 // tether shoot: the same covectors, statuses and conjugate points from one thread per shot.

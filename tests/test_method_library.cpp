@@ -1,4 +1,4 @@
-// The methods of issue 5 through the engine: every new (system, method) pair
+// The method library through the engine: every new (system, method) pair
 // runs on the cpu backend (the GPU step code) and on the reference backend
 // (a generic dense Newton on the method's own equations), and the two agree;
 // bad method and system parameters are named by their JSON path.
@@ -47,7 +47,7 @@ TEST_P(MethodLibrary, CpuAgreesWithReference) {
   EXPECT_LT(rc.max_relative_energy_error, 1e-2);
 }
 
-INSTANTIATE_TEST_SUITE_P(Issue5, MethodLibrary, ::testing::ValuesIn(cases()),
+INSTANTIATE_TEST_SUITE_P(Library, MethodLibrary, ::testing::ValuesIn(cases()),
                          [](const auto& info) { return info.param.name; });
 
 std::string config_error(const json& system, const json& method) {

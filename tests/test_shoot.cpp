@@ -1,4 +1,4 @@
-// Geodesic shooting (issue 4): q(T; p0) = q1 solved for the initial covector
+// Geodesic shooting: q(T; p0) = q1 solved for the initial covector
 // p0 by damped Newton on the exact Jacobian of the discrete flow
 // (include/tether/shooting/shoot.hpp, src/engine/shooting.cpp). Covered here:
 //  1. the shooting Jacobian dq(T)/dp0 and the full tangent d(q, p)(T)/d(q0, p0)

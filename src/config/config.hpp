@@ -52,7 +52,7 @@ struct RunConfig {
   std::string precision = "double";
 };
 
-// `tether shoot` (issue 4): boundary-value problems q(0) = q0, q(T) = q1 for
+// `tether shoot`: boundary-value problems q(0) = q0, q(T) = q1 for
 // every target q1, solved for the initial covector p0.
 struct ShootSpec {
   std::vector<Real> q0;

@@ -1,5 +1,5 @@
 #pragma once
-// `tether shoot` (issue 4): every target's boundary-value problem, on a
+// `tether shoot`: every target's boundary-value problem, on a
 // backend, one shot (target x initial guess) per thread; the best shot of
 // each target kept; optional continuation rounds for the targets left.
 #include <functional>

@@ -107,7 +107,7 @@ TETHER_HD Status solve_position_stage(const S& sys, const Vec<S::dof>& a, const 
 
 // ---------------------------------------------------------------------------
 // Tangent maps: the exact derivative of a step with respect to (q0, p0), for
-// shooting (issue 4). A step's stage equations F(Y; q0, p0) = 0 are solved by
+// shooting. A step's stage equations F(Y; q0, p0) = 0 are solved by
 // Newton; by the implicit function theorem dY = -F_Y^-1 F_(q0,p0) d(q0, p0),
 // with F_Y the (fresh) Newton Jacobian at the converged stage. The tangent
 // columns are C directions; rows (dq, dp) for a state, dlambda for multipliers.

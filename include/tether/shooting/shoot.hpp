@@ -1,5 +1,5 @@
 #pragma once
-// Geodesic shooting (issue 4): for a target q1, find the initial covector p0
+// Geodesic shooting: for a target q1, find the initial covector p0
 // whose trajectory of the discrete flow from q0 reaches q1 at time T = steps dt.
 // Written once for every backend: one shot per cpu iteration or GPU thread.
 //
