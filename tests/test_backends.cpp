@@ -853,7 +853,7 @@ INSTANTIATE_TEST_SUITE_P(Systems, NonholonomicDeterminism,
                          [](const auto& info) { return std::get<0>(info.param) + "_" + std::get<1>(info.param); });
 
 // The original constraints g_i(q) . qdot = 0 hold along every trajectory
-// (seed 001 Corollary 5): for form-1 systems the observer measures them and
+// (MMVW13 Corollary 5): for form-1 systems the observer measures them and
 // finds roundoff; canonical systems have no constraint rows and report 0.
 class NonholonomicVelocityConstraint : public ::testing::TestWithParam<std::tuple<std::string, std::string>> {};
 

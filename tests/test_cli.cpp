@@ -13,10 +13,12 @@
 #include <functional>
 #include <nlohmann/json.hpp>
 #include <sstream>
+#include <set>
 #include <string>
 #include <vector>
 
 #include "support.hpp"
+#include "tether/systems/spherical_pendulum.hpp"
 
 namespace tether::test {
 namespace {
@@ -724,6 +726,30 @@ TEST_F(CliTest, ListNamesTheNonholonomicSystemsAndBothMethodFamilies) {
   // Gauss-Legendre is listed once per stage count.
   EXPECT_EQ(std::count(nonholonomic.begin(), nonholonomic.end(), "gauss_legendre"), 3) << r.out;
   for (const char* st : {"stages 1", "stages 2", "stages 3"}) EXPECT_NE(r.out.find(st), std::string::npos) << st;
+}
+
+// `tether list --json` is the registry: every system and method the parser
+// knows, each parameter with its type, default and meaning.
+TEST_F(CliTest, ListJsonGivesTheRegistryWithParameterSchemas) {
+  const Cli r = tether("list --json");
+  ASSERT_EQ(r.code, 0) << r.err;
+  const json j = json::parse(r.out);
+  std::set<std::string> systems, methods;
+  for (const auto& s : j.at("systems")) {
+    systems.insert(s.at("name").get<std::string>());
+    EXPECT_GT(s.at("dof").get<int>(), 0);
+    EXPECT_FALSE(s.at("methods").empty()) << s.at("name");
+    for (const auto& p : s.at("parameters"))
+      for (const char* key : {"name", "type", "default", "meaning"}) EXPECT_TRUE(p.contains(key)) << s.at("name") << " " << p;
+  }
+  for (const auto& m : j.at("methods")) methods.insert(m.at("name").get<std::string>());
+  EXPECT_EQ(systems, std::set<std::string>(system_names().begin(), system_names().end()));
+  EXPECT_EQ(methods, std::set<std::string>(method_names().begin(), method_names().end()));
+  // A parameter's declared default is the value a run uses when the key is absent.
+  for (const auto& s : j.at("systems"))
+    if (s.at("name") == "spherical_pendulum")
+      for (const auto& p : s.at("parameters"))
+        if (p.at("name") == "gravity") EXPECT_EQ(p.at("default").get<double>(), SphericalPendulum{}.prm.gravity);
 }
 
 // Every config shipped in configs/ validates, whatever configs are added later.

@@ -1,4 +1,4 @@
-// Composition to higher order, seed 000 §5.2: the coefficient sets, observed
+// Composition to higher order, BMS24 §5.2: the coefficient sets, observed
 // orders 4, 6 and 8 on a nonlinear problem, the two forms of the symplectic
 // Euler pair, long-run invariants, and the reference backend's composition
 // of base residual solves against the fast step.

@@ -1,4 +1,4 @@
-// SO(3) retractions and the Lie-group methods of seed 000 §6.2 (LieRattle,
+// SO(3) retractions and the Lie-group methods of BMS24 §6.2 (LieRattle,
 // eqs. (6.8)-(6.10); LieLobatto, eqs. (6.4)-(6.7)) on the rigid-body systems.
 // References are independent of the code under test: the matrix exponential
 // series, matrix inverses, finite differences, an RK4 solution of Euler's

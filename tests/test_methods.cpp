@@ -1,4 +1,4 @@
-// Property tests of the five holonomic integrators (seed 000 §5.1-5.2):
+// Property tests of the five holonomic integrators (BMS24 §5.1-5.2):
 // observed order, the constraint and hidden constraint, energy behaviour,
 // first integrals, time reversibility, symplecticity on T*N, and the
 // equivalence of SHAKE and RATTLE positions. Every expected value below is
@@ -49,27 +49,27 @@ constexpr Real kPi = 3.14159265358979323846;
 template <class M>
 struct Expected;
 template <>
-struct Expected<SymplecticEulerA> {  // seed 000 §5.1.1
+struct Expected<SymplecticEulerA> {  // BMS24 §5.1.1
   static constexpr int order = 1;
   static constexpr bool symmetric = false;
 };
 template <>
-struct Expected<SymplecticEulerB> {  // seed 000 §5.1.2, eqs. (5.3)-(5.6)
+struct Expected<SymplecticEulerB> {  // BMS24 §5.1.2, eqs. (5.3)-(5.6)
   static constexpr int order = 1;
   static constexpr bool symmetric = false;
 };
 template <>
-struct Expected<Shake> {  // seed 000 §5.1.2, the two-step form after (5.2)
+struct Expected<Shake> {  // BMS24 §5.1.2, the two-step form after (5.2)
   static constexpr int order = 2;
   static constexpr bool symmetric = true;
 };
 template <>
-struct Expected<Rattle> {  // seed 000 eqs. (5.16)-(5.18)
+struct Expected<Rattle> {  // BMS24 eqs. (5.16)-(5.18)
   static constexpr int order = 2;
   static constexpr bool symmetric = true;
 };
 template <>
-struct Expected<ConstrainedMidpoint> {  // seed 000 §5.1.3
+struct Expected<ConstrainedMidpoint> {  // BMS24 §5.1.3
   static constexpr int order = 2;
   static constexpr bool symmetric = true;
 };
@@ -210,7 +210,7 @@ TYPED_TEST(MethodTest, OrderOnChain4WithBendAndTorsion) {
 }
 
 // ---------------------------------------------------------------------------
-// 2. g(q) = 0 and G(q) M^-1 p = 0 at every step (seed 000 eq. (5.18)): the
+// 2. g(q) = 0 and G(q) M^-1 p = 0 at every step (BMS24 eq. (5.18)): the
 // position solve stops at |g| <= tol = 1e-13 and the momentum projection is
 // a linear solve, so both stay at roundoff for as long as we integrate.
 
@@ -368,7 +368,7 @@ TYPED_TEST(MethodTest, TimeReversibility) {
 
 // ---------------------------------------------------------------------------
 // 6. Symplecticity on T*N. T*N = {F(x) = (g(q), G(q) M^-1 p) = 0} is a
-// symplectic submanifold of (R^2n, J) (seed 000 §5.1, Leg(TN)). With xi_j a
+// symplectic submanifold of (R^2n, J) (BMS24 §5.1, Leg(TN)). With xi_j a
 // basis of ker DF(x) and the chart psi(u) = project(x + Xi u), B = D psi(0)
 // spans T_x(T*N) and A = D(Phi o psi)(0) = D Phi B; Phi is symplectic on T*N
 // iff A^T J A = B^T J B. Derivatives by central differences.

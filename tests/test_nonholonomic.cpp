@@ -1,5 +1,5 @@
 // The nonholonomic family: index-1 generalized Hamiltonian systems
-// J z' = grad H(z), z = (q, p, lambda) (seed 001 Props 1-4, Corollary 5) and
+// J z' = grad H(z), z = (q, p, lambda) (MMVW13 Props 1-4, Corollary 5) and
 // the methods that step them (Gauss-Legendre 1/2/3, symplectic Euler,
 // generalized Stormer-Verlet). Covered here:
 //  - the dual-number gradient and Hessian of H against finite differences,
@@ -167,17 +167,17 @@ const Vec<6> kHeisenbergStart = (Vec<6>() << 0.2, -0.1, 0.05, 0.7, 0.4, 1.3).fin
 template <class M>
 struct Expected;
 template <int S>
-struct Expected<GaussLegendre<S>> {  // seed 001 Props 3-4: order 2s, symmetric
+struct Expected<GaussLegendre<S>> {  // MMVW13 Props 3-4: order 2s, symmetric
   static constexpr int order = 2 * S;
   static std::string name() { return "GL" + std::to_string(S); }
 };
 template <>
-struct Expected<SymplecticEuler> {  // seed 004 eq. (35)
+struct Expected<SymplecticEuler> {  // LJM12 eq. (35)
   static constexpr int order = 1;
   static std::string name() { return "SymplecticEuler"; }
 };
 template <>
-struct Expected<StormerVerlet> {  // seed 004 eqs. (51)-(53)
+struct Expected<StormerVerlet> {  // LJM12 eqs. (51)-(53)
   static constexpr int order = 2;
   static std::string name() { return "StormerVerlet"; }
 };
@@ -243,11 +243,11 @@ void check_derivatives(const S& sys, unsigned seed) {
   }
 }
 
-// The frame-form Hamiltonians (seed 004 eq. 42) differentiate correctly.
+// The frame-form Hamiltonians (LJM12 eq. 42) differentiate correctly.
 TEST(NonholonomicDerivatives, HeisenbergMatchesFiniteDifferences) { check_derivatives(Heisenberg{}, 1); }
 TEST(NonholonomicDerivatives, MartinetMatchesFiniteDifferences) { check_derivatives(martinet(0.7), 2); }
 
-// The Lagrangian-form Hamiltonians (seed 001 Prop 1/2), including lambda columns.
+// The Lagrangian-form Hamiltonians (MMVW13 Prop 1/2), including lambda columns.
 TEST(NonholonomicDerivatives, HeisenbergVakonomicMatchesFiniteDifferences) {
   check_derivatives(HeisenbergVakonomic{}, 3);
 }
@@ -326,7 +326,7 @@ TEST(NonholonomicDerivatives, HessianOfClosedForm) {
 // ===========================================================================
 // 2. Multipliers lambda~(q, p).
 
-// Seed 001 §6: g . (p + lambda g) = 0 gives lambda = -g.p / g.g, g = (-y, x, 1).
+// MMVW13 §6: g . (p + lambda g) = 0 gives lambda = -g.p / g.g, g = (-y, x, 1).
 TEST(NonholonomicMultipliers, HeisenbergVakonomicIsMinusGpOverGg) {
   const HeisenbergVakonomic sys;
   std::mt19937 gen(11);
@@ -450,19 +450,19 @@ void check_order(const char* what, const S& sys, const PhaseState<S>& s0, Real T
   for (Real o : orders) EXPECT_NEAR(o, order, 0.15) << what << " errors " << joined(err);
 }
 
-// Non-separable canonical H (seed 004 eq. 42 with beta != 0).
+// Non-separable canonical H (LJM12 eq. 42 with beta != 0).
 TYPED_TEST(NonholonomicMethod, OrderOnMartinet) {
   check_order<TypeParam>("martinet", martinet(0.5), martinet_start(), 3);
 }
 
-// The Heisenberg problem of seed 001 §6 (k = 1). Symplectic Euler is left
+// The Heisenberg problem of MMVW13 §6 (k = 1). Symplectic Euler is left
 // out: there it takes the midpoint steps (NonholonomicSymplecticEuler.IsMidpointOnHeisenbergOnly).
 TYPED_TEST(NonholonomicMethod, OrderOnHeisenbergVakonomic) {
   if (std::is_same_v<TypeParam, SymplecticEuler>) GTEST_SKIP() << "coincides with the midpoint rule here";
   check_order<TypeParam>("heisenberg_vakonomic", HeisenbergVakonomic{}, vakonomic_start(), 1);
 }
 
-// The vehicle in the bowl (seed 001 §5, k = 2, V != 0).
+// The vehicle in the bowl (MMVW13 §5, k = 2, V != 0).
 TYPED_TEST(NonholonomicMethod, OrderOnParallelParkingBowl) {
   check_order<TypeParam>("parallel_parking", parking_bowl(), parking_start(), 1);
 }
@@ -520,7 +520,7 @@ TYPED_TEST(NonholonomicMethod, VelocityConstraintsHoldAtEveryStep) {
 }
 
 // ===========================================================================
-// 6. Symplecticity of the step map (q, p) -> (q1, p1) (seed 001 Props 3-4):
+// 6. Symplecticity of the step map (q, p) -> (q1, p1) (MMVW13 Props 3-4):
 // Phi'^T J Phi' = J, Phi' from central differences.
 
 template <class S, class Step>
@@ -566,7 +566,7 @@ TYPED_TEST(NonholonomicMethod, MartinetFormsAgree) {
 }
 
 // ===========================================================================
-// 8-9. Relative equilibria of the free vehicle (seed 001 §5, V = 0).
+// 8-9. Relative equilibria of the free vehicle (MMVW13 §5, V = 0).
 
 // theta = phi = 0, p = (1, 0, 0, 0): lambda~ = 0 and the exact solution is
 // x = t; the discretization reproduces it (the paper: "gives the exact solution").

@@ -1,4 +1,4 @@
-// Form 3 (seed 001 Props 6-7): RATTLE with a midpoint inner step on the
+// Form 3 (MMVW13 Props 6-7): RATTLE with a midpoint inner step on the
 // holonomic + nonholonomic system sphere_contact (S^3 with the Hopf-horizontal
 // constraint). Oracle: horizontal great circles are geodesics. Also order 2
 // on a generic geodesic, constraints at every step, symplecticity on T*N

@@ -1,4 +1,4 @@
-// Rigid bodies in ambient coordinates (seed 000 Example 5.3): the systems'
+// Rigid bodies in ambient coordinates (BMS24 Example 5.3): the systems'
 // derivatives, RATTLE and the null-space RATTLE on the free body against
 // Euler's exact solution (rigid_body_oracle.hpp), and on rigid chains.
 #include <gtest/gtest.h>

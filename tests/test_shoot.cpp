@@ -7,7 +7,7 @@
 //  3. Heisenberg: kept lengths against the closed-form sub-Riemannian distance;
 //  4. conjugate points: Heisenberg's first at 2 pi / |p_z|, none on the car's
 //     straight run, every method;
-//  5. the car's sideways manoeuvre (seed 001 §5), with the velocity constraints
+//  5. the car's sideways manoeuvre (MMVW13 §5), with the velocity constraints
 //     along the solved geodesic, and its mirror image;
 //  6. failures are reported, one row per target in target order;
 //  7. continuation solves what a poor guess cannot;
@@ -234,7 +234,7 @@ void check_full_tangent(const S& sys, const Vec<S::dof>& q0, const Vec<S::dof>& 
   }
   const Real scale = std::max<Real>(1, tangent.cwiseAbs().maxCoeff());
   EXPECT_LT((tangent - fd).cwiseAbs().maxCoeff(), kFdTolerance * scale) << "exact\n" << tangent << "\nfd\n" << fd;
-  // The map is symplectic (seed 001 Props 3-4; seed 004): T^t J T = J is a second,
+  // The map is symplectic (MMVW13 Props 3-4; LJM12): T^t J T = J is a second,
   // independent check of the tangent (roundoff ~ 1e-14 |T|^2).
   Mat<m, m> j = Mat<m, m>::Zero();
   j.template topRightCorner<n, n>().setIdentity();
@@ -392,7 +392,7 @@ TYPED_TEST(ShootConjugate, ParallelParkingStraightRunHasNone) {
 }
 
 // ===========================================================================
-// 5. The car (seed 001 §5, no potential) moves sideways by d: from (0, 0, 0, 0)
+// 5. The car (MMVW13 §5, no potential) moves sideways by d: from (0, 0, 0, 0)
 // to (0, d, 0, 0), a manoeuvre its constraints forbid doing directly.
 TEST(ShootParallelParking, SidewaysManoeuvre) {
   const Real d = 0.5;
@@ -412,7 +412,7 @@ TEST(ShootParallelParking, SidewaysManoeuvre) {
 
   // Along the solved geodesic, integrated again here with the GL2 step: the
   // original constraints (5.1), (5.3), g_i(q) . qdot = 0 with qdot = H_p, hold
-  // at every step (seed 001 Corollary 5): lambda~ solves H_lambda = 0, which
+  // at every step (MMVW13 Corollary 5): lambda~ solves H_lambda = 0, which
   // is exactly those constraints, to roundoff (eps |p| |g| ~ 1e-14 for |p| ~ 20;
   // measured 1e-14).
   const ParallelParking sys;

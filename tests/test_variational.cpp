@@ -1,4 +1,4 @@
-// The variational integrator over a Runge-Kutta standard layer (seed 002) on
+// The variational integrator over a Runge-Kutta standard layer (PCSZ09) on
 // the magnetic sphere: derivatives, order, symplecticity on T*N, discrete
 // Noether momentum, constraints, solver agreement, symmetry, residual.
 #include <gtest/gtest.h>

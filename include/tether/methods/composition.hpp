@@ -1,5 +1,5 @@
 #pragma once
-// Composition methods to higher order, seed 000 §5.2, eqs. (5.7)-(5.10).
+// Composition methods to higher order, BMS24 §5.2, eqs. (5.7)-(5.10).
 #include "tether/core/families.hpp"
 #include <type_traits>
 
@@ -77,7 +77,7 @@ TETHER_HD inline Real composition_coefficient(CompositionScheme s, int i) {
   return 0;
 }
 
-// How substeps of the symplectic Euler pair are joined (seed 000 §5.2).
+// How substeps of the symplectic Euler pair are joined (BMS24 §5.2).
 enum class CompositionForm : int {
   // (5.10): every substep A(alpha h), B(beta h) is a full constrained step,
   // each junction a point of T*N.
@@ -109,7 +109,7 @@ struct Composition {
   static constexpr const char* name = "composition";
   static constexpr const char* base_name = Base::name;
   static constexpr bool two_step = false;
-  static constexpr const char* citation = "seed 000 §5.2, eqs. (5.7)-(5.10)";
+  static constexpr const char* citation = "BMS24 §5.2, eqs. (5.7)-(5.10)";
   static constexpr const char* description = "symmetric composition of a symmetric order-2 base to order 4, 6 or 8 by scheme";
   static constexpr bool symmetric = true;
   template <class S>

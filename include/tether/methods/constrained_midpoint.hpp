@@ -5,7 +5,7 @@
 
 namespace tether {
 
-// Constrained midpoint rule, seed 000 §5.1.3 (second form), multipliers at
+// Constrained midpoint rule, BMS24 §5.1.3 (second form), multipliers at
 // both ends:
 //   p0 = M (q1 - q0)/h + h/2 grad V((q0 + q1)/2) - h G(q0)^T lambda,
 //   p1 = M (q1 - q0)/h - h/2 grad V((q0 + q1)/2) + h G(q1)^T lambda~,
@@ -16,7 +16,7 @@ struct ConstrainedMidpoint {
   static constexpr const char* name = "constrained_midpoint";
   static constexpr int order = 2;
   static constexpr bool two_step = false;
-  static constexpr const char* citation = "seed 000 §5.1.3";
+  static constexpr const char* citation = "BMS24 §5.1.3";
   static constexpr const char* description = "constrained implicit midpoint rule";
   static constexpr bool symmetric = true;
   template <class S>

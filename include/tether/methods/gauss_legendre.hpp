@@ -1,7 +1,7 @@
 #pragma once
 // Gauss-Legendre Runge-Kutta with s = 1 (implicit midpoint), 2, 3 stages,
 // orders 2, 4, 6, applied to the index-1 generalized Hamiltonian system
-// J z' = grad H(z), z = (q, p, lambda): seed 001 eqs. (2.2)-(2.4) with Props
+// J z' = grad H(z), z = (q, p, lambda): MMVW13 eqs. (2.2)-(2.4) with Props
 // 3-4 and Corollary 5. All stage unknowns Z_i = (Q_i, P_i, Lambda_i) are solved
 // together by Newton with the exact Jacobian (Hess H from dual numbers), a
 // fixed-size s(2n+k) LU:
@@ -58,7 +58,7 @@ struct GaussLegendre {
   static constexpr int stages = Stages;
   static constexpr int order = 2 * Stages;
   static constexpr bool two_step = false;
-  static constexpr const char* citation = "seed 001 eqs. (2.2)-(2.4), Props 3-4, Corollary 5";
+  static constexpr const char* citation = "MMVW13 eqs. (2.2)-(2.4), Props 3-4, Corollary 5";
   static constexpr const char* description = "Gauss-Legendre Runge-Kutta on the index-1 system, order 2 x stages";
   static constexpr bool symmetric = true;
   template <class S>

@@ -1,6 +1,6 @@
 #pragma once
 // Pieces shared by the symplectic methods on index-1 generalized Hamiltonian
-// systems (seed 001 Props 3-4): split grad H into its parts, and the two
+// systems (MMVW13 Props 3-4): split grad H into its parts, and the two
 // implicit stage solves of the partitioned methods, each with its stage
 // multipliers Lambda solved together with it from H_lambda = 0.
 #include <Eigen/Dense>

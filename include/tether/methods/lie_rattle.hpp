@@ -1,6 +1,6 @@
 #pragma once
 // Lie-group RATTLE and the constrained Lobatto IIIA-IIIB pair on
-// G = (SO(3) x R^3)^B with a retraction tau (seed 000 §6.2), for the rigid-body
+// G = (SO(3) x R^3)^B with a retraction tau (BMS24 §6.2), for the rigid-body
 // systems of the holonomic family (rigid_body, rigid_chain<B>): anything with
 // `bodies` and `joint_count` in the layout of rigid_common.hpp.
 //
@@ -217,7 +217,7 @@ TETHER_HD V3<T> implicit_velocity(const V3<T>& m, const V3<Real>& omega, const M
 //   composed = false: g1 = g0 tau(h/2 omega),                        x1 = x0 + h/2 v
 //   composed = true:  g1 = g0 tau(h/2 omega) tau(h/2 omega_bar),     x1 = x0 + h v,
 // where dR_inv(h/2 omega)^T I omega = m, dR_inv(h/2 omega_bar)^T I omega_bar
-// = dR_inv(-h/2 omega)^T I omega (seed 000 eq. (6.10)), v = m_x / mass.
+// = dR_inv(-h/2 omega)^T I omega (BMS24 eq. (6.10)), v = m_x / mass.
 // With solve = true the body equations are solved by Newton (T = Real) and
 // `stage` filled; otherwise `stage` is reused and only derivatives flow.
 template <class Tau, bool composed, class S, class T>
@@ -347,7 +347,7 @@ Mat<3, 3> map_derivative(const Vec3& x, int i) {
   return d;
 }
 
-// The trivialized differentials from their definitions (seed 000 eqs.
+// The trivialized differentials from their definitions (BMS24 eqs.
 // (A.5)-(A.6)): D tau(x)[e_i] = tau(x) hat(d^L_i) = hat(d^R_i) tau(x).
 template <class Tau>
 Mat<3, 3> left_differential(const Vec3& x) {
@@ -397,7 +397,7 @@ Alg<S> per_body(const Alg<S>& a, F&& block) {
 
 // ((T_{s xi} tau)^* o L*_{gs}) (D phi(gq)^T lambda) for the rotations (the
 // covector D phi(gq)^T lambda at gq paired with gs D tau(s xi_b)[e_i]), and
-// D phi^T lambda itself on the translations: seed 000 eqs. (6.6)-(6.7).
+// D phi^T lambda itself on the translations: BMS24 eqs. (6.6)-(6.7).
 template <class Tau, class S>
 Alg<S> pulled_back_constraint_force(const S& sys, const Vec<S::dof>& gs, const Vec<S::dof>& gq, const Alg<S>& xi,
                                     Real s, const Vec<S::joint_count>& lambda) {
@@ -415,7 +415,7 @@ Alg<S> pulled_back_constraint_force(const S& sys, const Vec<S::dof>& gs, const V
 
 }  // namespace lie
 
-// Lie-group RATTLE, seed 000 eqs. (6.8)-(6.10) on (SO(3) x R^3)^B:
+// Lie-group RATTLE, BMS24 eqs. (6.8)-(6.10) on (SO(3) x R^3)^B:
 //   g1 = g0 tau(h/2 xi) tau(h/2 xibar),
 //   alpha0 = dR_inv(h/2 xi)^T I xi + h/2 f(g0) - h/2 Phi(g0)^T lambda,
 //   alpha1 = dR_inv(-h/2 xibar)^T I xibar - h/2 f(g1) + h/2 Phi(g1)^T Lambda~,
@@ -429,7 +429,7 @@ struct LieRattle {
   static constexpr int order = 2;
   static constexpr bool two_step = false;
   static constexpr bool own_unknowns = true;
-  static constexpr const char* citation = "seed 000 eqs. (6.8)-(6.10)";
+  static constexpr const char* citation = "BMS24 eqs. (6.8)-(6.10)";
   static constexpr const char* description = "Lie-group RATTLE on SO(3) with the retraction tau (exp or Cayley), translations by RATTLE";
   static constexpr bool symmetric = true;
   template <class S>
@@ -522,7 +522,7 @@ struct LieRattle {
   }
 };
 
-// Constrained Lobatto IIIA-IIIB pair on a Lie group, seed 000 eqs. (6.4)-(6.7):
+// Constrained Lobatto IIIA-IIIB pair on a Lie group, BMS24 eqs. (6.4)-(6.7):
 // the Lie symplectic Euler A half step then the B half step, with the
 // midpoint (g_1/2, alpha_1/2) in Leg(TN) as well:
 //   g_1/2 = g0 tau(h/2 xi),  g1 = g_1/2 tau(h/2 xibar),
@@ -539,7 +539,7 @@ struct LieLobatto {
   static constexpr int order = 2;
   static constexpr bool two_step = false;
   static constexpr bool own_unknowns = true;
-  static constexpr const char* citation = "seed 000 eqs. (6.4)-(6.7)";
+  static constexpr const char* citation = "BMS24 eqs. (6.4)-(6.7)";
   static constexpr const char* description = "Lie-group Lobatto IIIA-IIIB pair on SO(3) with the retraction tau (exp or Cayley)";
   static constexpr bool symmetric = true;
   template <class S>

@@ -6,7 +6,7 @@
 
 namespace tether {
 
-// Discrete null-space RATTLE, seed 000 §4.2 eqs. (4.7)-(4.9) and Example 5.3
+// Discrete null-space RATTLE, BMS24 §4.2 eqs. (4.7)-(4.9) and Example 5.3
 // (second form): RATTLE's equations (5.16)-(5.18) contracted with a basis
 // T(q) of the tangent space (G(q) T(q) = 0), which removes every multiplier:
 //   T(q0)^T [M (q1 - q0)/h + h/2 grad V(q0) - p0] = 0,   g(q1) = 0,
@@ -21,7 +21,7 @@ struct NullSpaceRattle {
   static constexpr const char* name = "null_space_rattle";
   static constexpr int order = 2;
   static constexpr bool two_step = false;
-  static constexpr const char* citation = "seed 000 §4.2 eqs. (4.7)-(4.9), Example 5.3";
+  static constexpr const char* citation = "BMS24 §4.2 eqs. (4.7)-(4.9), Example 5.3";
   static constexpr const char* description = "discrete null-space RATTLE: momenta in a tangent basis of the rigid bodies";
   static constexpr bool symmetric = true;
   template <class S>

@@ -5,7 +5,7 @@
 
 namespace tether {
 
-// RATTLE, seed 000 eqs. (5.16)-(5.18) (the composition of symplectic Euler A
+// RATTLE, BMS24 eqs. (5.16)-(5.18) (the composition of symplectic Euler A
 // and B with half steps, Example 5.1):
 //   p0 = M (q1 - q0)/h + h/2 grad V(q0) - h/2 G(q0)^T lambda,
 //   p1 = M (q1 - q0)/h - h/2 grad V(q1) + h/2 G(q1)^T lambda~,
@@ -15,7 +15,7 @@ struct Rattle {
   static constexpr const char* name = "rattle";
   static constexpr int order = 2;
   static constexpr bool two_step = false;
-  static constexpr const char* citation = "seed 000 eqs. (5.16)-(5.18)";
+  static constexpr const char* citation = "BMS24 eqs. (5.16)-(5.18)";
   static constexpr const char* description = "RATTLE: symplectic Euler A and B half steps composed; symmetric, symplectic on T*N";
   static constexpr bool symmetric = true;
   template <class S>

@@ -1,6 +1,6 @@
 #pragma once
 // RATTLE on the holonomic constraints h(q) = 0 with the midpoint rule on the
-// generalized Hamiltonian H(q, p, lambda, 0) as its inner step (seed 001
+// generalized Hamiltonian H(q, p, lambda, 0) as its inner step (MMVW13
 // Prop 7, in the composition form of its ref. [10]):
 //   p^0 = p0 + Dh(q0)^T mu                                  (jump in the fibre)
 //   q1 = q0 + h H_p(Zm),  p^1 = p^0 - h H_q(Zm),  0 = H_lambda(Zm),
@@ -49,7 +49,7 @@ struct RattleMidpoint {
   static constexpr int stages = 0;
   static constexpr int order = 2;
   static constexpr bool two_step = false;
-  static constexpr const char* citation = "seed 001 Props 6-7 (RATTLE with a midpoint inner step)";
+  static constexpr const char* citation = "MMVW13 Props 6-7 (RATTLE with a midpoint inner step)";
   static constexpr const char* description = "RATTLE for the holonomic constraints with a midpoint inner step for the nonholonomic ones";
   static constexpr bool symmetric = true;
   template <class S>

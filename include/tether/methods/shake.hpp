@@ -5,7 +5,7 @@
 
 namespace tether {
 
-// SHAKE in its two-step position form, seed 000 §5.1.2 (the equation after
+// SHAKE in its two-step position form, BMS24 §5.1.2 (the equation after
 // (5.2)):
 //   M (q_{n+1} - 2 q_n + q_{n-1}) / h^2 = -grad V(q_n) + G(q_n)^T mu,  g(q_{n+1}) = 0,
 // with the momentum recovered at q_{n+1} by the second half of RATTLE,
@@ -16,7 +16,7 @@ struct Shake {
   static constexpr const char* name = "shake";
   static constexpr int order = 2;
   static constexpr bool two_step = true;  // carries q_{n-1}
-  static constexpr const char* citation = "seed 000 §5.1.2 (two-step form) with (5.17)-(5.18)";
+  static constexpr const char* citation = "BMS24 §5.1.2 (two-step form) with (5.17)-(5.18)";
   static constexpr const char* description = "SHAKE: RATTLE's positions as a two-step scheme in (q_{n-1}, q_n)";
   static constexpr bool symmetric = true;
   template <class S>

@@ -1,5 +1,5 @@
 #pragma once
-// Generalized Stormer-Verlet for a (possibly non-separable) H, seed 004
+// Generalized Stormer-Verlet for a (possibly non-separable) H, LJM12
 // eqs. (51)-(53):
 //   p_{1/2} = p0 - h/2 H_q(q0, p_{1/2}),
 //   q1 = q0 + h/2 (H_p(q0, p_{1/2}) + H_p(q1, p_{1/2})),
@@ -17,7 +17,7 @@ struct StormerVerlet {
   static constexpr int stages = 0;
   static constexpr int order = 2;
   static constexpr bool two_step = false;
-  static constexpr const char* citation = "seed 004 eqs. (51)-(53)";
+  static constexpr const char* citation = "LJM12 eqs. (51)-(53)";
   static constexpr const char* description = "generalized Stormer-Verlet on the index-1 system";
   static constexpr bool symmetric = true;
   template <class S>

@@ -1,8 +1,8 @@
 #pragma once
-// Symplectic Euler for a (possibly non-separable) H, seed 004 eq. (35):
+// Symplectic Euler for a (possibly non-separable) H, LJM12 eq. (35):
 //   p1 = p0 - h H_q(q0, p1),  q1 = q0 + h H_p(q0, p1),
 // on the index-1 system with the stage multipliers Lambda from
-// H_lambda(q0, p1, Lambda) = 0 solved together with p1 (seed 001 Prop 4: this
+// H_lambda(q0, p1, Lambda) = 0 solved together with p1 (MMVW13 Prop 4: this
 // is the method applied to H(q, p, lambda~(q, p))). Order 1, symplectic.
 #include "tether/core/families.hpp"
 #include "tether/methods/index1_stages.hpp"
@@ -14,7 +14,7 @@ struct SymplecticEuler {
   static constexpr int stages = 0;
   static constexpr int order = 1;
   static constexpr bool two_step = false;
-  static constexpr const char* citation = "seed 004 eq. (35)";
+  static constexpr const char* citation = "LJM12 eq. (35)";
   static constexpr const char* description = "symplectic Euler on the index-1 system J z' = grad H(z)";
   static constexpr bool symmetric = false;
   template <class S>

@@ -5,7 +5,7 @@
 
 namespace tether {
 
-// Constrained symplectic Euler A, seed 000 §5.1.1 (second form):
+// Constrained symplectic Euler A, BMS24 §5.1.1 (second form):
 //   p0 = M (q1 - q0)/h + h grad V(q0) - h G(q0)^T lambda,
 //   p1 = M (q1 - q0)/h + h G(q1)^T lambda~,
 //   g(q1) = 0,  G(q1) M^-1 p1 = 0.
@@ -14,7 +14,7 @@ struct SymplecticEulerA {
   static constexpr const char* name = "symplectic_euler_a";
   static constexpr int order = 1;
   static constexpr bool two_step = false;
-  static constexpr const char* citation = "seed 000 §5.1.1";
+  static constexpr const char* citation = "BMS24 §5.1.1";
   static constexpr const char* description = "constrained symplectic Euler A: kick at the start, then project onto T*N";
   static constexpr bool symmetric = false;
   template <class S>

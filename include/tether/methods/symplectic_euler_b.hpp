@@ -5,7 +5,7 @@
 
 namespace tether {
 
-// Constrained symplectic Euler B, seed 000 §5.1.2, eqs. (5.3)-(5.6):
+// Constrained symplectic Euler B, BMS24 §5.1.2, eqs. (5.3)-(5.6):
 //   p0 = M (q1 - q0)/h - h G(q0)^T lambda,
 //   p1 = M (q1 - q0)/h - h grad V(q1) + h G(q1)^T lambda~,
 //   g(q1) = 0,  G(q1) M^-1 p1 = 0.
@@ -15,7 +15,7 @@ struct SymplecticEulerB {
   static constexpr const char* name = "symplectic_euler_b";
   static constexpr int order = 1;
   static constexpr bool two_step = false;
-  static constexpr const char* citation = "seed 000 §5.1.2, eqs. (5.3)-(5.6)";
+  static constexpr const char* citation = "BMS24 §5.1.2, eqs. (5.3)-(5.6)";
   static constexpr const char* description = "constrained symplectic Euler B, the adjoint of A";
   static constexpr bool symmetric = false;
   template <class S>

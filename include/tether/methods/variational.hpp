@@ -1,10 +1,10 @@
 #pragma once
 // A variational integrator built over any explicit Runge-Kutta "standard
-// layer" (seed 002, Patrick-Cuell-Spiteri-Zhang), for the "lagrangian" system
+// layer" (PCSZ09, Patrick-Cuell-Spiteri-Zhang), for the "lagrangian" system
 // family (systems/magnetic_sphere.hpp documents the interface).
 //
 // Standard layer R_t: one step of size t of the tableau on the constrained
-// Euler-Lagrange equations with the action, seed 002 §2 and eq. (4.2),
+// Euler-Lagrange equations with the action, PCSZ09 §2 and eq. (4.2),
 //   q' = v,  v' = A(q, v),  S' = L(q, v),
 // giving the segment ends d^-(w) = R^q_{h alpha-}(w), d^+(w) = R^q_{h alpha+}(w)
 // and the discrete Lagrangian L_h(w) = R^S_{h alpha+}(w) - R^S_{h alpha-}(w)
@@ -67,7 +67,7 @@ TETHER_HD bool solve_in_place(T (&a)[K][K], T (&b)[K]) {
 }
 
 // The vector field of the standard layer at y = (q, v, S): (v, A(q, v), L(q, v)),
-// A from the linear multiplier problem seed 002 eq. (4.2) with matrix (4.3).
+// A from the linear multiplier problem PCSZ09 eq. (4.2) with matrix (4.3).
 template <class Sys, class T>
 TETHER_HD bool euler_lagrange_field(const Sys& sys, const T (&y)[2 * Sys::dof + 1], T (&f)[2 * Sys::dof + 1]) {
   constexpr int n = Sys::dof, k = Sys::constraint_count;
@@ -115,7 +115,7 @@ TETHER_HD bool euler_lagrange_field(const Sys& sys, const T (&y)[2 * Sys::dof + 
 
 }  // namespace variational_detail
 
-// The segment of the standard layer through w = (q, v) (seed 002 §2 item 3):
+// The segment of the standard layer through w = (q, v) (PCSZ09 §2 item 3):
 // unprojected ends d^-, d^+, discrete Lagrangian L_h and their derivatives
 // in q and v (rows of the ends' Jacobians are end components).
 template <int n>
@@ -126,7 +126,7 @@ struct VariationalSegment {
   Vec<n> action_q, action_v;
 };
 
-// Seed 002 §§2-4: the symplectic layer over an explicit Runge-Kutta standard
+// PCSZ09 §§2-4: the symplectic layer over an explicit Runge-Kutta standard
 // layer, Stage-4 equations (S4.5)-(S4.8), solved by the fixed-point iteration
 // with approximates (§4.2-4.4) or by Newton.
 struct Variational {
@@ -134,7 +134,7 @@ struct Variational {
   static constexpr bool own_unknowns = true;  // the reference solves its own unknowns (reference_guess etc.)
   static constexpr int order = 4;  // of the default tableau; see Parameters::layer_order()
   static constexpr bool two_step = false;
-  static constexpr const char* citation = "seed 002 §§2-4, Stage-4 eqs. (S4.5)-(S4.8), (3.2), (4.2), (4.4), (4.7)-(4.9)";
+  static constexpr const char* citation = "PCSZ09 §§2-4, Stage-4 eqs. (S4.5)-(S4.8), (3.2), (4.2), (4.4), (4.7)-(4.9)";
   static constexpr const char* description = "variational integrator over an explicit Runge-Kutta layer, same order as the layer";
   static constexpr bool symmetric = true;
   template <class S>
@@ -337,7 +337,7 @@ struct Variational {
            all_finite(seg.action_v);
   }
 
-  // ---- projection P along iota(q, theta) = q + Dg(q)^T theta, seed 002 eq. (3.2) ----
+  // ---- projection P along iota(q, theta) = q + Dg(q)^T theta, PCSZ09 eq. (3.2) ----
 
   template <class Sys>
   using KMat = Mat<Sys::dof + Sys::constraint_count, Sys::dof + Sys::constraint_count>;
@@ -582,7 +582,7 @@ struct Variational {
         m.a = J;
         if (!m.solve(-r, dx)) return Status::singular_matrix;
       } else {
-        // Seed 002 §4.4: (S4.5a',b') for lambda+, nu1+; then (S4.6a',b') for
+        // PCSZ09 §4.4: (S4.5a',b') for lambda+, nu1+; then (S4.6a',b') for
         // v2, nu2+; then (S4.7a',b') for q2, theta+ — the affine
         // approximates (4.9) with G0, M0 at qbar, applied to the update form
         // of iteration (4.4). The linear parts follow (4.9) term by term:

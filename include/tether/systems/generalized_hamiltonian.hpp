@@ -1,17 +1,17 @@
 #pragma once
 // The nonholonomic family: index-1 generalized Hamiltonian systems
 // J z' = grad H(z), z = (q, p, lambda), J = [[0, -I, 0], [I, 0, 0], [0, 0, 0]]
-// (seed 001 eq. (1.3)). Every state (q, p) is admissible: the constraint
-// H_lambda = 0 fixes lambda = lambda~(q, p) (seed 001 Prop 4), so the engine
+// (MMVW13 eq. (1.3)). Every state (q, p) is admissible: the constraint
+// H_lambda = 0 fixes lambda = lambda~(q, p) (MMVW13 Prop 4), so the engine
 // stores only (q, p) and recovers lambda when it needs it.
 //
 // A system comes in one of two forms, and the engine forms H itself:
-//  - Form::lagrangian (seed 001 Prop 1): L = 1/2 qdot^T M(q) qdot - V(q) with
+//  - Form::lagrangian (MMVW13 Prop 1): L = 1/2 qdot^T M(q) qdot - V(q) with
 //    constraints g_i(q) . qdot = 0. The system gives the rows g_i(q), the
 //    product M(q)^-1 w and V; then p = M qdot - sum lambda_i g_i and
 //    H = 1/2 w^T M^-1 w + V with w = p + sum lambda_i g_i (Prop 1 takes M
 //    constant; Prop 2 allows M(q), whose Legendre transform is invertible).
-//  - Form::canonical (seed 004 §6.2, eq. (42)): H = 1/2 sum_i <p, X_i(q)>^2 + V(q)
+//  - Form::canonical (LJM12 §6.2, eq. (42)): H = 1/2 sum_i <p, X_i(q)>^2 + V(q)
 //    for an orthonormal frame X_i of the distribution; no multipliers.
 // Each writes these once, templated on the scalar T, and the derivatives that
 // the methods and Newton need come from dual numbers.
@@ -44,7 +44,7 @@ template <class S>
 constexpr bool is_nonholonomic = is_nonholonomic_t<S>::value;
 
 // Constrained Lagrangians with configuration-dependent mass and a magnetic
-// term (seed 002), integrated by the variational method: systems declare
+// term (PCSZ09), integrated by the variational method: systems declare
 // `static constexpr bool lagrangian = true` and give energy(q, p),
 // constraints(q) and velocity_constraints(q, p).
 template <class S, class = void>
@@ -58,7 +58,7 @@ struct is_lagrangian_t<S, decltype(void(S::lagrangian))> {
 template <class S>
 constexpr bool is_lagrangian = is_lagrangian_t<S>::value;
 
-// Holonomic constraints h(q) = 0 as well (seed 001 Prop 6): a Form::lagrangian
+// Holonomic constraints h(q) = 0 as well (MMVW13 Prop 6): a Form::lagrangian
 // system may declare `holonomic_count` and give h(q), templated on T. Only
 // rattle_midpoint (Prop 7) integrates those; the Runge-Kutta methods do not.
 template <class S, class = void>
@@ -235,7 +235,7 @@ TETHER_HD Mat<holonomic_count<S>, S::dof> holonomic_jacobian(const S& sys, const
   return jac;
 }
 
-// max_i |g_i(q) . qdot| with qdot = H_p (seed 001 eq. (1.8)): the original
+// max_i |g_i(q) . qdot| with qdot = H_p (MMVW13 eq. (1.8)): the original
 // nonholonomic constraints, which Corollary 5 says hold at every step (and
 // |Dh(q) qdot| when there are holonomic constraints). Zero for canonical
 // systems, whose velocities lie in the distribution by construction.

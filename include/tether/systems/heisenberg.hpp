@@ -1,6 +1,6 @@
 #pragma once
 // Heisenberg group with its standard left-invariant sub-Riemannian structure
-// (the canonical form of seed 004 §6.2): orthonormal frame
+// (the canonical form of LJM12 §6.2): orthonormal frame
 // X = d/dx - (y/2) d/dz, Y = d/dy + (x/2) d/dz, H = 1/2 (<p, X>^2 + <p, Y>^2).
 // Its geodesics are known in closed form (tests use them as the oracle).
 #include "tether/core/parameters.hpp"

@@ -1,5 +1,5 @@
 #pragma once
-// The Heisenberg problem of seed 001 §6: L = 1/2 |qdot|^2 in R^3 with the
+// The Heisenberg problem of MMVW13 §6: L = 1/2 |qdot|^2 in R^3 with the
 // nonholonomic constraint g(q) . qdot = 0, g(q) = (-y, x, 1) (Form::lagrangian).
 // Then qdot = p + lambda g (eq. (6.1)) and lambda~ = -g.p / g.g.
 #include "tether/core/parameters.hpp"

@@ -4,7 +4,7 @@
 // The unconstrained member of the holonomic family (constraint_count = 0):
 // the constraint functions return empty vectors, so SHAKE/RATTLE-type methods
 // reduce to their unconstrained cores (RATTLE = Stormer-Verlet), and the
-// retraction-map methods of seed 003, which need a vector space Q, apply.
+// retraction-map methods of BM23, which need a vector space Q, apply.
 // First integrals: energy, angular momentum q x p, Laplace-Runge-Lenz vector.
 #include "tether/core/parameters.hpp"
 #include <cmath>

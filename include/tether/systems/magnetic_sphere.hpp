@@ -1,13 +1,13 @@
 #pragma once
 // A charged particle on the unit sphere g(q) = (|q|^2 - 1)/2 = 0 in R^3, in a
 // uniform magnetic field along z and gravity along -z, with a configuration-
-// dependent mass: the general quadratic Lagrangian of seed 002 eq. (4.1),
+// dependent mass: the general quadratic Lagrangian of PCSZ09 eq. (4.1),
 //   L = 1/2 m(q) |v|^2 + a(q).v - V(q),
 //   m(q) = mass (1 + kappa q_z^2),  a(q) = (field/2) e_z x q,  V = mass gravity q_z.
 // m, a.v, V and g are invariant under rotations about z, so the Noether
 // momentum J = p.(e_z x q) = q_x p_y - q_y p_x (p = dL/dv = m v + a) is a
 // first integral of the exact flow and of any variational integrator whose
-// standard layer is equivariant (seed 002 §2, discrete Noether theorem).
+// standard layer is equivariant (PCSZ09 §2, discrete Noether theorem).
 //
 // The "lagrangian" family interface (used by methods/variational.hpp):
 // scalar-generic kernels on plain arrays, so that the same formulas run on
@@ -207,7 +207,7 @@ struct MagneticSphere {
   TETHER_HD static Real vertical_momentum(const Vec<3>& q, const Vec<3>& p) { return q[0] * p[1] - q[1] * p[0]; }
 
   // Moves (q, p) onto T*N: q radially onto the sphere (the projection P of
-  // seed 002 eq. (3.2) for this g), then p along G(q)^T so that G v = 0.
+  // PCSZ09 eq. (3.2) for this g), then p along G(q)^T so that G v = 0.
   TETHER_HD Status project_to_phase_space(Vec<3>& q, Vec<3>& p) const {
     const Real r = q.norm();
     if (!(r > 0) || !is_finite(r)) return Status::singular_matrix;

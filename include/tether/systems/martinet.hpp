@@ -7,7 +7,7 @@
 namespace tether {
 
 struct MartinetParameters {
-  Real beta = 0;  // seed 004 eq. (42); 1 + beta x must stay positive
+  Real beta = 0;  // LJM12 eq. (42); 1 + beta x must stay positive
 
   template <class V>
   void describe(V& v) {
@@ -15,7 +15,7 @@ struct MartinetParameters {
   }
 };
 
-// Seed 004 eq. (42): H = 1/2 ((p_x + p_z y^2/2)^2 + p_y^2 / (1 + beta x)^2),
+// LJM12 eq. (42): H = 1/2 ((p_x + p_z y^2/2)^2 + p_y^2 / (1 + beta x)^2),
 // i.e. the orthonormal frame X1 = d/dx + (y^2/2) d/dz, X2 = d/dy / (1 + beta x).
 struct Martinet {
   static constexpr const char* name = "martinet";
@@ -39,7 +39,7 @@ struct Martinet {
   }
 };
 
-// The same structure as a Lagrangian problem (seed 001 Prop 1/2): the
+// The same structure as a Lagrangian problem (MMVW13 Prop 1/2): the
 // constraint zdot = (y^2/2) xdot, g(q) = (y^2/2, 0, -1), and the metric in
 // which X1, X2 above and X3 = d/dz are orthonormal, M(q)^-1 = sum_i X_i X_i^T.
 // On the distribution this is the Martinet metric; the X3 direction only makes

@@ -1,5 +1,5 @@
 #pragma once
-// The two-wheeled vehicle of seed 001 §5 ("parallel parking"): q = (x, y,
+// The two-wheeled vehicle of MMVW13 §5 ("parallel parking"): q = (x, y,
 // theta, phi), front wheel at (x, y), body angle theta, steering angle phi,
 // length L. Constraints (5.1) xdot sin phi - ydot cos phi = 0 and (5.3)
 // xdot sin theta - ydot cos theta + L thetadot = 0; Lagrangian (5.4)

@@ -1,5 +1,5 @@
 #pragma once
-// One free rigid body in ambient coordinates, seed 000 Example 5.3:
+// One free rigid body in ambient coordinates, BMS24 Example 5.3:
 // q = (R row-major, x), R^T R = Id imposed by six holonomic constraints,
 // p = (P = Rdot J, m xdot); see rigid_common.hpp for the layout.
 // Gravity (along -z) acts on the centre only, so the rotation is Euler's
@@ -101,7 +101,7 @@ struct RigidBody {
   TETHER_HD Vec<joint_count> joint_jacobian_times(const Q&, const Q&) const { return Vec<joint_count>(); }
   TETHER_HD Q joint_transpose_times(const Q&, const Vec<joint_count>&) const { return Q::Zero(); }
 
-  // Null-space basis of the constraint Jacobian at q (seed 000 §4.2, Example
+  // Null-space basis of the constraint Jacobian at q (BMS24 §4.2, Example
   // 5.3): eta = (xi, v) -> (R hat(xi), v), so G(q) T(q) = 0 on N.
   TETHER_HD Q tangent_basis_times(const Q& q, const Vec<tangent_dim>& eta) const {
     Q v = Q::Zero();

@@ -1,6 +1,6 @@
 #pragma once
 // B identical rigid links joined by spherical joints, in ambient coordinates
-// (seed 000 Example 5.3 per link; layout in rigid_common.hpp). Link b has its
+// (BMS24 Example 5.3 per link; layout in rigid_common.hpp). Link b has its
 // joint points at body-frame offsets c_top = (0, 0, L/2) and c_bot = -c_top;
 // the top of link 0 is pinned at the origin:
 //   x_0 + R_0 c_top = 0,   x_b + R_b c_bot = x_{b+1} + R_{b+1} c_top,
@@ -131,7 +131,7 @@ struct RigidChain {
     return f;
   }
 
-  // Null-space basis at q on N (seed 000 §4.2; the nodal null-space matrix of
+  // Null-space basis at q on N (BMS24 §4.2; the nodal null-space matrix of
   // Betsch & Leyendecker 2006): body rates xi_b -> (R_b hat(xi_b), v_b) with
   // the centre velocities the joints force, v_b = sum_{a<b} 2 T_a xi_a + T_b xi_b,
   // T_a = R_a hat(c_top) (R hat(xi) c_top = -T xi, and c_bot = -c_top).

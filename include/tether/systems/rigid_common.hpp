@@ -1,5 +1,5 @@
 #pragma once
-// Shared algebra of the rigid-body systems in ambient coordinates, seed 000
+// Shared algebra of the rigid-body systems in ambient coordinates, BMS24
 // Example 5.3: body b occupies q[12b .. 12b+12) = (R_b row-major, x_b), and
 // its momenta the same slots, P_b = Rdot_b J_b with J_b = tr(I_b)/2 Id - I_b
 // and p_x = m_b xdot_b. With I_b = diag(I1, I2, I3), J_b is diagonal too,
@@ -145,7 +145,7 @@ TETHER_HD Vec<S::dof> mass_diagonal(const S& sys) {
 // ---- constraints: orthogonality of every body, then the joints -------------
 
 // phi = s/2 (R^T R - Id) in the order (00, 11, 22, 01, 02, 12): the six
-// independent components of seed 000 Example 5.3's phi_i, times the system's
+// independent components of BMS24 Example 5.3's phi_i, times the system's
 // orthogonality scale s (its length, so all constraints are in length units).
 template <class S>
 TETHER_HD Vec<S::constraint_count> constraints(const S& sys, const Vec<S::dof>& q) {

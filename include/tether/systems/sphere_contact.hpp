@@ -1,5 +1,5 @@
 #pragma once
-// Holonomic + nonholonomic together (seed 001 Prop 6): the standard contact
+// Holonomic + nonholonomic together (MMVW13 Prop 6): the standard contact
 // sub-Riemannian structure of the 3-sphere. q in R^4 = C^2 with L = 1/2 |qdot|^2,
 // the holonomic constraint h(q) = (|q|^2 - 1)/2 = 0 and the nonholonomic one
 // <i q, qdot> = 0, g(q) = i q = (-q1, q0, -q3, q2): velocities orthogonal to
