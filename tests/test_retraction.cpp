@@ -1,4 +1,4 @@
-// Retraction-map integrators of BM23 and the unconstrained Kepler system:
+// Retraction-map integrators of BM21 and the unconstrained Kepler system:
 // exact-solution orders (Kepler's equation), symplecticity of one-step maps by
 // finite differences, first integrals, agreement with independently written
 // methods, residuals of the reference form. Every expected value comes from

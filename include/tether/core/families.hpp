@@ -100,10 +100,10 @@ concept RigidBodySystem = HolonomicSystem<S> && requires(const S& s) {
   { S::tangent_dim } -> std::convertible_to<int>;
   { s.principal_inertia(0) } -> std::convertible_to<Vec<3>>;
 };
-// No constraints at all (BM23 §4.1: retraction maps and Newmark on T*Q).
+// No constraints at all (BM21 §4.1: retraction maps and Newmark on T*Q).
 template <class S>
 concept UnconstrainedSystem = HolonomicSystem<S> && S::constraint_count == 0;
-// A point on a sphere about the origin, T*S^2 (BM23 Example 5.4).
+// A point on a sphere about the origin, T*S^2 (BM21 Example 5.4).
 template <class S>
 concept SphereSystem = HolonomicSystem<S> && S::dof == 3 && S::constraint_count == 1 && requires(const S& s) {
   { s.sphere_radius() } -> std::convertible_to<Real>;

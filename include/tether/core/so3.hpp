@@ -1,6 +1,6 @@
 #pragma once
 // SO(3) algebra for the Lie-group methods: hat/vee between R^3 and so(3), and
-// two retractions tau: so(3) -> SO(3) (BM23 Example 2.7) with their
+// two retractions tau: so(3) -> SO(3) (BM21 Example 2.7) with their
 // right-trivialized inverse differentials d^R tau_x^-1, defined by
 //   D tau(x)[eta] = hat(d^R tau_x(eta)) tau(x)   (BMS24 eq. (A.6)),
 // so d^L tau_x^-1 = d^R tau_{-x}^-1 (tau(-x) = tau(x)^-1).

@@ -1,13 +1,13 @@
 #pragma once
 // The Newmark family as the discretization (4.1) of the SODE q'' = -M^-1 grad V
-// with the extended retraction map R_d^TTQ of BM23 §4.1, for unconstrained
+// with the extended retraction map R_d^TTQ of BM21 §4.1, for unconstrained
 // systems (constraint_count = 0); state (q, p) with p = M qdot.
 #include "tether/core/families.hpp"
 #include "tether/methods/retraction.hpp"
 
 namespace tether {
 
-// Newmark, BM23 eqs. (4.3)-(4.5), in the form (4.4): with a = -M^-1 grad V(q),
+// Newmark, BM21 eqs. (4.3)-(4.5), in the form (4.4): with a = -M^-1 grad V(q),
 //   q1 = q0 + h v0 + h^2/2 ((1 - 2 beta) a0 + 2 beta a1),
 //   v1 = v0 + h ((1 - gamma) a0 + gamma a1).
 // Order 2 iff gamma = 1/2, else 1 (gamma > 1/2 damps the energy). Implicit in
@@ -22,7 +22,7 @@ struct Newmark {
   static constexpr const char* name = "newmark";
   static constexpr int order = 2;  // at the default gamma = 1/2; see effective_order()
   static constexpr bool two_step = false;
-  static constexpr const char* citation = "BM23 §4.1, eqs. (4.3)-(4.5)";
+  static constexpr const char* citation = "BM21 §4.1, eqs. (4.3)-(4.5)";
   static constexpr const char* description = "Newmark family as an extended retraction map; (1/2, 1/4) is the trapezoidal rule";
   static constexpr bool symmetric = true;
   template <class S>

@@ -1,6 +1,6 @@
 #pragma once
 // Symplectic integrators from the cotangent lift of an extended retraction
-// map on a vector space Q (BM23, §3.2 and Prop. 5.1), for unconstrained
+// map on a vector space Q (BM21, §3.2 and Prop. 5.1), for unconstrained
 // systems (constraint_count = 0) with H = p.M^-1 p / 2 + V(q), and the
 // implicit position solve they share with Newmark (newmark.hpp).
 #include "tether/core/families.hpp"
@@ -63,7 +63,7 @@ TETHER_HD Status solve_gradient_shift(const S& sys, const Vec<S::dof>& b, Real c
   });
 }
 
-// Prop. 5.1 with the cotangent lift of the theta map, BM23 Example 2.5(3), eqs. (3.2), (5.1)-(5.2).
+// Prop. 5.1 with the cotangent lift of the theta map, BM21 Example 2.5(3), eqs. (3.2), (5.1)-(5.2).
 //
 // Derivation. R_d(q, v) = (q - theta v, q + (1 - theta) v) has
 //   R_d^-1(q0, q1) = (qb, q1 - q0),  qb = (1 - theta) q0 + theta q1,
@@ -88,7 +88,7 @@ struct ThetaRetraction {
   static constexpr const char* name = "theta_retraction";
   static constexpr int order = 2;  // at the default theta = 1/2; see effective_order()
   static constexpr bool two_step = false;
-  static constexpr const char* citation = "BM23 Prop. 5.1 with Example 2.5(3), eqs. (3.2), (5.2); Examples 5.2, 5.3";
+  static constexpr const char* citation = "BM21 Prop. 5.1 with Example 2.5(3), eqs. (3.2), (5.2); Examples 5.2, 5.3";
   static constexpr const char* description = "theta-method discretization map lifted to T*Q: symplectic, order 2 at theta = 1/2";
   static constexpr bool symmetric = true;
   template <class S>

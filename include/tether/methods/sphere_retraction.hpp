@@ -1,6 +1,6 @@
 #pragma once
 // Symplectic integrators on T*S^2 from the cotangent lift of a retraction
-// that fixes the first point, R_d(x, xi) = (x, R_x(xi)) (BM23 Example 5.4
+// that fixes the first point, R_d(x, xi) = (x, R_x(xi)) (BM21 Example 5.4
 // with the projection retraction; its exp analogue from Examples 2.6, 3.9).
 // For systems on a sphere of radius L = sys.sphere_radius() about the origin
 // with isotropic mass M = m I: dof 3, one constraint |q| = L (the
@@ -53,7 +53,7 @@
 
 namespace tether {
 
-// BM23 Example 5.4: the projection retraction R_x(xi) = (x + xi)/|x + xi|.
+// BM21 Example 5.4: the projection retraction R_x(xi) = (x + xi)/|x + xi|.
 struct ProjectionRetraction {
   static constexpr const char* name = "projection";
 
@@ -116,7 +116,7 @@ inline ad::Dual<Real> half_square_angle(const ad::Dual<Real>& u) {
 }
 }  // namespace detail
 
-// BM23 Examples 2.6, 3.9: the exponential map of the round sphere.
+// BM21 Examples 2.6, 3.9: the exponential map of the round sphere.
 struct ExpRetraction {
   static constexpr const char* name = "exp";
 
@@ -150,14 +150,14 @@ struct ExpRetraction {
   }
 };
 
-// BM23 Example 5.4 (Prop. 5.1 with eq. (3.2)) and its exp analogue: kick at x0, retraction drift.
+// BM21 Example 5.4 (Prop. 5.1 with eq. (3.2)) and its exp analogue: kick at x0, retraction drift.
 template <class Retraction>
 struct SphereRetraction {
   static constexpr const char* name = "sphere_retraction";
   static constexpr const char* retraction = Retraction::name;
   static constexpr int order = 1;
   static constexpr bool two_step = false;
-  static constexpr const char* citation = "BM23 Example 5.4, Prop. 5.1, eq. (3.2); Examples 2.6, 3.9 (exp)";
+  static constexpr const char* citation = "BM21 Example 5.4, Prop. 5.1, eq. (3.2); Examples 2.6, 3.9 (exp)";
   static constexpr const char* description = "cotangent lift of a retraction of S^2 (projection or exp): kick, then retraction drift";
   static constexpr bool symmetric = false;
   template <class S>

@@ -4,7 +4,7 @@
 // The unconstrained member of the holonomic family (constraint_count = 0):
 // the constraint functions return empty vectors, so SHAKE/RATTLE-type methods
 // reduce to their unconstrained cores (RATTLE = Stormer-Verlet), and the
-// retraction-map methods of BM23, which need a vector space Q, apply.
+// retraction-map methods of BM21, which need a vector space Q, apply.
 // First integrals: energy, angular momentum q x p, Laplace-Runge-Lenz vector.
 #include "tether/core/parameters.hpp"
 #include <cmath>
@@ -16,7 +16,7 @@ namespace tether {
 struct Kepler {
   static constexpr const char* name = "kepler";
   static constexpr const char* description = "planar Kepler problem, q in R^2, no constraints";
-  static constexpr const char* citation = "BM23 Examples 5.2, 5.3";
+  static constexpr const char* citation = "BM21 Examples 5.2, 5.3";
   static constexpr int dof = 2;
   static constexpr int constraint_count = 0;
 
