@@ -116,10 +116,6 @@ constexpr void for_each_type(TypeList<T...>, F&& f) {
   (f(std::type_identity<T>{}, i++), ...);
 }
 
-// Whether method M is instantiated with system S: M's own concept decides.
-template <class M, class S>
-constexpr bool pairs_with = MethodFor<M, S>;
-
 // The registration checks, with messages that say which contract is unmet.
 template <class... S>
 constexpr bool check_systems(TypeList<S...>) {

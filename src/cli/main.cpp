@@ -182,42 +182,36 @@ void do_list(bool as_json) {
     std::printf("%s\n", j.dump(2).c_str());
     return;
   }
-  auto variant_text = [](const tether::VariantInfo& v) {
-    return v.value.is_string() ? v.value.get<std::string>() : v.value.dump();
-  };
   std::printf("systems:\n");
   for (std::size_t i = 0; i < system_infos().size(); ++i) {
     const auto& s = system_infos()[i];
     if (i > 0 && system_infos()[i - 1].name == s.name) continue;  // one line per name
-    std::string head = s.family;
+    std::string head = tether::family_name(s.family);
     if (!s.variant.key.empty()) {
       std::string values;
       for (const auto& o : system_infos())
-        if (o.name == s.name) values += (values.empty() ? "" : ", ") + variant_text(o.variant);
+        if (o.name == s.name) values += (values.empty() ? "" : ", ") + o.variant.text();
       head += "; " + s.variant.key + " " + values;
     }
     std::printf("  %-22s %s: %s  [%s]\n", s.name.c_str(), head.c_str(), s.description.c_str(), s.citation.c_str());
   }
-  for (const char* family : {"holonomic", "nonholonomic", "holonomic + nonholonomic", "lagrangian"}) {
-    std::printf("methods for %s systems:\n", family);
+  for (const tether::Family family : tether::all_families) {
+    std::printf("methods for %s systems:\n", tether::family_name(family));
+    std::vector<std::string> names;  // the family's system names
+    for (const auto& s : system_infos())
+      if (s.family == family && std::find(names.begin(), names.end(), s.name) == names.end()) names.push_back(s.name);
     for (std::size_t m = 0; m < method_infos().size(); ++m) {
-      std::vector<std::string> on;  // the systems of this family it pairs with
-      for (const auto& s : system_infos()) {
-        if (s.family != family) continue;
-        if (std::find(s.methods.begin(), s.methods.end(), int(m)) != s.methods.end() &&
+      std::vector<std::string> on;  // those it pairs with
+      for (const auto& s : system_infos())
+        if (s.family == family && std::find(s.methods.begin(), s.methods.end(), int(m)) != s.methods.end() &&
             std::find(on.begin(), on.end(), s.name) == on.end())
           on.push_back(s.name);
-      }
       if (on.empty()) continue;
-      std::size_t names = 0;
-      std::vector<std::string> seen;
-      for (const auto& s : system_infos())
-        if (s.family == family && std::find(seen.begin(), seen.end(), s.name) == seen.end()) seen.push_back(s.name), ++names;
       const auto& info = method_infos()[m];
-      std::string head = info.variant.key.empty() ? "" : info.variant.key + " " + variant_text(info.variant) + ", ";
+      std::string head = info.variant.key.empty() ? "" : info.variant.label() + ", ";
       head += "order " + std::to_string(info.order);
       std::string only;
-      if (on.size() < names) {
+      if (on.size() < names.size()) {
         for (const auto& n : on) only += (only.empty() ? "" : ", ") + n;
         only = " (" + only + " only)";
       }

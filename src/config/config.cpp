@@ -40,7 +40,7 @@ std::vector<int> chain_sizes() {
 
 namespace {
 // Method names, each once, of the methods that pair with some system of a family.
-std::vector<std::string> family_method_names(const std::string& family) {
+std::vector<std::string> family_method_names(Family family) {
   std::vector<std::string> v;
   for (const auto& s : system_infos())
     if (s.family == family)
@@ -52,8 +52,8 @@ std::vector<std::string> family_method_names(const std::string& family) {
 }
 }  // namespace
 
-std::vector<std::string> holonomic_method_names() { return family_method_names("holonomic"); }
-std::vector<std::string> nonholonomic_method_names() { return family_method_names("nonholonomic"); }
+std::vector<std::string> holonomic_method_names() { return family_method_names(Family::holonomic); }
+std::vector<std::string> nonholonomic_method_names() { return family_method_names(Family::nonholonomic); }
 namespace {
 
 
@@ -67,8 +67,8 @@ ExplicitState parse_state(const Node& s) {
 InitialSpec parse_initial(const Node& ini, int system) {
   const SystemInfo& info = system_infos()[std::size_t(system)];
   const std::string& system_name = info.name;
-  const bool mixed = info.family == "holonomic + nonholonomic";
-  const bool nonholonomic = mixed || info.family == "nonholonomic";
+  const bool mixed = info.family == Family::mixed;
+  const bool nonholonomic = mixed || info.family == Family::nonholonomic;
   if (nonholonomic && !mixed)
     for (const char* key : {"project", "tolerance"})
       if (ini.has(key))
@@ -317,10 +317,10 @@ ShootConfig parse_shoot_config(const std::string& text, const std::string& sourc
 
   const Node sys = top.object("system");
   parse_system(sys, c);
-  if (system_infos()[std::size_t(c.system)].family != "nonholonomic") {
+  if (system_infos()[std::size_t(c.system)].family != Family::nonholonomic) {
     std::string allowed;
     for (const auto& info : system_infos())
-      if (info.family == "nonholonomic") allowed += (allowed.empty() ? "" : ", ") + info.name;
+      if (info.family == Family::nonholonomic) allowed += (allowed.empty() ? "" : ", ") + info.name;
     throw ConfigError(sys.at("name"), "shooting applies to the index-1 (nonholonomic) systems, whose every (q0, p0) "
                                       "starts a geodesic: " + allowed + "; got \"" + c.system_name + "\"");
   }

@@ -36,7 +36,7 @@ R with_method(const RunConfig& c, Fn&& fn) {
   if constexpr (I == Methods::size) {
     throw std::logic_error(c.method_name + " does not pair with " + S::name);
   } else {
-    if constexpr (pairs_with<MethodAt<I>, S>)
+    if constexpr (MethodFor<MethodAt<I>, S>)
       if (c.method == I) return fn(configured<MethodAt<I>>(c.method_config, "method"));
     return with_method<R, S, I + 1>(c, std::forward<Fn>(fn));
   }

@@ -107,7 +107,7 @@ void write_summary(const fs::path& file, const RunConfig& c, const RunResult& r)
   j["method"] = r.method;
   if (r.stages > 0) j["stages"] = r.stages;
   const MethodInfo& method = method_infos()[std::size_t(c.method)];
-  if (!method.variant.key.empty() && method.variant.key != "stages")
+  if (!method.variant.key.empty() && r.stages == 0)  // the stage count is reported above
     j["method_parameters"][method.variant.key] = method.variant.value;
   for (const auto& [key, value] : c.method_parameters.items()) j["method_parameters"][key] = value;
   j["backend"] = r.backend;

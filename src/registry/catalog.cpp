@@ -59,10 +59,10 @@ struct Tables {
     });
     for_each_type(Systems{}, [&](auto s, int) {
       using S = typename decltype(s)::type;
-      SystemInfo info{S::name, S::description, S::citation, family_name(family_of<S>()), S::dof,
+      SystemInfo info{S::name, S::description, S::citation, family_of<S>(), S::dof,
                       variant_info<S>(), schema<S>(), {}};
       for_each_type(Methods{}, [&](auto m, int j) {
-        if constexpr (pairs_with<typename decltype(m)::type, S>) info.methods.push_back(j);
+        if constexpr (MethodFor<typename decltype(m)::type, S>) info.methods.push_back(j);
       });
       systems.push_back(std::move(info));
       read_system.push_back(&read_values<S>);
@@ -74,8 +74,6 @@ const Tables& tables() {
   static const Tables t;
   return t;
 }
-
-std::string value_text(const nlohmann::json& v) { return v.is_string() ? v.get<std::string>() : v.dump(); }
 
 // "1, 2 or 3"
 std::string or_list(const std::vector<std::string>& v) {
@@ -92,7 +90,7 @@ int choose_variant(const std::vector<Info>& all, const std::vector<int>& candida
   if (candidates.size() == 1 && all[std::size_t(candidates[0])].variant.key.empty()) return candidates[0];
   const std::string key = all[std::size_t(candidates[0])].variant.key;
   std::vector<std::string> values;
-  for (int c : candidates) values.push_back(value_text(all[std::size_t(c)].variant.value));
+  for (int c : candidates) values.push_back(all[std::size_t(c)].variant.text());
   if (!node.has(key)) {
     for (int c : candidates)
       if (all[std::size_t(c)].variant.is_default) return c;
@@ -100,7 +98,7 @@ int choose_variant(const std::vector<Info>& all, const std::vector<int>& candida
   if (all[std::size_t(candidates[0])].variant.value.is_string()) {
     const std::string chosen = node.string(key, values);
     for (int c : candidates)
-      if (value_text(all[std::size_t(c)].variant.value) == chosen) return c;
+      if (all[std::size_t(c)].variant.text() == chosen) return c;
   }
   if (!node.has(key)) throw ConfigError(node.at(key), "is missing (one of: " + join(values) + ")");
   const std::int64_t n = node.integer(key, INT_MIN, INT_MAX);
@@ -114,6 +112,17 @@ std::vector<std::string> keys_of(const nlohmann::ordered_json& schema) {
   std::vector<std::string> keys;
   for (const auto& e : schema) keys.push_back(e["name"].get<std::string>());
   return keys;
+}
+
+// Whether a method declares a parameter of this key.
+bool declares(const MethodInfo& m, const std::string& key) {
+  for (const auto& e : m.parameters)
+    if (e["name"] == key) return true;
+  return false;
+}
+
+void add_once(std::vector<std::string>& v, const std::string& x) {
+  if (std::find(v.begin(), v.end(), x) == v.end()) v.push_back(x);
 }
 
 }  // namespace
@@ -162,48 +171,34 @@ int choose_method(const Node& m, int system, const std::set<std::string>& common
   std::vector<std::string> own;  // the system's method names
   for (int j : sys.methods) {
     if (all[std::size_t(j)].name == name) candidates.push_back(j);
-    if (std::find(own.begin(), own.end(), all[std::size_t(j)].name) == own.end()) own.push_back(all[std::size_t(j)].name);
+    add_once(own, all[std::size_t(j)].name);
   }
   if (candidates.empty())
-    throw ConfigError(m.at("name"), "\"" + name + "\" does not apply to " + sys.name + ", a " + sys.family +
-                                        " system (its methods: " + join(own) + ")");
+    throw ConfigError(m.at("name"), "\"" + name + "\" does not apply to " + sys.name + ", a " +
+                                        family_name(sys.family) + " system (its methods: " + join(own) + ")");
 
-  // A key of another method (or of another variant of this one) is named as such.
-  const MethodInfo& first = all[std::size_t(candidates[0])];
+  // A key of another method is named as such; a key of another variant of
+  // this method, once the variant is chosen.
   std::set<std::string> allowed = common;
-  if (!first.variant.key.empty()) allowed.insert(first.variant.key);
+  const std::string& variant_key = all[std::size_t(candidates[0])].variant.key;
+  if (!variant_key.empty()) allowed.insert(variant_key);
   for (const auto& [key, value] : m.json().items()) {
-    if (allowed.count(key)) continue;
+    if (allowed.count(key) ||
+        std::any_of(candidates.begin(), candidates.end(), [&](int c) { return declares(all[std::size_t(c)], key); }))
+      continue;
     std::vector<std::string> owners;
-    bool here = false;
-    for (int c : candidates) {
-      const auto keys = keys_of(all[std::size_t(c)].parameters);
-      if (std::find(keys.begin(), keys.end(), key) == keys.end()) continue;
-      here = true;
-    }
-    if (here) continue;  // checked against the chosen variant below
-    for (const auto& other : all) {
-      const auto keys = keys_of(other.parameters);
-      const bool declares = std::find(keys.begin(), keys.end(), key) != keys.end() || other.variant.key == key;
-      if (!declares) continue;
-      const std::string owner = other.name == name ? other.variant.key + " " + value_text(other.variant.value) : other.name;
-      if (std::find(owners.begin(), owners.end(), owner) == owners.end()) owners.push_back(owner);
-    }
+    for (const auto& other : all)
+      if (declares(other, key) || other.variant.key == key) add_once(owners, other.name == name ? other.variant.label() : other.name);
     if (!owners.empty()) throw ConfigError(m.at(key), "applies only to " + join(owners));
   }
 
   const int index = choose_variant(all, candidates, m, name + " methods");
-  const MethodInfo& chosen = all[std::size_t(index)];
-  for (const auto& k : keys_of(chosen.parameters)) allowed.insert(k);
+  for (const auto& k : keys_of(all[std::size_t(index)].parameters)) allowed.insert(k);
   for (const auto& [key, value] : m.json().items()) {
     if (allowed.count(key)) continue;
     std::vector<std::string> owners;
     for (int c : candidates)
-      if (c != index) {
-        const auto keys = keys_of(all[std::size_t(c)].parameters);
-        if (std::find(keys.begin(), keys.end(), key) != keys.end())
-          owners.push_back(all[std::size_t(c)].variant.key + " " + value_text(all[std::size_t(c)].variant.value));
-      }
+      if (c != index && declares(all[std::size_t(c)], key)) owners.push_back(all[std::size_t(c)].variant.label());
     if (!owners.empty()) throw ConfigError(m.at(key), "applies only to " + join(owners));
   }
   m.only(allowed);
@@ -214,7 +209,7 @@ int choose_method(const Node& m, int system, const std::set<std::string>& common
 std::string describe_method(int method, const nlohmann::ordered_json& parameters) {
   const MethodInfo& info = method_infos()[std::size_t(method)];
   std::vector<std::string> parts;
-  if (!info.variant.key.empty()) parts.push_back(info.variant.key + " " + value_text(info.variant.value));
+  if (!info.variant.key.empty()) parts.push_back(info.variant.label());
   for (const auto& [key, value] : parameters.items()) {
     std::ostringstream s;
     s << key << " ";
@@ -241,7 +236,7 @@ nlohmann::ordered_json catalog_json() {
     nlohmann::ordered_json e;
     e["name"] = s.name;
     if (!s.variant.key.empty()) e["variant"] = variant(s.variant);
-    e["family"] = s.family;
+    e["family"] = family_name(s.family);
     e["dof"] = s.dof;
     e["description"] = s.description;
     e["citation"] = s.citation;
@@ -249,7 +244,7 @@ nlohmann::ordered_json catalog_json() {
     e["methods"] = nlohmann::ordered_json::array();
     for (int m : s.methods) {
       const MethodInfo& mi = method_infos()[std::size_t(m)];
-      e["methods"].push_back(mi.variant.key.empty() ? mi.name : mi.name + " " + mi.variant.key + " " + value_text(mi.variant.value));
+      e["methods"].push_back(mi.variant.key.empty() ? mi.name : mi.name + " " + mi.variant.label());
     }
     j["systems"].push_back(e);
   }

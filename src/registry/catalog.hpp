@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "config/json_node.hpp"
+#include "tether/core/family.hpp"
 
 namespace tether {
 
@@ -17,10 +18,14 @@ struct VariantInfo {
   std::string key;       // empty: the only instantiation of its name
   nlohmann::json value;  // a count or a name
   bool is_default = false;
+
+  std::string text() const { return value.is_string() ? value.get<std::string>() : value.dump(); }
+  std::string label() const { return key + " " + text(); }  // "stages 2", "base rattle"
 };
 
 struct SystemInfo {
-  std::string name, description, citation, family;
+  std::string name, description, citation;
+  Family family = Family::holonomic;
   int dof = 0;
   VariantInfo variant;
   nlohmann::ordered_json parameters;  // schema: name, type, default, bounds, meaning

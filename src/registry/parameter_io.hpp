@@ -67,28 +67,24 @@ bool same_tableau(const P& x, const P& y) {
 }
 
 // Reads the declared keys of a JSON object into the fields; an absent key
-// keeps the field's default. Every error names its JSON path. The keys it
-// saw declared are in `keys`, for the caller's unknown-key check.
+// keeps the field's default. Every error names its JSON path; unknown keys
+// are the caller's to refuse (src/registry/catalog.cpp).
 class ReadParameters {
  public:
   explicit ReadParameters(const Node& node) : node_(node) {}
-  std::vector<std::string> keys;
 
   void real(const char* key, Real& x, const Range& r, const char*) {
-    keys.push_back(key);
     if (node_.has(key)) x = Node::as_number(node_.raw(key), node_.at(key));
     if (!r.contains(x)) throw ConfigError(node_.at(key), range_text(r) + ", got " + show(value_or(key, x)));
   }
   // Given in degrees, kept in radians.
   void degrees(const char* key, Real& radians, const Range& r, const char*) {
-    keys.push_back(key);
     const Real deg = node_.has(key) ? Node::as_number(node_.raw(key), node_.at(key)) : radians * 180 / M_PI;
     if (!r.contains(deg)) throw ConfigError(node_.at(key), range_text(r) + ", got " + show(value_or(key, deg)));
     radians = deg * M_PI / 180;
   }
   template <int N>
   void reals(const char* key, Real (&x)[N], const char* meaning) {
-    keys.push_back(key);
     if (!node_.has(key)) return;
     const std::vector<Real> v = node_.numbers(key);
     if (int(v.size()) != N)
@@ -98,7 +94,6 @@ class ReadParameters {
   }
   template <class T>
   void choice(const char* key, T& x, Options<T> options, const char*, Required required = Required::no) {
-    keys.push_back(key);
     std::vector<std::string> names;
     for (const auto& o : options) names.push_back(o.first);
     if (!node_.has(key) && required == Required::no) return;
@@ -109,7 +104,6 @@ class ReadParameters {
   // A named tableau, or an explicit one {a, b, c}.
   template <class P>
   void tableau(const char* key, P& p, Options<P> named, const char*) {
-    keys.push_back(key);
     if (node_.has(key) && node_.raw(key).is_object()) return explicit_tableau(Node(node_.raw(key), node_.at(key)), p);
     std::vector<std::string> names;
     for (const auto& o : named) names.push_back(o.first);

@@ -6,6 +6,7 @@
 // with one of these concepts (its `applies_to`).
 #include <concepts>
 
+#include "tether/core/family.hpp"
 #include "tether/core/parameters.hpp"
 #include "tether/systems/generalized_hamiltonian.hpp"
 
@@ -72,24 +73,12 @@ concept RegisteredSystem = Declared<S> && requires {
   { S::dof } -> std::convertible_to<int>;
 } && (HolonomicSystem<S> || Index1System<S> || MixedSystem<S> || LagrangianSystem<S>);
 
-enum class Family { holonomic, nonholonomic, mixed, lagrangian };
-
 template <class S>
 constexpr Family family_of() {
   if constexpr (is_lagrangian<S>) return Family::lagrangian;
   else if constexpr (is_nonholonomic<S> && holonomic_count<S> > 0) return Family::mixed;
   else if constexpr (is_nonholonomic<S>) return Family::nonholonomic;
   else return Family::holonomic;
-}
-
-constexpr const char* family_name(Family f) {
-  switch (f) {
-    case Family::holonomic: return "holonomic";
-    case Family::nonholonomic: return "nonholonomic";
-    case Family::mixed: return "holonomic + nonholonomic";
-    case Family::lagrangian: return "lagrangian";
-  }
-  return "";
 }
 
 // Narrower kinds of holonomic system that some methods need.

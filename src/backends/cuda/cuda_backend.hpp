@@ -18,7 +18,7 @@ template <class S, class List>
 struct PairedMethods;
 template <class S, class... M>
 struct PairedMethods<S, TypeList<M...>> {
-  using tuple = decltype(std::tuple_cat(std::declval<std::conditional_t<pairs_with<M, S>, std::tuple<M>, std::tuple<>>>()...));
+  using tuple = decltype(std::tuple_cat(std::declval<std::conditional_t<MethodFor<M, S>, std::tuple<M>, std::tuple<>>>()...));
 };
 template <class Tuple>
 struct VariantOf;
