@@ -1,15 +1,15 @@
 #!/usr/bin/env bash
 # Builds tether_bench (Release) if needed and runs it, saving its JSON to
 # bench/results/<date>-<hostname>-<backend-set>[-<family>].json (the -<family>
-# suffix when not all families ran, e.g. -library or -holonomic+library).
+# suffix when not all families ran, e.g. -nonholonomic or -holonomic+lagrangian).
 #
-#   bench/run_bench.sh --quick                 # 2-core CPU machine, a few minutes (both families)
+#   bench/run_bench.sh --quick                 # 2-core CPU machine, every family
 #   bench/run_bench.sh                         # full grid (reference, cpu, and cuda when a device is present)
 #   bench/run_bench.sh --family nonholonomic   # Gauss-Legendre 1/2/3, symplectic Euler, Stormer-Verlet on
 #                                              # heisenberg, heisenberg_vakonomic, martinet, martinet_lagrangian,
 #                                              # parallel_parking: sizes 1e2,1e3,1e4, minutes on 2 cores
 #   bench/run_bench.sh --family holonomic      # the holonomic grid only
-#   bench/run_bench.sh --family library        # the method library next to rattle: minutes on 2 cores
+#   bench/run_bench.sh --systems rigid_body,kepler --quick   # a few systems, every method that applies
 #   bench/run_bench.sh --backends cpu,cuda --systems chain16 --sizes 1e5,1e6
 #
 # All arguments go to tether_bench (see bench/README.md or `tether_bench --help`).

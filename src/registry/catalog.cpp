@@ -52,15 +52,15 @@ struct Tables {
   Tables() {
     for_each_type(Methods{}, [&](auto m, int) {
       using M = typename decltype(m)::type;
-      MethodInfo info{M::name, M::description, M::citation, M::order, M::symmetric, M::two_step,
-                      variant_info<M>(), schema<M>()};
+      MethodInfo info{M::name,       M::description,     M::citation,       M::order, M::symmetric,
+                      M::symplectic, M::two_step, variant_info<M>(), schema<M>()};
       methods.push_back(std::move(info));
       read_method.push_back(&read_values<M>);
     });
     for_each_type(Systems{}, [&](auto s, int) {
       using S = typename decltype(s)::type;
-      SystemInfo info{S::name, S::description, S::citation, family_of<S>(), S::dof,
-                      variant_info<S>(), schema<S>(), {}};
+      SystemInfo info{S::name,   S::description,    S::citation, family_of<S>(), S::dof,
+                      reversed_by_momentum_flip<S>(), variant_info<S>(), schema<S>(), {}};
       for_each_type(Methods{}, [&](auto m, int j) {
         if constexpr (MethodFor<typename decltype(m)::type, S>) info.methods.push_back(j);
       });
@@ -238,6 +238,7 @@ nlohmann::ordered_json catalog_json() {
     if (!s.variant.key.empty()) e["variant"] = variant(s.variant);
     e["family"] = family_name(s.family);
     e["dof"] = s.dof;
+    e["reversed_by_momentum_flip"] = s.reversed_by_momentum_flip;
     e["description"] = s.description;
     e["citation"] = s.citation;
     e["parameters"] = s.parameters;
@@ -255,6 +256,7 @@ nlohmann::ordered_json catalog_json() {
     if (!m.variant.key.empty()) e["variant"] = variant(m.variant);
     e["order"] = m.order;
     e["symmetric"] = m.symmetric;
+    e["symplectic"] = m.symplectic;
     e["two_step"] = m.two_step;
     e["description"] = m.description;
     e["citation"] = m.citation;

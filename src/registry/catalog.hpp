@@ -27,6 +27,7 @@ struct SystemInfo {
   std::string name, description, citation;
   Family family = Family::holonomic;
   int dof = 0;
+  bool reversed_by_momentum_flip = true;  // (q, p) -> (q, -p) reverses the flow
   VariantInfo variant;
   nlohmann::ordered_json parameters;  // schema: name, type, default, bounds, meaning
   std::vector<int> methods;           // indices of the methods that pair with it
@@ -35,7 +36,7 @@ struct SystemInfo {
 struct MethodInfo {
   std::string name, description, citation;
   int order = 0;  // with the default parameters
-  bool symmetric = false, two_step = false;
+  bool symmetric = false, symplectic = false, two_step = false;
   VariantInfo variant;
   nlohmann::ordered_json parameters;
 };

@@ -212,6 +212,7 @@ class ListParameters {
       if (o.second == x && required == Required::no) d = o.first;
     }
     add(key, "one of: " + join(names), d, required == Required::yes ? "required" : "", meaning);
+    out.back()["choices"] = names;
   }
   template <class P>
   void tableau(const char* key, const P& p, Options<P> named, const char* meaning) {
@@ -222,6 +223,7 @@ class ListParameters {
       if (same_tableau(o.second, p)) d = o.first;
     }
     add(key, "one of: " + join(names) + ", or an explicit tableau {a, b, c}", d, "", meaning);
+    out.back()["choices"] = names;
   }
   void check(const char*, const char*) {}
 

@@ -73,6 +73,14 @@ concept RegisteredSystem = Declared<S> && requires {
   { S::dof } -> std::convertible_to<int>;
 } && (HolonomicSystem<S> || Index1System<S> || MixedSystem<S> || LagrangianSystem<S>);
 
+// Whether flipping p reverses the flow, (q, p) -> (q, -p): true unless the
+// system says otherwise (a magnetic term needs the field flipped too).
+template <class S>
+constexpr bool reversed_by_momentum_flip() {
+  if constexpr (requires { S::reversed_by_momentum_flip; }) return S::reversed_by_momentum_flip;
+  else return true;
+}
+
 template <class S>
 constexpr Family family_of() {
   if constexpr (is_lagrangian<S>) return Family::lagrangian;
@@ -100,8 +108,9 @@ concept SphereSystem = HolonomicSystem<S> && S::dof == 3 && S::constraint_count 
 
 // What every registered method declares: its name, description, citation
 // and parameters (Declared), the order with its default parameters, whether
-// it keeps q_prev (two-step), whether it is symmetric (time-reversible), and
-// which systems it applies to.
+// it keeps q_prev (two-step), whether it is symmetric (time-reversible) and
+// symplectic (on T*N, canonical dq ^ dp) with its default parameters, and
+// which systems it applies to. The property tests check each claim.
 template <class M, class S>
 concept MethodFor = M::template applies_to<S>;
 
@@ -110,6 +119,7 @@ concept RegisteredMethod = Declared<M> && requires {
   { M::order } -> std::convertible_to<int>;
   { M::two_step } -> std::convertible_to<bool>;
   { M::symmetric } -> std::convertible_to<bool>;
+  { M::symplectic } -> std::convertible_to<bool>;
 };
 
 }  // namespace tether

@@ -112,6 +112,7 @@ struct Composition {
   static constexpr const char* citation = "BMS24 §5.2, eqs. (5.7)-(5.10)";
   static constexpr const char* description = "symmetric composition of a symmetric order-2 base to order 4, 6 or 8 by scheme";
   static constexpr bool symmetric = true;
+  static constexpr bool symplectic = true;
   template <class S>
   static constexpr bool applies_to = HolonomicSystem<S>;
   static constexpr Variant variant{"base", Base::name};

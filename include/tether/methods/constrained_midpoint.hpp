@@ -19,6 +19,7 @@ struct ConstrainedMidpoint {
   static constexpr const char* citation = "BMS24 §5.1.3";
   static constexpr const char* description = "constrained implicit midpoint rule";
   static constexpr bool symmetric = true;
+  static constexpr bool symplectic = true;
   template <class S>
   static constexpr bool applies_to = HolonomicSystem<S>;
   using Parameters = NoParameters;

@@ -61,6 +61,7 @@ struct GaussLegendre {
   static constexpr const char* citation = "MMVW13 eqs. (2.2)-(2.4), Props 3-4, Corollary 5";
   static constexpr const char* description = "Gauss-Legendre Runge-Kutta on the index-1 system, order 2 x stages";
   static constexpr bool symmetric = true;
+  static constexpr bool symplectic = true;
   template <class S>
   static constexpr bool applies_to = Index1System<S>;
   static constexpr Variant variant{"stages", Stages};

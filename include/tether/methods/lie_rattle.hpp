@@ -432,6 +432,7 @@ struct LieRattle {
   static constexpr const char* citation = "BMS24 eqs. (6.8)-(6.10)";
   static constexpr const char* description = "Lie-group RATTLE on SO(3) with the retraction tau (exp or Cayley), translations by RATTLE";
   static constexpr bool symmetric = true;
+  static constexpr bool symplectic = true;
   template <class S>
   static constexpr bool applies_to = RigidBodySystem<S>;
   static constexpr Variant variant{"retraction", Tau::name};
@@ -542,6 +543,7 @@ struct LieLobatto {
   static constexpr const char* citation = "BMS24 eqs. (6.4)-(6.7)";
   static constexpr const char* description = "Lie-group Lobatto IIIA-IIIB pair on SO(3) with the retraction tau (exp or Cayley)";
   static constexpr bool symmetric = true;
+  static constexpr bool symplectic = true;
   template <class S>
   static constexpr bool applies_to = RigidBodySystem<S>;
   static constexpr Variant variant{"retraction", Tau::name};

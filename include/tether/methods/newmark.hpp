@@ -25,6 +25,7 @@ struct Newmark {
   static constexpr const char* citation = "BM21 §4.1, eqs. (4.3)-(4.5)";
   static constexpr const char* description = "Newmark family as an extended retraction map; (1/2, 1/4) is the trapezoidal rule";
   static constexpr bool symmetric = true;
+  static constexpr bool symplectic = false;  // at (1/2, 1/4): dx ^ dp, not dq ^ dp (above)
   template <class S>
   static constexpr bool applies_to = UnconstrainedSystem<S>;
 

@@ -24,6 +24,7 @@ struct NullSpaceRattle {
   static constexpr const char* citation = "BMS24 §4.2 eqs. (4.7)-(4.9), Example 5.3";
   static constexpr const char* description = "discrete null-space RATTLE: momenta in a tangent basis of the rigid bodies";
   static constexpr bool symmetric = true;
+  static constexpr bool symplectic = true;
   template <class S>
   static constexpr bool applies_to = RigidBodySystem<S>;
   using Parameters = NoParameters;

@@ -18,6 +18,7 @@ struct Rattle {
   static constexpr const char* citation = "BMS24 eqs. (5.16)-(5.18)";
   static constexpr const char* description = "RATTLE: symplectic Euler A and B half steps composed; symmetric, symplectic on T*N";
   static constexpr bool symmetric = true;
+  static constexpr bool symplectic = true;
   template <class S>
   static constexpr bool applies_to = HolonomicSystem<S>;
   using Parameters = NoParameters;

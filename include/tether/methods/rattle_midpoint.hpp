@@ -52,6 +52,7 @@ struct RattleMidpoint {
   static constexpr const char* citation = "MMVW13 Props 6-7 (RATTLE with a midpoint inner step)";
   static constexpr const char* description = "RATTLE for the holonomic constraints with a midpoint inner step for the nonholonomic ones";
   static constexpr bool symmetric = true;
+  static constexpr bool symplectic = true;
   template <class S>
   static constexpr bool applies_to = MixedSystem<S>;
   using Parameters = NoParameters;

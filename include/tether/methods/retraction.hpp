@@ -91,6 +91,7 @@ struct ThetaRetraction {
   static constexpr const char* citation = "BM21 Prop. 5.1 with Example 2.5(3), eqs. (3.2), (5.2); Examples 5.2, 5.3";
   static constexpr const char* description = "theta-method discretization map lifted to T*Q: symplectic, order 2 at theta = 1/2";
   static constexpr bool symmetric = true;
+  static constexpr bool symplectic = true;
   template <class S>
   static constexpr bool applies_to = UnconstrainedSystem<S>;
 

@@ -19,6 +19,7 @@ struct Shake {
   static constexpr const char* citation = "BMS24 §5.1.2 (two-step form) with (5.17)-(5.18)";
   static constexpr const char* description = "SHAKE: RATTLE's positions as a two-step scheme in (q_{n-1}, q_n)";
   static constexpr bool symmetric = true;
+  static constexpr bool symplectic = true;
   template <class S>
   static constexpr bool applies_to = HolonomicSystem<S>;
   using Parameters = NoParameters;

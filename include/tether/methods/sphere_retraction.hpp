@@ -160,6 +160,7 @@ struct SphereRetraction {
   static constexpr const char* citation = "BM21 Example 5.4, Prop. 5.1, eq. (3.2); Examples 2.6, 3.9 (exp)";
   static constexpr const char* description = "cotangent lift of a retraction of S^2 (projection or exp): kick, then retraction drift";
   static constexpr bool symmetric = false;
+  static constexpr bool symplectic = true;
   template <class S>
   static constexpr bool applies_to = SphereSystem<S>;
   static constexpr Variant variant{"retraction", Retraction::name};

@@ -20,6 +20,7 @@ struct StormerVerlet {
   static constexpr const char* citation = "LJM12 eqs. (51)-(53)";
   static constexpr const char* description = "generalized Stormer-Verlet on the index-1 system";
   static constexpr bool symmetric = true;
+  static constexpr bool symplectic = true;
   template <class S>
   static constexpr bool applies_to = Index1System<S>;
   using Parameters = NoParameters;

@@ -17,6 +17,7 @@ struct SymplecticEuler {
   static constexpr const char* citation = "LJM12 eq. (35)";
   static constexpr const char* description = "symplectic Euler on the index-1 system J z' = grad H(z)";
   static constexpr bool symmetric = false;
+  static constexpr bool symplectic = true;
   template <class S>
   static constexpr bool applies_to = Index1System<S>;
   using Parameters = NoParameters;

@@ -17,6 +17,7 @@ struct SymplecticEulerA {
   static constexpr const char* citation = "BMS24 §5.1.1";
   static constexpr const char* description = "constrained symplectic Euler A: kick at the start, then project onto T*N";
   static constexpr bool symmetric = false;
+  static constexpr bool symplectic = true;
   template <class S>
   static constexpr bool applies_to = HolonomicSystem<S>;
   using Parameters = NoParameters;

@@ -18,6 +18,7 @@ struct SymplecticEulerB {
   static constexpr const char* citation = "BMS24 §5.1.2, eqs. (5.3)-(5.6)";
   static constexpr const char* description = "constrained symplectic Euler B, the adjoint of A";
   static constexpr bool symmetric = false;
+  static constexpr bool symplectic = true;
   template <class S>
   static constexpr bool applies_to = HolonomicSystem<S>;
   using Parameters = NoParameters;

@@ -137,6 +137,7 @@ struct Variational {
   static constexpr const char* citation = "PCSZ09 §§2-4, Stage-4 eqs. (S4.5)-(S4.8), (3.2), (4.2), (4.4), (4.7)-(4.9)";
   static constexpr const char* description = "variational integrator over an explicit Runge-Kutta layer, same order as the layer";
   static constexpr bool symmetric = true;
+  static constexpr bool symplectic = true;
   template <class S>
   static constexpr bool applies_to = LagrangianSystem<S>;
   static constexpr int max_stages = 6;

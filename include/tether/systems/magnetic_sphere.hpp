@@ -33,6 +33,9 @@ struct MagneticSphere {
   static constexpr const char* citation = "PCSZ09 §§2-4";
   static constexpr int dof = 3;
   static constexpr int constraint_count = 1;
+  // The field's force q' x b changes sign with the velocity: p -> -p alone
+  // does not reverse the flow (b -> -b must go with it).
+  static constexpr bool reversed_by_momentum_flip = false;
 
   struct Parameters {
     Real mass = 1.0;     // m(q) = mass (1 + kappa q_z^2)

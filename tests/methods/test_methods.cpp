@@ -24,6 +24,7 @@
 #include "tether/systems/chain.hpp"
 #include "tether/systems/double_pendulum.hpp"
 #include "tether/systems/spherical_pendulum.hpp"
+#include "order_fit.hpp"
 
 namespace tether {
 
@@ -176,12 +177,11 @@ void expect_order(const S& sys, const PhaseState<S>& x0, Real T, long n0) {
     const long n = n0 << l;
     y.push_back(pack(integrate<M>(sys, x0, T / Real(n), n)));
   }
-  std::vector<Real> p;
+  std::vector<Real> differences;
+  for (int l = 0; l + 1 < levels; ++l) differences.push_back((y[l] - y[l + 1]).norm());
+  const std::vector<Real> p = test::observed_orders(differences);
   std::string all;
-  for (int l = 0; l + 2 < levels; ++l) {
-    p.push_back(std::log2((y[l] - y[l + 1]).norm() / (y[l + 1] - y[l + 2]).norm()));
-    all += " " + sci(p.back());
-  }
+  for (Real o : p) all += " " + sci(o);
   SCOPED_TRACE(std::string(M::name) + " on " + S::name + ", observed orders:" + all);
   // The last two ratios (smallest steps) are in the asymptotic regime.
   for (std::size_t i = p.size() - 2; i < p.size(); ++i) EXPECT_NEAR(p[i], p_expected, 0.2);

@@ -11,6 +11,7 @@
 #include "tether/methods/composition.hpp"
 #include "tether/systems/double_pendulum.hpp"
 #include "tether/systems/spherical_pendulum.hpp"
+#include "order_fit.hpp"
 
 namespace tether::test {
 namespace {
@@ -82,7 +83,8 @@ void expect_order(CompositionScheme scheme, CompositionForm form, const std::vec
   for (int n : steps) err.push_back(distance(integrate<Composition<Base>>(sys, s0, T / n, n, tight(), m), ref));
   const int p = composition_order(scheme);
   for (std::size_t i = 1; i < err.size(); ++i) {
-    const Real observed = std::log(err[i - 1] / err[i]) / std::log(Real(steps[i]) / steps[i - 1]);
+    // The order between two step counts: the fit through those two points.
+    const Real observed = test::fitted_order({T / steps[i - 1], T / steps[i]}, {err[i - 1], err[i]});
     EXPECT_NEAR(observed, p, 0.5) << Base::name << " scheme " << int(scheme) << " " << errors_text(err);
   }
 }

@@ -16,6 +16,7 @@
 #include "tether/methods/rattle.hpp"
 #include "tether/systems/rigid_body.hpp"
 #include "tether/systems/rigid_chain.hpp"
+#include "order_fit.hpp"
 
 using namespace tether;
 
@@ -51,17 +52,6 @@ Mat3 cayley_definition(const Vec3& x) {
 template <class Tau>
 Mat3 map_difference(const Vec3& x, const Vec3& eta, double d = 1e-5) {
   return (Tau::map(Vec3(x + d * eta)) - Tau::map(Vec3(x - d * eta))) / (2 * d);
-}
-
-// Least-squares slope of log(err) against log(h).
-double observed_order(const std::vector<double>& h, const std::vector<double>& err) {
-  const int n = static_cast<int>(h.size());
-  double sx = 0, sy = 0, sxx = 0, sxy = 0;
-  for (int i = 0; i < n; ++i) {
-    const double x = std::log(h[i]), y = std::log(err[i]);
-    sx += x, sy += y, sxx += x * x, sxy += x * y;
-  }
-  return (n * sxy - sx * sy) / (n * sxx - sx * sx);
 }
 
 template <class S>
@@ -315,8 +305,8 @@ TEST(So3, ExpAndCayleyAgreeToThirdOrder) {
     map_diff.push_back((So3Exp::map(y) - So3Cayley::map(y)).norm());
     dinv_diff.push_back((So3Exp::dR_inv(y) - So3Cayley::dR_inv(y)).norm());
   }
-  EXPECT_NEAR(observed_order(scale, map_diff), 3.0, 0.05);
-  EXPECT_NEAR(observed_order(scale, dinv_diff), 2.0, 0.05);  // both I - hat/2 + O(|x|^2)
+  EXPECT_NEAR(test::fitted_order(scale, map_diff), 3.0, 0.05);
+  EXPECT_NEAR(test::fitted_order(scale, dinv_diff), 2.0, 0.05);  // both I - hat/2 + O(|x|^2)
 }
 
 // ============================ free rigid body ==================================
@@ -338,8 +328,8 @@ void check_body_order(double gravity, double* order_out) {
     errs.push_back(state_distance(s, ref));
     alpha_errs.push_back((RigidBody::body_angular_momentum(s.q, s.p) - exact.body_momentum(t_end)).norm());
   }
-  EXPECT_NEAR(observed_order(hs, alpha_errs), 2.0, 0.1) << M::name << "<" << M::Retraction::name << "> vs oracle";
-  const double order = observed_order(hs, errs);
+  EXPECT_NEAR(test::fitted_order(hs, alpha_errs), 2.0, 0.1) << M::name << "<" << M::Retraction::name << "> vs oracle";
+  const double order = test::fitted_order(hs, errs);
   EXPECT_NEAR(order, 2.0, 0.1) << M::name << "<" << M::Retraction::name << "> errors " << errs.front() << " .. "
                                << errs.back();
   *order_out = order;
@@ -347,7 +337,7 @@ void check_body_order(double gravity, double* order_out) {
       "  %-20s<%s> g=%.2f errors %.3e %.3e %.3e %.3e  order %.3f; body momentum vs Jacobi oracle %.3e .. %.3e order "
       "%.3f\n",
       M::name, M::Retraction::name, gravity, errs[0], errs[1], errs[2], errs[3], order, alpha_errs.front(),
-      alpha_errs.back(), observed_order(hs, alpha_errs));
+      alpha_errs.back(), test::fitted_order(hs, alpha_errs));
 }
 
 TEST(LieGroupRigidBody, SecondOrderAgainstEulerTop) {
@@ -540,15 +530,15 @@ TEST(LieGroupChain, SecondOrderAndSameLimitAsAmbientRattle) {
   const char* names[5] = {"lie_rattle<exp>", "lie_rattle<cayley>", "lie_lobatto<exp>", "lie_lobatto<cayley>",
                           "rattle (ambient)"};
   for (int m = 0; m < 5; ++m) {
-    const double order = observed_order(hs, err[m]);
+    const double order = test::fitted_order(hs, err[m]);
     EXPECT_NEAR(order, 2.0, 0.15) << names[m];
     std::printf("  chain<2> %-20s errors %.3e %.3e %.3e %.3e  order %.3f\n", names[m], err[m][0], err[m][1], err[m][2],
                 err[m][3], order);
   }
-  EXPECT_NEAR(observed_order(hs, diff), 2.0, 0.15);
+  EXPECT_NEAR(test::fitted_order(hs, diff), 2.0, 0.15);
   EXPECT_GT(diff.back(), 1e3 * 1e-12);  // distinct methods, not the same map
   std::printf("  |lie_rattle<exp> - rattle| %.3e .. %.3e  order %.3f\n", diff.front(), diff.back(),
-              observed_order(hs, diff));
+              test::fitted_order(hs, diff));
 }
 
 // A failed step reports its reason and leaves the state as it was.

@@ -6,6 +6,7 @@
 
 #include "engine/shooting.hpp"
 #include "method_library_cases.hpp"
+#include "registry_cases.hpp"
 #include "support.hpp"
 
 namespace tether {
@@ -66,21 +67,21 @@ CpuAndCuda run_on_both(const Config& config) {
   return ::testing::AssertionSuccess();
 }
 
-// 1000 thermal trajectories in batches of 320 (several batches, a partial
-// last one). The chain uses configs/chain16.json's bending and torsion.
-std::string config(const std::string& system, const std::string& method, const std::string& backend) {
-  return R"({"system": )" + system + R"(, "method": {"name": ")" + method +
-         R"(", "dt": 0.002, "steps": 250}, "ensemble": {"size": 1000, "seed": 5, "batch_size": 320,
-           "initial": {"sampler": "thermal", "temperature": 1.0}}, "output": {"every": 50}, "backend": ")" +
-         backend + R"("})";
-}
-
-class CudaAgreesWithCpu : public ::testing::TestWithParam<std::tuple<std::string, std::string>> {};
+// Every (system, method) pair of the registry (tests/registry_cases.hpp):
+// 250 steps of its example's dt and initial ensemble, 1000 trajectories
+// (or the example's explicit states) in batches of 320: several batches and
+// a partial last one.
+class CudaAgreesWithCpu : public ::testing::TestWithParam<RegistryCase> {};
 
 TEST_P(CudaAgreesWithCpu, FinalStatesAndStatistics) {
   TETHER_REQUIRE_DEVICE();
-  const auto& [system, method] = GetParam();
-  const CpuAndCuda r = run_on_both([&](const char* backend) { return config(system, method, backend); });
+  const CpuAndCuda r = run_on_both([&](const char* backend) {
+    nlohmann::json cfg = test::case_config(GetParam(), 250, 1000, backend);
+    cfg["ensemble"]["seed"] = 5;
+    cfg["ensemble"]["batch_size"] = 320;
+    cfg["output"] = {{"every", 50}};
+    return cfg.dump();
+  });
   const RunResult &rc = r.rc, &rg = r.rg;
   // Same step code; nvcc contracts to fused multiply-adds and its libm may
   // differ by ulps. A cpu build with -ffp-contract=fast -march=native moved
@@ -92,42 +93,11 @@ TEST_P(CudaAgreesWithCpu, FinalStatesAndStatistics) {
   EXPECT_NEAR(rg.max_relative_energy_error, rc.max_relative_energy_error, 1e-9);
 }
 
-INSTANTIATE_TEST_SUITE_P(
-    AllMethods, CudaAgreesWithCpu,
-    ::testing::Combine(::testing::Values(R"({"name": "spherical_pendulum"})", R"({"name": "double_pendulum"})",
-                                         R"({"name": "chain", "parameters": {"beads": 16, "bend_stiffness": 60.0, "bend_angle_degrees": 112.0,
-                                                       "torsion": [1.116, 1.462, -1.578, -0.368, 3.156, -3.788]}})"),
-                       ::testing::Values("symplectic_euler_a", "symplectic_euler_b", "shake", "rattle",
-                                         "constrained_midpoint")));
+INSTANTIATE_TEST_SUITE_P(Registry, CudaAgreesWithCpu, ::testing::ValuesIn(test::all_registry_cases()),
+                         [](const auto& info) { return test::case_name(info.param); });
 
-// The nonholonomic family: every system with Gauss-Legendre 2 and Stormer-Verlet.
-class CudaAgreesWithCpuNonholonomic : public ::testing::TestWithParam<std::tuple<std::string, std::string>> {};
-
-TEST_P(CudaAgreesWithCpuNonholonomic, FinalStates) {
-  TETHER_REQUIRE_DEVICE();
-  const auto& [system, method] = GetParam();
-  const auto cfg = [&](const std::string& backend) {
-    const std::string q = system == "parallel_parking" ? "[0.5, 0.2, 0.1, 0.3]" : "[0.2, -0.1, 0.05]";
-    const std::string p = system == "parallel_parking" ? "[0.6, -0.4, 0.5, 0.8]" : "[0.7, 0.4, 1.3]";
-    return R"({"system": {"name": ")" + system + R"("}, "method": )" + method +
-           R"(, "ensemble": {"size": 700, "seed": 5, "batch_size": 300, "initial": {"sampler": "around", "q": )" + q +
-           R"(, "p": )" + p + R"(, "position_spread": 0.05, "momentum_spread": 0.1}}, "output": {"every": 20},
-           "backend": ")" + backend + R"("})";
-  };
-  const CpuAndCuda r = run_on_both(cfg);
-  EXPECT_TRUE(same_final_states(r, 1e-8));  // as above: same step code, fused multiply-adds and libm ulps apart
-  EXPECT_LT(r.rg.max_velocity_constraint_violation, 1e-12);
-}
-
-INSTANTIATE_TEST_SUITE_P(
-    AllSystems, CudaAgreesWithCpuNonholonomic,
-    ::testing::Combine(::testing::Values("heisenberg", "heisenberg_vakonomic", "martinet", "martinet_lagrangian",
-                                         "parallel_parking"),
-                       ::testing::Values(R"({"name": "gauss_legendre", "stages": 2, "dt": 0.05, "steps": 60})",
-                                         R"({"name": "stormer_verlet", "dt": 0.05, "steps": 60})")));
-
-// The method library: every (system, method) pair of
-// test_method_library, 600 trajectories in batches of 256, on cuda and cpu.
+// The method library's parameter choices beyond the defaults (every case of
+// test_method_library), 600 trajectories in batches of 256, on cuda and cpu.
 class CudaAgreesWithCpuLibrary : public ::testing::TestWithParam<test::library::Case> {};
 
 TEST_P(CudaAgreesWithCpuLibrary, FinalStates) {

@@ -37,6 +37,7 @@
 #include "tether/systems/heisenberg_vakonomic.hpp"
 #include "tether/systems/martinet.hpp"
 #include "tether/systems/parallel_parking.hpp"
+#include "order_fit.hpp"
 
 namespace tether {
 
@@ -86,13 +87,6 @@ PhaseState<S> one_step(const S& sys, PhaseState<S> s, Real h) {
   int it = 0;
   EXPECT_EQ(M::step(sys, s, h, NewtonOptions{}, it), Status::ok);
   return s;
-}
-
-// log2 of successive error ratios: the observed orders when h halves.
-std::vector<Real> observed_orders(const std::vector<Real>& err) {
-  std::vector<Real> o;
-  for (size_t i = 0; i + 1 < err.size(); ++i) o.push_back(std::log2(err[i] / err[i + 1]));
-  return o;
 }
 
 std::string joined(const std::vector<Real>& v) {
@@ -410,7 +404,7 @@ TYPED_TEST(NonholonomicGaussLegendre, HeisenbergClosedFormOrder) {
     const auto s = integrate<M>(sys, unflat<Heisenberg>(kHeisenbergStart), T / n, n);
     err.push_back(max_abs(Vec<6>(flat(s) - exact)));
   }
-  const auto orders = observed_orders(err);
+  const auto orders = test::observed_orders(err);
   ::testing::Test::RecordProperty("errors", joined(err));
   ::testing::Test::RecordProperty("observed_orders", joined(orders));
   std::printf("[ measured ] %s Heisenberg errors %s orders %s\n", Expected<M>::name().c_str(), joined(err).c_str(),
@@ -443,7 +437,7 @@ void check_order(const char* what, const S& sys, const PhaseState<S>& s0, Real T
   constexpr int order = Expected<M>::order;
   const int n0 = order == 1 ? 32 : (order == 2 ? 16 : (order == 4 ? 8 : 4));
   const auto err = order_errors<M>(sys, s0, T, n0);
-  const auto orders = observed_orders(err);
+  const auto orders = test::observed_orders(err);
   std::printf("[ measured ] %s %s errors %s orders %s\n", Expected<M>::name().c_str(), what, joined(err).c_str(),
               joined(orders).c_str());
   ::testing::Test::RecordProperty(std::string(what) + "_observed_orders", joined(orders));

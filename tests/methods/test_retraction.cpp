@@ -22,6 +22,7 @@
 #include "tether/methods/symplectic_euler_b.hpp"
 #include "tether/systems/kepler.hpp"
 #include "tether/systems/spherical_pendulum.hpp"
+#include "order_fit.hpp"
 
 namespace tether {
 
@@ -91,17 +92,6 @@ bool run(const M& m, const S& sys, PhaseState<S>& s, Real h, int n, const Newton
   return true;
 }
 
-// Least-squares slope of log(error) against log(h).
-Real fitted_order(const std::vector<Real>& h, const std::vector<Real>& err) {
-  Real sx = 0, sy = 0, sxx = 0, sxy = 0;
-  const int n = static_cast<int>(h.size());
-  for (int i = 0; i < n; ++i) {
-    const Real x = std::log(h[i]), y = std::log(err[i]);
-    sx += x; sy += y; sxx += x * x; sxy += x * y;
-  }
-  return (n * sxy - sx * sy) / (n * sxx - sx * sx);
-}
-
 // Observed order of m on the Kepler orbit over [0, T], max-norm error in (q, p).
 template <class M>
 Real kepler_order(const M& m, std::vector<Real>* errors = nullptr) {
@@ -118,7 +108,7 @@ Real kepler_order(const M& m, std::vector<Real>* errors = nullptr) {
     errs.push_back(std::max(max_abs(Vec<2>(s.q - qe)), max_abs(Vec<2>(s.p - pe))));
   }
   if (errors) *errors = errs;
-  return fitted_order(hs, errs);
+  return test::fitted_order(hs, errs);
 }
 
 // Canonical J = [[0, I], [-I, 0]].
@@ -554,7 +544,7 @@ TYPED_TEST(SphereTest, OrderOne) {
     hs.push_back(T / n);
     errs.push_back(std::max(max_abs(Vec3(s.q - ref.q)), max_abs(Vec3(s.p - ref.p))));
   }
-  const Real order = fitted_order(hs, errs);
+  const Real order = test::fitted_order(hs, errs);
   std::printf("  %s: order %.3f  errors %.2e .. %.2e\n", TypeParam::retraction, order, errs.front(), errs.back());
   EXPECT_NEAR(order, 1, 0.1);
 }

@@ -11,6 +11,7 @@
 
 #include "tether/methods/variational.hpp"
 #include "tether/systems/magnetic_sphere.hpp"
+#include "order_fit.hpp"
 
 namespace tether {
 namespace {
@@ -80,17 +81,6 @@ Status advance(const Variational& m, const Sys& sys, State& s, Real h, int steps
 
 Real state_distance(const State& a, const State& b) {
   return std::max((a.q - b.q).cwiseAbs().maxCoeff(), (a.p - b.p).cwiseAbs().maxCoeff());
-}
-
-// Least-squares slope of log(error) against log(h).
-Real fitted_order(const std::vector<Real>& hs, const std::vector<Real>& errors) {
-  Real sx = 0, sy = 0, sxx = 0, sxy = 0;
-  const int n = int(hs.size());
-  for (int i = 0; i < n; ++i) {
-    const Real x = std::log(hs[i]), y = std::log(errors[i]);
-    sx += x; sy += y; sxx += x * x; sxy += x * y;
-  }
-  return (n * sxy - sx * sy) / (n * sxx - sx * sx);
 }
 
 // ---------------------------------------------------------------- system
@@ -219,7 +209,7 @@ TEST(Variational, ObservedOrderEqualsTheStandardLayers) {
       hs.push_back(T / steps);
       errors.push_back(state_distance(s, exact));
     }
-    const Real order = fitted_order(hs, errors);
+    const Real order = test::fitted_order(hs, errors);
     std::printf("  %-24s errors %.2e %.2e %.2e %.2e  order %.3f\n", c.label, errors[0], errors[1], errors[2],
                 errors[3], order);
     EXPECT_NEAR(order, c.expected, 0.25) << c.label;

@@ -12,6 +12,7 @@
 #include "tether/methods/rattle.hpp"
 #include "tether/systems/rigid_body.hpp"
 #include "tether/systems/rigid_chain.hpp"
+#include "order_fit.hpp"
 
 namespace {
 
@@ -42,17 +43,6 @@ PhaseState<S> random_state(const S& sys, std::uint64_t seed, Real rate) {
   s.p = sys.mass_times(sys.tangent_basis_times(s.q, Vec<S::tangent_dim>(rate * normal_vector<S::tangent_dim>(rng))));
   s.q_prev = s.q;
   return s;
-}
-
-// Least-squares slope of log(err) against log(h).
-Real fitted_order(const std::vector<Real>& h, const std::vector<Real>& err) {
-  Real sx = 0, sy = 0, sxx = 0, sxy = 0;
-  const Real n = Real(h.size());
-  for (std::size_t i = 0; i < h.size(); ++i) {
-    const Real x = std::log(h[i]), y = std::log(err[i]);
-    sx += x, sy += y, sxx += x * x, sxy += x * y;
-  }
-  return (n * sxy - sx * sy) / (n * sxx - sx * sx);
 }
 
 // --------------------------------------------------- Jacobi elliptic functions
@@ -321,7 +311,7 @@ Real oracle_order(const Vec3& inertia, const Vec3& xi0, Real gravity, std::vecto
     err.push_back((RigidBody::body_angular_momentum(s.q, s.p) - exact.body_momentum(T)).norm());
   }
   if (errors) *errors = err;
-  return fitted_order(hs, err);
+  return test::fitted_order(hs, err);
 }
 
 TEST(FreeBodyMethods, SecondOrderAgainstJacobiOracle) {
