@@ -29,10 +29,7 @@
 #include <omp.h>
 #endif
 
-#include "config/config.hpp"
-#include "engine/engine.hpp"
-#include "registry/cases.hpp"
-#include "registry/catalog.hpp"
+#include "tether/engine.hpp"
 
 #ifndef TETHER_BENCH_GIT_COMMIT
 #define TETHER_BENCH_GIT_COMMIT "unknown"

@@ -8,7 +8,7 @@
 #include <string>
 #include <vector>
 
-#include "registry/cases.hpp"
+#include "tether/engine.hpp"
 
 #ifndef TETHER_SOURCE_DIR
 #error "TETHER_SOURCE_DIR must name the source tree (tests/CMakeLists.txt sets it)"

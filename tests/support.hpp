@@ -5,8 +5,7 @@
 #include <string>
 #include <vector>
 
-#include "config/config.hpp"
-#include "engine/engine.hpp"
+#include "tether/engine.hpp"
 #include "tether/methods/projection.hpp"
 
 namespace tether::test {

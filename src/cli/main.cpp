@@ -9,10 +9,8 @@
 #include <omp.h>
 #endif
 
-#include "config/config.hpp"
-#include "engine/engine.hpp"
-#include "registry/catalog.hpp"
-#include "io/output.hpp"
+#include "tether/engine.hpp"
+
 
 namespace {
 

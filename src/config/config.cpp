@@ -1,4 +1,4 @@
-#include "config/config.hpp"
+#include "tether/engine/config.hpp"
 
 #include <algorithm>
 #include <cmath>

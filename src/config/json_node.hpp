@@ -11,7 +11,7 @@
 #include <string>
 #include <vector>
 
-#include "config/config_error.hpp"
+#include "tether/engine/config_error.hpp"
 #include "tether/core/types.hpp"
 
 namespace tether {

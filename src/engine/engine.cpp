@@ -1,4 +1,4 @@
-#include "engine/engine.hpp"
+#include "tether/engine/run.hpp"
 
 #include <array>
 #include <chrono>

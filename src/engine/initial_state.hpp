@@ -4,7 +4,7 @@
 #include <cmath>
 #include <string>
 
-#include "config/config.hpp"
+#include "tether/engine/config.hpp"
 #include "tether/core/random.hpp"
 #include "tether/methods/projection.hpp"
 #include "tether/methods/rattle_midpoint.hpp"

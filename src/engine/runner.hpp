@@ -7,7 +7,7 @@
 #include <cmath>
 
 #include "backends/backend.hpp"
-#include "engine/engine.hpp"
+#include "tether/engine/run.hpp"
 #include "engine/initial_state.hpp"
 
 namespace tether {

@@ -11,7 +11,7 @@
 
 #include "backends/reference/reference_backend.hpp"
 #include "backends/shot_runner.hpp"
-#include "engine/shooting.hpp"
+#include "tether/engine/shooting.hpp"
 #ifdef TETHER_HAVE_CUDA
 #include "backends/cuda/cuda_backend.hpp"
 #endif

@@ -5,8 +5,8 @@
 // compile in parallel and every (system, method) pair is compiled once.
 #include <string>
 
-#include "engine/engine.hpp"
-#include "engine/shooting.hpp"
+#include "tether/engine/run.hpp"
+#include "tether/engine/shooting.hpp"
 
 namespace tether {
 

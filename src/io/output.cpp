@@ -1,4 +1,4 @@
-#include "io/output.hpp"
+#include "tether/engine/output.hpp"
 
 #include "registry/catalog.hpp"
 

@@ -1,10 +1,10 @@
-#include "registry/cases.hpp"
+#include "tether/engine/cases.hpp"
 
 #include <algorithm>
 #include <filesystem>
 #include <fstream>
 
-#include "config/config_error.hpp"
+#include "tether/engine/config_error.hpp"
 #include "registry/catalog.hpp"
 
 namespace tether {

@@ -1,52 +1,15 @@
 #pragma once
-// The registry (tether/registry.hpp) at run time: each system's and method's
-// name, description, citation and parameter schema, and the choice of an
-// instantiation from a config. Built once from the type lists; the only
-// host code that knows which systems and methods exist.
+// The choice of a registry instantiation from a config's "system" and
+// "method" objects, validated; the only host code that knows which systems
+// and methods exist is catalog.cpp, behind this and tether/engine/catalog.hpp.
 #include <nlohmann/json.hpp>
 #include <set>
 #include <string>
-#include <vector>
 
 #include "config/json_node.hpp"
-#include "tether/core/family.hpp"
+#include "tether/engine/catalog.hpp"
 
 namespace tether {
-
-// The compile-time choice among instantiations sharing a name (core/parameters.hpp).
-struct VariantInfo {
-  std::string key;       // empty: the only instantiation of its name
-  nlohmann::json value;  // a count or a name
-  bool is_default = false;
-
-  std::string text() const { return value.is_string() ? value.get<std::string>() : value.dump(); }
-  std::string label() const { return key + " " + text(); }  // "stages 2", "base rattle"
-};
-
-struct SystemInfo {
-  std::string name, description, citation;
-  Family family = Family::holonomic;
-  int dof = 0;
-  bool reversed_by_momentum_flip = true;  // (q, p) -> (q, -p) reverses the flow
-  VariantInfo variant;
-  nlohmann::ordered_json parameters;  // schema: name, type, default, bounds, meaning
-  std::vector<int> methods;           // indices of the methods that pair with it
-};
-
-struct MethodInfo {
-  std::string name, description, citation;
-  int order = 0;  // with the default parameters
-  bool symmetric = false, symplectic = false, two_step = false;
-  VariantInfo variant;
-  nlohmann::ordered_json parameters;
-};
-
-const std::vector<SystemInfo>& system_infos();
-const std::vector<MethodInfo>& method_infos();
-
-// Names, each once, in registry order.
-std::vector<std::string> unique_system_names();
-std::vector<std::string> unique_method_names();
 
 // The system a config's "system" object names (system.name, and for names
 // with several instantiations the variant key in system.parameters), its
@@ -59,11 +22,5 @@ int choose_system(const Node& system);
 // `parameters`, in declaration order. Throws ConfigError.
 int choose_method(const Node& method, int system, const std::set<std::string>& common,
                   nlohmann::ordered_json& parameters);
-
-// "composition (base rattle, scheme kahan_li8)": a method with its variant and parameters.
-std::string describe_method(int method, const nlohmann::ordered_json& parameters);
-
-// Everything above as one document (`tether list --json`).
-nlohmann::ordered_json catalog_json();
 
 }  // namespace tether

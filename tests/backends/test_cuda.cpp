@@ -4,7 +4,7 @@
 #include <cmath>
 #include <cstdlib>
 
-#include "engine/shooting.hpp"
+#include "tether/engine/shooting.hpp"
 #include "method_library_cases.hpp"
 #include "registry_cases.hpp"
 #include "support.hpp"

@@ -17,7 +17,7 @@
 #include <cmath>
 #include <random>
 
-#include "registry/catalog.hpp"
+#include "tether/engine.hpp"
 #include "registry_cases.hpp"
 #include "support.hpp"
 

@@ -24,7 +24,7 @@
 
 #include "nonholonomic_cases.hpp"
 #include "support.hpp"
-#include "engine/shooting.hpp"
+#include "tether/engine/shooting.hpp"
 #include "tether/methods/gauss_legendre.hpp"
 #include "tether/methods/stormer_verlet.hpp"
 #include "tether/methods/symplectic_euler.hpp"

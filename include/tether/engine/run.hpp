@@ -5,7 +5,7 @@
 #include <string>
 #include <vector>
 
-#include "config/config.hpp"
+#include "tether/engine/config.hpp"
 #include "tether/core/status.hpp"
 
 namespace tether {

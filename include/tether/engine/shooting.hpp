@@ -6,7 +6,7 @@
 #include <string>
 #include <vector>
 
-#include "config/config.hpp"
+#include "tether/engine/config.hpp"
 #include "tether/shooting/shoot.hpp"
 
 namespace tether {

@@ -6,9 +6,9 @@
 #include <fstream>
 #include <string>
 
-#include "config/config.hpp"
-#include "engine/engine.hpp"
-#include "engine/shooting.hpp"
+#include "tether/engine/config.hpp"
+#include "tether/engine/run.hpp"
+#include "tether/engine/shooting.hpp"
 
 namespace tether {
 

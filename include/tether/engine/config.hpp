@@ -8,7 +8,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "config/config_error.hpp"
+#include "tether/engine/config_error.hpp"
 #include "tether/core/newton.hpp"
 
 namespace tether {

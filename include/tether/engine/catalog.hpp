@@ -1,0 +1,54 @@
+#pragma once
+// The registry (tether/registry.hpp) at run time: each system's and method's
+// name, family, description, citation and parameter schema, built once from
+// the type lists. `tether list`, the property tests and the benchmark read it.
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
+
+#include "tether/core/family.hpp"
+
+namespace tether {
+
+// The compile-time choice among instantiations sharing a name (core/parameters.hpp).
+struct VariantInfo {
+  std::string key;       // empty: the only instantiation of its name
+  nlohmann::json value;  // a count or a name
+  bool is_default = false;
+
+  std::string text() const { return value.is_string() ? value.get<std::string>() : value.dump(); }
+  std::string label() const { return key + " " + text(); }  // "stages 2", "base rattle"
+};
+
+struct SystemInfo {
+  std::string name, description, citation;
+  Family family = Family::holonomic;
+  int dof = 0;
+  bool reversed_by_momentum_flip = true;  // (q, p) -> (q, -p) reverses the flow
+  VariantInfo variant;
+  nlohmann::ordered_json parameters;  // schema: name, type, default, bounds, meaning
+  std::vector<int> methods;           // indices of the methods that pair with it
+};
+
+struct MethodInfo {
+  std::string name, description, citation;
+  int order = 0;  // with the default parameters
+  bool symmetric = false, symplectic = false, two_step = false;
+  VariantInfo variant;
+  nlohmann::ordered_json parameters;
+};
+
+const std::vector<SystemInfo>& system_infos();
+const std::vector<MethodInfo>& method_infos();
+
+// Names, each once, in registry order.
+std::vector<std::string> unique_system_names();
+std::vector<std::string> unique_method_names();
+
+// "composition (base rattle, scheme kahan_li8)": a method with its variant and parameters.
+std::string describe_method(int method, const nlohmann::ordered_json& parameters);
+
+// Everything above as one document (`tether list --json`).
+nlohmann::ordered_json catalog_json();
+
+}  // namespace tether
