@@ -1,8 +1,11 @@
 #!/usr/bin/env bash
-# Command 1: install, build, and run the main job on the bundled example
+# Command 1: install, build what the run needs (the tether command; the cuda
+# kernels only when a GPU is present), and run the bundled example
 # (backend auto: cuda when a GPU is present, else cpu).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/install-deps.sh
-scripts/build.sh
+cuda=OFF
+if command -v nvidia-smi >/dev/null 2>&1 && nvidia-smi -L 2>/dev/null | grep -q "^GPU"; then cuda=ON; fi
+TETHER_TARGET=tether scripts/build.sh -DTETHER_ENABLE_CUDA="$cuda"
 ./build/tether run configs/spherical_pendulum.json --out runs/spherical_pendulum

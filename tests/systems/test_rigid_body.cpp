@@ -377,8 +377,8 @@ void long_run_free_body() {
               "spatial angular momentum %.2e\n",
               M::name, steps, h, first, last, pi_err);
   // RATTLE on the free body is the Moser-Veselov discretization, which
-  // conserves the energy exactly (McLachlan & Zanna, Found. Comput. Math. 5,
-  // 2005): only roundoff and the solver tolerance remain, no O(h^2) term.
+  // conserves the energy exactly (MZ05): only roundoff and the solver
+  // tolerance remain, no O(h^2) term.
   // The spatial angular momentum is the momentum map of a linear symmetry
   // (R -> Q R), conserved by RATTLE up to the same.
   EXPECT_LT(last, 1e-11);

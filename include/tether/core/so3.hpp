@@ -161,7 +161,7 @@ struct So3Exp {
 
 // The Cayley map cay(x) = (I - hat(x)/2)^-1 (I + hat(x)/2)
 //   = I + 4/(4 + |x|^2) (hat(x) + hat(x)^2/2),
-// and dcay_x^-1 = I - hat(x)/2 + x x^T/4 (Bou-Rabee & Marsden 2009): rational,
+// and dcay_x^-1 = I - hat(x)/2 + x x^T/4 (BRM09): rational,
 // defined on all of R^3.
 struct So3Cayley {
   static constexpr const char* name = "cayley";

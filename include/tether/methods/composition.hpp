@@ -11,15 +11,15 @@
 namespace tether {
 
 // Symmetric coefficient sets gamma_1..gamma_s for a symmetric base method of
-// order 2 (Hairer, Lubich, Wanner, Geometric Numerical Integration §V.3):
+// order 2 (HLW06 §V.3):
 // sum gamma = 1 and sum gamma^3 = 0 (order 4), and the higher conditions for
 // orders 6 and 8.
 enum class CompositionScheme : int {
-  triple_jump,  // s = 3, order 4 (Yoshida 1990, Suzuki 1990)
-  suzuki,       // s = 5, order 4, Suzuki's fractal
-  yoshida6,     // s = 7, order 6, Yoshida 1990 solution A
-  kahan_li6,    // s = 9, order 6, Kahan & Li 1997
-  kahan_li8,    // s = 17, order 8, Kahan & Li 1997
+  triple_jump,  // s = 3, order 4 (Yos90, Suz90)
+  suzuki,       // s = 5, order 4, Suzuki's fractal (Suz90)
+  yoshida6,     // s = 7, order 6, Yos90 solution A
+  kahan_li6,    // s = 9, order 6, KL97
+  kahan_li8,    // s = 17, order 8, KL97
 };
 
 TETHER_HD inline int composition_stages(CompositionScheme s) {

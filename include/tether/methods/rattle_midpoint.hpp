@@ -140,7 +140,12 @@ struct RattleMidpoint {
     const Vec<n> p1 = p_hat1 + dh1.transpose() * nu;
     const Eigen::VectorXd g1 = gradient_at(sys, q1, p1, lambda1);
     Eigen::VectorXd r(x.size());
-    r << holonomic_values(sys, q1), q1 - s0.q - h * gm.segment(n, n), p_hat1 - p_hat0 + h * gm.head(n), gm.template tail<k>(),
+    // h(q1) goes in entry by entry: GCC 12 misreads Eigen's copy of a
+    // one-entry Vec<1> into a dynamic vector as an out-of-bounds SSE load
+    // (-Warray-bounds, a false positive).
+    const Vec<l> h1 = holonomic_values(sys, q1);
+    for (int i = 0; i < l; ++i) r[i] = h1[i];
+    r.tail(x.size() - l) << q1 - s0.q - h * gm.segment(n, n), p_hat1 - p_hat0 + h * gm.head(n), gm.template tail<k>(),
         dh1 * Vec<n>(g1.segment(n, n)), g1.template tail<k>();
     return r;
   }

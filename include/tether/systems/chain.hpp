@@ -1,8 +1,8 @@
 #pragma once
 // A chain of N beads in R^3 with N-1 rigid bonds of one length, a bending
 // potential on each bond angle and an optional Ryckaert-Bellemans torsion
-// potential on each dihedral: the united-atom alkane of Ryckaert, Ciccotti &
-// Berendsen (J. Comput. Phys. 23, 1977) with its bond lengths constrained.
+// potential (RB78) on each dihedral: the united-atom alkane of RCB77 with its
+// bond lengths constrained.
 // q = (r_0, ..., r_{N-1}) stacked; d_i = r_{i+1} - r_i are the bonds.
 #include "tether/core/parameters.hpp"
 #include <Eigen/Geometry>  // Vec3::cross
@@ -38,7 +38,7 @@ struct Chain {
   static_assert(N >= 3, "a chain needs at least three beads");
   static constexpr const char* name = "chain";
   static constexpr const char* description = "N beads in R^3 with N-1 rigid bonds, bending and optional Ryckaert-Bellemans torsion";
-  static constexpr const char* citation = "Ryckaert, Ciccotti, Berendsen 1977 with bonds constrained";
+  static constexpr const char* citation = "RCB77 with bonds constrained; torsion RB78";
   static constexpr Variant variant{"beads", N};
   static constexpr int beads = N;
   static constexpr int dof = 3 * N;

@@ -132,7 +132,7 @@ struct RigidChain {
   }
 
   // Null-space basis at q on N (BMS24 §4.2; the nodal null-space matrix of
-  // Betsch & Leyendecker 2006): body rates xi_b -> (R_b hat(xi_b), v_b) with
+  // BL06): body rates xi_b -> (R_b hat(xi_b), v_b) with
   // the centre velocities the joints force, v_b = sum_{a<b} 2 T_a xi_a + T_b xi_b,
   // T_a = R_a hat(c_top) (R hat(xi) c_top = -T xi, and c_bot = -c_top).
   TETHER_HD Q tangent_basis_times(const Q& q, const Vec<tangent_dim>& eta) const {

@@ -104,7 +104,7 @@ TETHER_HD inline Mat<3, 3> rotation_from_quaternion(Real w, Real x, Real y, Real
 }
 
 // A Haar-uniform rotation: a uniform unit quaternion from three uniforms
-// (Shoemake, Graphics Gems III, 1992).
+// (Sho92).
 template <class Rng>
 TETHER_HD Mat<3, 3> random_rotation(Rng& rng) {
   const Real two_pi = Real(6.283185307179586476925286766559);
