@@ -31,31 +31,7 @@ const std::vector<std::string>& backend_names() {
   return v;
 }
 
-std::vector<int> chain_sizes() {
-  std::vector<int> v;
-  for (const auto& s : system_infos())
-    if (s.name == "chain") v.push_back(s.variant.value.get<int>());
-  return v;
-}
-
 namespace {
-// Method names, each once, of the methods that pair with some system of a family.
-std::vector<std::string> family_method_names(Family family) {
-  std::vector<std::string> v;
-  for (const auto& s : system_infos())
-    if (s.family == family)
-      for (int m : s.methods) {
-        const std::string& name = method_infos()[std::size_t(m)].name;
-        if (std::find(v.begin(), v.end(), name) == v.end()) v.push_back(name);
-      }
-  return v;
-}
-}  // namespace
-
-std::vector<std::string> holonomic_method_names() { return family_method_names(Family::holonomic); }
-std::vector<std::string> nonholonomic_method_names() { return family_method_names(Family::nonholonomic); }
-namespace {
-
 
 ExplicitState parse_state(const Node& s) {
   s.only({"q", "p"});

@@ -8,7 +8,7 @@
 //     system is reversed by p -> -p;
 //   - symplecticity, where the method declares itself symplectic: the
 //     canonical form dq ^ dp on pairs of tangent vectors of T*N, pushed
-//     forward by central differences, is kept.
+//     forward by differences of the flow, is kept.
 // Each check's power is shown on a registered method that lacks the
 // property (the last tests). cuda agreement is test_cuda's (gpu label).
 #include <omp.h>

@@ -86,10 +86,6 @@ struct ShootConfig {
 const std::vector<std::string>& system_names();
 const std::vector<std::string>& method_names();
 const std::vector<std::string>& backend_names();
-// The chain sizes built, and the method names of one family, for the benchmark's cases.
-std::vector<int> chain_sizes();
-std::vector<std::string> holonomic_method_names();
-std::vector<std::string> nonholonomic_method_names();
 
 // Parses and validates everything that does not need the system's equations
 // (explicit states are checked against the constraint manifold later, by the
