@@ -6,6 +6,6 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/install-deps.sh
 cuda=OFF
-if command -v nvidia-smi >/dev/null 2>&1 && nvidia-smi -L 2>/dev/null | grep -q "^GPU"; then cuda=ON; fi
+if scripts/has-gpu.sh; then cuda=ON; fi
 TETHER_TARGET=tether scripts/build.sh -DTETHER_ENABLE_CUDA="$cuda"
 ./build/tether run configs/spherical_pendulum.json --out runs/spherical_pendulum

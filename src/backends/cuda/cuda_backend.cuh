@@ -2,21 +2,10 @@
 // cuda: one thread per trajectory running advance_trajectory, the same step
 // code the cpu backend runs; state read once per launch, stepped in
 // registers, written back at output times.
-#include <cuda_runtime.h>
-#include <thrust/execution_policy.h>
-#include <thrust/iterator/counting_iterator.h>
-#include <thrust/transform_reduce.h>
-
-#include <stdexcept>
-#include <string>
-
 #include "backends/cuda/cuda_backend.hpp"
+#include "backends/cuda/runtime.cuh"
 
 namespace tether {
-
-inline void cuda_check(cudaError_t e, const char* what) {
-  if (e != cudaSuccess) throw std::runtime_error(std::string("CUDA error in ") + what + ": " + cudaGetErrorString(e));
-}
 
 template <class S, class M>
 __global__ void advance_kernel(S sys, M method, StepControl ctl, EnsembleView v, int nsteps, std::int64_t steps_before) {
@@ -30,40 +19,11 @@ __global__ void observe_kernel(S sys, EnsembleView v) {
   if (i < v.count) observe_trajectory<S, M>(sys, v, i);
 }
 
-struct ObservationOf {
-  EnsembleView v;
-  __host__ __device__ Observation operator()(std::int64_t i) const { return observation_of(v, i); }
-};
-
-struct MergeObservations {
-  __host__ __device__ Observation operator()(Observation a, const Observation& b) const {
-    a.merge(b);
-    return a;
-  }
-};
-
-// One thread per chunk sums its trajectories' energy errors in id order (the
-// order the cpu backend uses). A template like the other kernels, so each
-// translation unit's instantiation is a weak symbol.
-template <class S>
-__global__ void chunk_sum_kernel(EnsembleView v, Real* sums, std::int64_t chunks) {
-  const std::int64_t b = std::int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
-  if (b >= chunks) return;
-  Real s = 0;
-  const std::int64_t end = (b + 1) * observation_chunk < v.count ? (b + 1) * observation_chunk : v.count;
-  for (std::int64_t i = b * observation_chunk; i < end; ++i)
-    if (v.status[i] == 0) s += v.energy_error[i];
-  sums[b] = s;
-}
-
 template <class S, class M>
 class CudaBackend final : public Backend {
  public:
   CudaBackend(const S& sys, const M& method, const StepControl& ctl) : sys_(sys), method_(method), ctl_(ctl) {}
-  ~CudaBackend() override {
-    release();
-    if (chunk_sums_) cudaFree(chunk_sums_);
-  }
+  ~CudaBackend() override { release(); }
 
   void load(HostEnsemble& h) override {
     release();
@@ -80,21 +40,7 @@ class CudaBackend final : public Backend {
   Observation observe(std::vector<Real>& chunk_sums) override {
     observe_kernel<S, M><<<blocks(), threads>>>(sys_, dev_);
     cuda_check(cudaGetLastError(), "observe_kernel launch");
-    const std::int64_t chunks = (dev_.count + observation_chunk - 1) / observation_chunk;
-    if (chunk_capacity_ < chunks) {
-      if (chunk_sums_) cudaFree(chunk_sums_);
-      chunk_sums_ = nullptr;
-      cuda_check(cudaMalloc(&chunk_sums_, std::size_t(chunks) * sizeof(Real)), "cudaMalloc");
-      chunk_capacity_ = chunks;
-    }
-    chunk_sum_kernel<S><<<unsigned((chunks + threads - 1) / threads), threads>>>(dev_, chunk_sums_, chunks);
-    cuda_check(cudaGetLastError(), "chunk_sum_kernel launch");
-    chunk_sums.resize(std::size_t(chunks));
-    cuda_check(cudaMemcpy(chunk_sums.data(), chunk_sums_, std::size_t(chunks) * sizeof(Real), cudaMemcpyDeviceToHost),
-               "cudaMemcpy chunk sums");
-    return thrust::transform_reduce(thrust::device, thrust::counting_iterator<std::int64_t>(0),
-                                    thrust::counting_iterator<std::int64_t>(dev_.count), ObservationOf{dev_},
-                                    Observation{}, MergeObservations{});
+    return reducer_.reduce(dev_, chunk_sums);
   }
 
   double work_per_call() const override { return 2e10; }
@@ -146,8 +92,7 @@ class CudaBackend final : public Backend {
   M method_;
   StepControl ctl_;
   EnsembleView dev_;
-  Real* chunk_sums_ = nullptr;
-  std::int64_t chunk_capacity_ = 0;
+  ObservationReducer reducer_;
 };
 
 template <class S>
