@@ -11,10 +11,10 @@ logs=$PWD/$dir/ptxas-logs
 if ! command -v nvcc >/dev/null 2>&1 && [ -x /usr/local/cuda/bin/nvcc ]; then
   export CUDACXX=/usr/local/cuda/bin/nvcc
 fi
-cmake -S . -B "$dir" -DCMAKE_BUILD_TYPE=Release -DTETHER_ENABLE_CUDA=ON -DCMAKE_CUDA_ARCHITECTURES=90 \
+configured=$(cmake -S . -B "$dir" -DCMAKE_BUILD_TYPE=Release -DTETHER_ENABLE_CUDA=ON -DCMAKE_CUDA_ARCHITECTURES=90 \
   -DTETHER_BUILD_TESTS=OFF -DTETHER_BUILD_BENCH=OFF -DCMAKE_CUDA_FLAGS=-Xptxas=-v \
-  -DCMAKE_CUDA_COMPILER_LAUNCHER="$PWD/bench/ptxas_log.sh" "$@" >/dev/null
-grep -q "TETHER_HAVE_CUDA:INTERNAL=ON" "$dir/CMakeCache.txt" || { echo "ptxas_report: nvcc not found" >&2; exit 1; }
+  -DCMAKE_CUDA_COMPILER_LAUNCHER="$PWD/bench/ptxas_log.sh" "$@")
+[[ $configured == *"cuda backend ON"* ]] || { echo "ptxas_report: the cuda backend is not configured (nvcc not found?)" >&2; exit 1; }
 rm -rf "$logs"
 mkdir -p "$logs"
 # Every unit compiles again so that each log is complete.
