@@ -2,7 +2,7 @@
 # Configures and builds tether in build/ (Release). The cuda backend is built
 # when nvcc is found, for sm_90. Where no GPU is present its kernels are
 # compiled to sm_90 PTX only: nvcc still checks every kernel, the driver would
-# compile them on first use, and the build skips ptxas, a quarter of its time.
+# compile them on first use, and the build skips ptxas (docs/architecture.md).
 # Arguments go to cmake's configure step and override these defaults
 # (-DCMAKE_CUDA_ARCHITECTURES=90 for machine code without a GPU present).
 # TETHER_TARGET names one target to build (default: all of them).
