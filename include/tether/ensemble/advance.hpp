@@ -68,11 +68,12 @@ TETHER_HD Status energy_and_scale(const S& sys, const Vec<S::dof>& q, const Vec<
 // Relative energy error and constraint residuals of trajectory i. For the
 // nonholonomic family the position residual is |h(q)| (zero without holonomic
 // constraints), and the velocity residual max_i |g_i(q) . qdot| (zero for
-// canonical systems; with |Dh(q) qdot| for mixed ones).
-template <class S, class M>
+// canonical systems; with |Dh(q) qdot| for mixed ones). They read q and p
+// only, so one instantiation per system serves all its methods.
+template <class S>
 TETHER_HD void observe_trajectory(const S& sys, const EnsembleView& v, std::int64_t i) {
   PhaseState<S> s;
-  load_state<S, M>(v, i, s);
+  load_phase<S>(v, i, s);
   Real energy;
   if constexpr (is_lagrangian<S>) {
     energy = sys.energy(s.q, s.p);

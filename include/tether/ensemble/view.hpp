@@ -28,16 +28,23 @@ struct EnsembleView {
   Real* velocity_violation = nullptr;
 };
 
-template <class S, class M>
-TETHER_HD void load_state(const EnsembleView& v, std::int64_t i, PhaseState<S>& s) {
+// q and p of trajectory i, with q_prev = q: unread by one-step methods, but
+// copied whole (compositions), so never indeterminate.
+template <class S>
+TETHER_HD void load_phase(const EnsembleView& v, std::int64_t i, PhaseState<S>& s) {
   for (int c = 0; c < S::dof; ++c) {
     s.q[c] = v.q[c * v.count + i];
     s.p[c] = v.p[c * v.count + i];
   }
+  s.q_prev = s.q;
+}
+
+// The state method M steps: with q_prev when M is a two-step method.
+template <class S, class M>
+TETHER_HD void load_state(const EnsembleView& v, std::int64_t i, PhaseState<S>& s) {
+  load_phase<S>(v, i, s);
   if constexpr (M::two_step)
     for (int c = 0; c < S::dof; ++c) s.q_prev[c] = v.q_prev[c * v.count + i];
-  else
-    s.q_prev = s.q;  // unread by one-step methods, but copied whole (compositions): never indeterminate
 }
 
 template <class S, class M>

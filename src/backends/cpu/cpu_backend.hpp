@@ -20,7 +20,7 @@ class CpuBackend final : public Backend {
   Observation observe(std::vector<Real>& chunk_sums) override {
     const EnsembleView v = view_;
 #pragma omp parallel for schedule(static) if (v.count >= parallel_threshold)
-    for (std::int64_t i = 0; i < v.count; ++i) observe_trajectory<S, M>(sys_, v, i);
+    for (std::int64_t i = 0; i < v.count; ++i) observe_trajectory<S>(sys_, v, i);
     return reduce_observations(v, chunk_sums);
   }
 

@@ -13,10 +13,10 @@ __global__ void advance_kernel(S sys, M method, StepControl ctl, EnsembleView v,
   if (i < v.count) advance_trajectory<S, M>(sys, method, ctl, v, i, nsteps, steps_before);
 }
 
-template <class S, class M>
+template <class S>
 __global__ void observe_kernel(S sys, EnsembleView v) {
   const std::int64_t i = std::int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
-  if (i < v.count) observe_trajectory<S, M>(sys, v, i);
+  if (i < v.count) observe_trajectory<S>(sys, v, i);
 }
 
 template <class S, class M>
@@ -38,7 +38,7 @@ class CudaBackend final : public Backend {
   }
 
   Observation observe(std::vector<Real>& chunk_sums) override {
-    observe_kernel<S, M><<<blocks(), threads>>>(sys_, dev_);
+    observe_kernel<S><<<blocks(), threads>>>(sys_, dev_);
     cuda_check(cudaGetLastError(), "observe_kernel launch");
     return reducer_.reduce(dev_, chunk_sums);
   }

@@ -141,7 +141,7 @@ class ReferenceBackend final : public Backend {
   }
 
   Observation observe(std::vector<Real>& chunk_sums) override {
-    for (std::int64_t i = 0; i < view_.count; ++i) observe_trajectory<S, M>(sys_, view_, i);
+    for (std::int64_t i = 0; i < view_.count; ++i) observe_trajectory<S>(sys_, view_, i);
     return reduce_observations(view_, chunk_sums);
   }
 
