@@ -1,7 +1,8 @@
 #pragma once
 // What every cuda backend shares, compiled once in runtime.cu rather than in
 // each generated per-system unit: error checks and the ensemble reductions
-// (Thrust's reduction alone costs each unit that includes it tens of seconds).
+// (Thrust and its reduction kernels are heavy to compile, and do not depend on
+// the system).
 #include <cuda_runtime.h>
 
 #include <cstdint>
