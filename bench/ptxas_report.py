@@ -13,6 +13,10 @@ import subprocess
 ENTRY = re.compile(r"Compiling entry function '([^']+)' for '(sm_\d+)'")
 FRAME = re.compile(r"(\d+) bytes stack frame, (\d+) bytes spill stores, (\d+) bytes spill loads")
 USED = re.compile(r"Used (\d+) registers")
+# tether's kernels, per (system, method) or per system; "library" is the rest
+# (the shared reduction of runtime.cu). Also the report's order.
+KERNELS = ("advance_kernel", "observe_kernel", "shoot_kernel")
+KINDS = KERNELS + ("library",)
 
 
 def parse_log(path):
@@ -65,12 +69,12 @@ def template_args(name, kernel):
 
 def describe(record, demangled):
     record["kernel"] = demangled
-    for kind in ("advance_kernel", "observe_kernel", "shoot_kernel"):
+    for kind in KERNELS:
         if "tether::" + kind + "<" in demangled:
             args = template_args(demangled, "tether::" + kind)
             record.update(kind=kind, system=args[0], method=args[1] if len(args) > 1 else "")
             return record
-    record.update(kind="library", system="", method="")  # the shared reduction (runtime.cu)
+    record.update(kind="library", system="", method="")
     return record
 
 
@@ -92,8 +96,7 @@ def main():
     names = subprocess.run(["c++filt"], input="\n".join(r["mangled"] for r in records), capture_output=True,
                            text=True, check=True).stdout.splitlines()
     records = [describe(r, d) for r, d in zip(records, names)]
-    order = {"advance_kernel": 0, "observe_kernel": 1, "shoot_kernel": 2, "library": 3}
-    records.sort(key=lambda r: (order[r["kind"]], -r["stack_frame"], r["system"], r["method"]))
+    records.sort(key=lambda r: (KINDS.index(r["kind"]), -r["stack_frame"], r["system"], r["method"]))
 
     tether_kernels = [r for r in records if r["kind"] != "library"]
     summary = {
@@ -120,7 +123,7 @@ def main():
              f"{a.nvcc}; `{a.command}`; {doc['date_utc']}.", "",
              f"{summary['kernels']} tether kernels: {summary['at_254_or_more_registers']} at 254-255 registers, "
              f"{summary['spilling']} spilling, largest stack frame {summary['largest_stack_frame']} bytes.", ""]
-    for kind in ("advance_kernel", "observe_kernel", "shoot_kernel", "library"):
+    for kind in KINDS:
         rows = [r for r in records if r["kind"] == kind]
         if not rows:
             continue
