@@ -198,8 +198,10 @@ TYPED_TEST_SUITE(NonholonomicGaussLegendre, GaussLegendreMethods, MethodName);
 // ===========================================================================
 // 1. Derivatives.
 
-// Gradient and Hessian of H from dual numbers against central differences of
-// hamiltonian_value and of the gradient, at z = (q, p, lambda).
+// Gradient and Hessian of H (from the quadratic structure in (p, lambda),
+// KineticMap) against hyper-dual derivatives of H as written in all of z, and
+// against central differences of hamiltonian_value and of the gradient, at
+// z = (q, p, lambda).
 template <class S>
 void check_derivatives_at(const S& sys, const ZVec<S>& z) {
   constexpr int m = Sizes<S>::m;
@@ -208,6 +210,17 @@ void check_derivatives_at(const S& sys, const ZVec<S>& z) {
   ZMat<S> hess;
   hamiltonian_derivatives(sys, z, grad2, hess);
   EXPECT_LT(max_abs(ZVec<S>(grad - grad2)), 1e-14 * (1 + max_abs(grad)));
+  {
+    Real value;
+    ZVec<S> full_grad;
+    ZMat<S> full_hess;
+    hessian_of<m>(PackedHamiltonian<S>{sys}, z, value, full_grad, full_hess);
+    EXPECT_NEAR(value, hamiltonian_value(sys, z), 1e-14 * (1 + std::abs(value)));
+    EXPECT_LT(max_abs(ZVec<S>(grad - full_grad)), 1e-13 * (1 + max_abs(full_grad)))
+        << "z = " << z.transpose() << "\nstructured " << grad.transpose() << "\nfull      " << full_grad.transpose();
+    EXPECT_LT((hess - full_hess).cwiseAbs().maxCoeff(), 1e-13 * (1 + full_hess.cwiseAbs().maxCoeff()))
+        << "z = " << z.transpose() << "\nstructured\n" << hess << "\nfull\n" << full_hess;
+  }
   EXPECT_LT((hess - hess.transpose()).cwiseAbs().maxCoeff(), 1e-14 * (1 + hess.cwiseAbs().maxCoeff()));
   const Real d = 1e-5;
   ZVec<S> fd_grad;

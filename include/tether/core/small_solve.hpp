@@ -8,9 +8,14 @@ namespace tether {
 
 // LU factors of a dense K x K matrix with partial pivoting, kept so that one
 // factorization serves several right-hand sides (chord Newton iterations).
+// The loops run down columns (Eigen's storage order), so the compiler can
+// vectorise them on the host, and the pivots' reciprocals are kept so that a
+// solve multiplies instead of dividing (a division is a long serial latency
+// on a CPU and dozens of instructions on a GPU).
 template <int K>
 struct DenseLU {
   Mat<K, K> lu;
+  Real inverse_pivot[K];
   int perm[K];
 
   // Returns false when a pivot vanishes.
@@ -27,9 +32,12 @@ struct DenseLU {
       perm[c] = piv;
       if (piv != c)
         for (int j = 0; j < K; ++j) { const Real t = lu(c, j); lu(c, j) = lu(piv, j); lu(piv, j) = t; }
-      for (int r = c + 1; r < K; ++r) {
-        lu(r, c) /= lu(c, c);
-        for (int j = c + 1; j < K; ++j) lu(r, j) -= lu(r, c) * lu(c, j);
+      const Real inv = 1 / lu(c, c);
+      inverse_pivot[c] = inv;
+      for (int r = c + 1; r < K; ++r) lu(r, c) *= inv;
+      for (int j = c + 1; j < K; ++j) {
+        const Real u = lu(c, j);
+        for (int r = c + 1; r < K; ++r) lu(r, j) -= lu(r, c) * u;
       }
     }
     return true;
@@ -46,16 +54,15 @@ struct DenseLU {
   TETHER_HD bool solve(const Vec<K>& rhs, Vec<K>& x) const {
     // Rows were swapped whole (multipliers included), so P A = L U with every
     // swap applied first.
-    Vec<K> b = rhs;
+    x = rhs;
     if constexpr (K > 1)  // (K = 1 never swaps; GCC cannot see that perm[0] = 0)
       for (int c = 0; c < K; ++c)
-        if (perm[c] != c) { const Real t = b[c]; b[c] = b[perm[c]]; b[perm[c]] = t; }
+        if (perm[c] != c) { const Real t = x[c]; x[c] = x[perm[c]]; x[perm[c]] = t; }
     for (int c = 0; c < K; ++c)
-      for (int r = c + 1; r < K; ++r) b[r] -= lu(r, c) * b[c];
-    for (int r = K - 1; r >= 0; --r) {
-      Real s = b[r];
-      for (int j = r + 1; j < K; ++j) s -= lu(r, j) * x[j];
-      x[r] = s / lu(r, r);
+      for (int r = c + 1; r < K; ++r) x[r] -= lu(r, c) * x[c];
+    for (int c = K - 1; c >= 0; --c) {
+      x[c] *= inverse_pivot[c];
+      for (int r = 0; r < c; ++r) x[r] -= lu(r, c) * x[c];
     }
     return all_finite(x);
   }

@@ -153,16 +153,122 @@ TETHER_HD Real hamiltonian_value(const S& sys, const ZVec<S>& z) {
   return PackedHamiltonian<S>{sys}(zz);
 }
 
-// grad H = (H_q, H_p, H_lambda).
+// Both forms are quadratic in y = (p, lambda) with no linear term:
+// H = 1/2 y^T A(q) y + V(q), where A = sum_i X_i X_i^T (canonical) or
+// A = B^T M^-1 B with w = B y = p + G^T lambda (lagrangian; M^-1 w is linear
+// in w). So every derivative of H comes from the map y -> H_y = A(q) y and V:
+//   H_y = A y,  H_yy = A,  H_yq = d_q (A y),
+//   H_q = 1/2 y . d_q (A y) + V_q,  H_qq = 1/2 y . d_qq (A y) + V_qq,
+// with dual numbers in q only (n passes for a gradient, n(n+1)/2 for a
+// Hessian, against 2n+k and (2n+k)(2n+k+1)/2 passes of H in all of z).
+// KineticMap holds what A needs at one q (frame or constraint rows, at scalar T).
+template <class S, class T>
+struct KineticMap {
+  static constexpr int n = S::dof, k = S::multiplier_count, r = n + k;
+  static constexpr int row_count() {
+    if constexpr (S::form == Form::canonical)
+      return S::frame_size;
+    else
+      return k;
+  }
+  const S& sys;
+  const Arr<T, n>& q;
+  T rows[row_count() > 0 ? row_count() : 1][n];
+
+  TETHER_HD KineticMap(const S& system, const Arr<T, n>& at) : sys(system), q(at) {
+    if constexpr (S::form == Form::canonical)
+      sys.frame(q, rows);
+    else if constexpr (k > 0)
+      sys.constraint_rows(q, rows);
+  }
+
+  // f = H_y = A(q) y.
+  TETHER_HD void apply(const Real (&y)[r], T (&f)[r]) const {
+    if constexpr (S::form == Form::canonical) {
+      for (int j = 0; j < n; ++j) f[j] = T(0);
+      for (int i = 0; i < S::frame_size; ++i) {
+        T u = y[0] * rows[i][0];
+        for (int j = 1; j < n; ++j) u += y[j] * rows[i][j];
+        for (int j = 0; j < n; ++j) f[j] += u * rows[i][j];
+      }
+    } else {
+      Arr<T, n> w, v;
+      for (int j = 0; j < n; ++j) {
+        w[j] = T(y[j]);
+        for (int i = 0; i < k; ++i) w[j] += y[n + i] * rows[i][j];
+      }
+      sys.inverse_mass_times(q, w, v);
+      for (int j = 0; j < n; ++j) f[j] = v[j];
+      for (int i = 0; i < k; ++i) {
+        T c = rows[i][0] * v[0];
+        for (int j = 1; j < n; ++j) c += rows[i][j] * v[j];
+        f[n + i] = c;
+      }
+    }
+  }
+};
+
+// grad H = (H_q, H_p, H_lambda): one dual pass per coordinate q_a.
 template <class S>
 TETHER_HD ZVec<S> hamiltonian_gradient(const S& sys, const ZVec<S>& z) {
-  return gradient_of<Sizes<S>::m>(PackedHamiltonian<S>{sys}, z);
+  using D = ad::Dual<Real>;
+  constexpr int n = S::dof, r = KineticMap<S, D>::r;
+  Real y[r];
+  for (int i = 0; i < r; ++i) y[i] = z[n + i];
+  ZVec<S> grad;
+  for (int a = 0; a < n; ++a) {
+    Arr<D, n> q;
+    for (int c = 0; c < n; ++c) q[c] = D(z[c], c == a ? 1 : 0);
+    D f[r];
+    KineticMap<S, D>(sys, q).apply(y, f);
+    Real ga = sys.potential(q).d;
+    for (int i = 0; i < r; ++i) ga += Real(0.5) * y[i] * f[i].d;
+    grad[a] = ga;
+    if (a == 0)
+      for (int i = 0; i < r; ++i) grad[n + i] = f[i].v;
+  }
+  return grad;
 }
 
+// grad H and Hess H: H_yy from A's columns at q, the rest from one
+// hyper-dual pass per pair a <= b of coordinates.
 template <class S>
 TETHER_HD void hamiltonian_derivatives(const S& sys, const ZVec<S>& z, ZVec<S>& grad, ZMat<S>& hess) {
-  Real value;
-  hessian_of<Sizes<S>::m>(PackedHamiltonian<S>{sys}, z, value, grad, hess);
+  using D = ad::Dual<Real>;
+  using HD = ad::Dual<D>;
+  constexpr int n = S::dof, r = KineticMap<S, HD>::r;
+  Real y[r];
+  for (int i = 0; i < r; ++i) y[i] = z[n + i];
+  {
+    const Arr<Real, n> q = to_arr<S>(Vec<n>(z.template head<n>()));
+    const KineticMap<S, Real> a(sys, q);
+    for (int j = 0; j < r; ++j) {
+      Real e[r], col[r];
+      for (int i = 0; i < r; ++i) e[i] = i == j ? 1 : 0;
+      a.apply(e, col);
+      for (int i = 0; i < r; ++i) hess(n + i, n + j) = col[i];
+    }
+  }
+  for (int a = 0; a < n; ++a)
+    for (int b = a; b < n; ++b) {
+      Arr<HD, n> q;
+      for (int c = 0; c < n; ++c) q[c] = HD(D(z[c], c == b ? 1 : 0), D(c == a ? 1 : 0, 0));
+      HD f[r];
+      KineticMap<S, HD>(sys, q).apply(y, f);
+      const HD v = sys.potential(q);
+      Real hab = v.d.d;
+      for (int i = 0; i < r; ++i) hab += Real(0.5) * y[i] * f[i].d.d;
+      hess(a, b) = hess(b, a) = hab;
+      if (a != b) continue;
+      Real ga = v.d.v;
+      for (int i = 0; i < r; ++i) {
+        ga += Real(0.5) * y[i] * f[i].d.v;
+        hess(n + i, a) = hess(a, n + i) = f[i].d.v;
+      }
+      grad[a] = ga;
+      if (a == 0)
+        for (int i = 0; i < r; ++i) grad[n + i] = f[i].v.v;
+    }
 }
 
 // grad H, and Hess H only when asked for (a Newton iteration that reuses its
