@@ -69,7 +69,7 @@ struct ShootSpec {
   Real tolerance = 1e-10;  // on |q(T) - q1|
   int max_iterations = 50;
   bool line_search = true;
-  int max_backtracks = 30;
+  int max_backtracks = 10;
   int continuation_rounds = 0;  // 0: off
   int continuation_substeps = 8;
   std::int64_t geodesic_every = 0;    // write solved geodesics sampled every this many steps (0: none)

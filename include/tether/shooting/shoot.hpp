@@ -48,7 +48,7 @@ struct ShootControl {
   Real tolerance = 1e-10;      // on |q(T) - q1| (Euclidean)
   int max_iterations = 50;     // shooting Newton iterations, over all continuation substeps
   bool line_search = true;
-  int max_backtracks = 30;     // halvings of the Newton step
+  int max_backtracks = 10;     // halvings of the Newton step (alpha >= 2^-10)
   int substeps = 8;            // continuation substeps (shots that start from a neighbour)
 };
 
