@@ -16,11 +16,15 @@
 namespace tether {
 
 // fill(x, residual, jacobian) evaluates F(x), and its Jacobian when the
-// pointer is not null.
+// pointer is not null. start, when given, is a factored Jacobian of a nearby
+// solve (the previous step's): the chord starts from it instead of from a
+// fresh Jacobian, and refreshes only if it fails to contract.
 template <int N, class Fill>
-TETHER_HD Status polished_newton(Vec<N>& x, const NewtonOptions& opt, int& iterations, Fill&& fill) {
-  DenseLU<N> lu;
-  bool polishing = false, refresh = true;
+TETHER_HD Status polished_newton(Vec<N>& x, const NewtonOptions& opt, int& iterations, Fill&& fill,
+                                 const DenseLU<N>* start = nullptr) {
+  DenseLU<N> own;
+  const DenseLU<N>* lu = start ? start : &own;
+  bool polishing = false, refresh = start == nullptr;
   Real last = 0;
   for (int it = 0;; ++it) {
     if (it >= opt.max_iterations) return Status::newton_not_converged;
@@ -29,13 +33,14 @@ TETHER_HD Status polished_newton(Vec<N>& x, const NewtonOptions& opt, int& itera
     if (refresh) {
       Mat<N, N> jac;
       fill(x, residual, &jac);
-      if (!lu.factor(jac)) return Status::singular_matrix;
+      if (!own.factor(jac)) return Status::singular_matrix;
+      lu = &own;
       refresh = false;
     } else {
       fill(x, residual, static_cast<Mat<N, N>*>(nullptr));
     }
     Vec<N> dx;
-    if (!lu.solve(-residual, dx)) return Status::singular_matrix;
+    if (!lu->solve(-residual, dx)) return Status::singular_matrix;
     x += dx;
     ++iterations;
     if (!all_finite(x)) return Status::non_finite;

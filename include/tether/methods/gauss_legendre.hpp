@@ -72,12 +72,22 @@ struct GaussLegendre {
   template <class S>
   TETHER_HD static void start(const S&, PhaseState<S>&, Real) {}
 
+  // What a step with a tangent leaves for the next one: the LU of F_Z at its
+  // converged stages, which the tangent needs anyway, is the next step's
+  // chord matrix (its stages are O(h) away), so a step with a tangent
+  // factors F_Z once instead of twice.
+  template <class S>
+  struct Carry {
+    DenseLU<Parts<S>::m * Stages> lu;
+    bool valid = false;
+  };
+
   // With a tangent (columns d(q, p) in some directions), it is carried along:
   // the derivative of this very map, dZ = F_Z^-1 (dq0, dp0, 0 per stage) at
   // the converged stages, then eq. (2.3) differentiated.
   template <class S, int C = 0>
   TETHER_HD static Status step(const S& sys, PhaseState<S>& s, Real h, const NewtonOptions& opt, int& iterations,
-                               Tangent<S, C>* tangent = nullptr) {
+                               Tangent<S, C>* tangent = nullptr, Carry<S>* carry = nullptr) {
     using P = Parts<S>;
     constexpr int n = P::n, k = P::k, m = P::m, K = m * Stages;
     Vec<k> lambda0;
@@ -106,7 +116,7 @@ struct GaussLegendre {
         if constexpr (k > 0) r.template segment<k>(j * m + 2 * n) = P::lambda(g);
         if (jac) add_stage_columns<S>(*jac, j, hs, h);
       }
-    });
+    }, carry && carry->valid ? &carry->lu : nullptr);
     if (st != Status::ok) return st;
     Vec<n> q1 = s.q, p1 = s.p;
     for (int j = 0; j < Stages; ++j) {
@@ -116,7 +126,7 @@ struct GaussLegendre {
     }
     if (!all_finite(q1) || !all_finite(p1)) return Status::non_finite;
     if constexpr (C > 0)
-      if (tangent && (st = propagate_tangent<S, C>(sys, Z, h, *tangent)) != Status::ok) return st;
+      if (tangent && (st = propagate_tangent<S, C>(sys, Z, h, *tangent, carry)) != Status::ok) return st;
     s.q = q1;
     s.p = p1;
     return Status::ok;
@@ -150,7 +160,7 @@ struct GaussLegendre {
 
   template <class S, int C>
   TETHER_HD static Status propagate_tangent(const S& sys, const Vec<Parts<S>::m * Stages>& Z, Real h,
-                                            Tangent<S, C>& tangent) {
+                                            Tangent<S, C>& tangent, Carry<S>* carry) {
     using P = Parts<S>;
     constexpr int n = P::n, m = P::m, K = m * Stages;
     ZMat<S> hs[Stages];
@@ -162,7 +172,11 @@ struct GaussLegendre {
       rhs.template middleRows<2 * n>(j * m) = tangent;
       add_stage_columns<S>(jac, j, hs[j], h);
     }
-    if (!solve_columns<K, C>(jac, rhs, dZ)) return Status::singular_matrix;
+    DenseLU<K> own;
+    DenseLU<K>& lu = carry ? carry->lu : own;
+    if (carry) carry->valid = false;
+    if (!solve_columns<K, C>(lu, jac, rhs, dZ)) return Status::singular_matrix;
+    if (carry) carry->valid = true;
     for (int j = 0; j < Stages; ++j) {
       const Mat<m, C> dg = hs[j] * dZ.template middleRows<m>(j * m);
       tangent.template topRows<n>() += h * Tableau::b(j) * dg.template middleRows<n>(n);

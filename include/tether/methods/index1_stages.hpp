@@ -114,10 +114,13 @@ TETHER_HD Status solve_position_stage(const S& sys, const Vec<S::dof>& a, const 
 template <class S, int C>
 using Tangent = Mat<2 * S::dof, C>;
 
-// Solves A X = B column by column; false when A is singular.
+// Methods whose steps leave nothing for the next one (see GaussLegendre::Carry).
+struct NoCarry {};
+
+// Solves A X = B column by column, with lu holding A's factors afterwards;
+// false when A is singular.
 template <int K, int C>
-TETHER_HD bool solve_columns(const Mat<K, K>& a, const Mat<K, C>& b, Mat<K, C>& x) {
-  DenseLU<K> lu;
+TETHER_HD bool solve_columns(DenseLU<K>& lu, const Mat<K, K>& a, const Mat<K, C>& b, Mat<K, C>& x) {
   if (!lu.factor(a)) return false;
   for (int c = 0; c < C; ++c) {
     Vec<K> col;
@@ -146,7 +149,8 @@ TETHER_HD Status momentum_stage_tangent(const ZMat<S>& hs, Real c, const Mat<S::
   Mat<n + k, C> rhs, x;
   rhs.template topRows<n>() = dp0 - c * hs.template block<n, n>(0, 0) * dq;
   if constexpr (k > 0) rhs.template bottomRows<k>() = -hs.template block<k, n>(2 * n, 0) * dq;
-  if (!solve_columns<n + k, C>(momentum_stage_jacobian<S>(hs, c), rhs, x)) return Status::singular_matrix;
+  DenseLU<n + k> lu;
+  if (!solve_columns<n + k, C>(lu, momentum_stage_jacobian<S>(hs, c), rhs, x)) return Status::singular_matrix;
   dp = x.template topRows<n>();
   if constexpr (k > 0) dl = x.template bottomRows<k>();
   return Status::ok;
@@ -161,7 +165,8 @@ TETHER_HD Status position_stage_tangent(const ZMat<S>& hs, Real c, const Mat<S::
   Mat<n + k, C> rhs, x;
   rhs.template topRows<n>() = da + c * hs.template block<n, n>(n, n) * dp;
   if constexpr (k > 0) rhs.template bottomRows<k>() = -hs.template block<k, n>(2 * n, n) * dp;
-  if (!solve_columns<n + k, C>(position_stage_jacobian<S>(hs, c), rhs, x)) return Status::singular_matrix;
+  DenseLU<n + k> lu;
+  if (!solve_columns<n + k, C>(lu, position_stage_jacobian<S>(hs, c), rhs, x)) return Status::singular_matrix;
   dq = x.template topRows<n>();
   if constexpr (k > 0) dl = x.template bottomRows<k>();
   return Status::ok;

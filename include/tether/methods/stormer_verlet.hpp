@@ -29,10 +29,13 @@ struct StormerVerlet {
   template <class S>
   TETHER_HD static void start(const S&, PhaseState<S>&, Real) {}
 
+  template <class S>
+  using Carry = NoCarry;
+
   // With a tangent, it is carried along (see SymplecticEuler::step).
   template <class S, int C = 0>
   TETHER_HD static Status step(const S& sys, PhaseState<S>& s, Real h, const NewtonOptions& opt, int& iterations,
-                               Tangent<S, C>* tangent = nullptr) {
+                               Tangent<S, C>* tangent = nullptr, NoCarry* = nullptr) {
     using P = Parts<S>;
     constexpr int n = S::dof, k = S::multiplier_count;
     const bool tangents = C > 0 && tangent;

@@ -26,11 +26,14 @@ struct SymplecticEuler {
   template <class S>
   TETHER_HD static void start(const S&, PhaseState<S>&, Real) {}
 
+  template <class S>
+  using Carry = NoCarry;
+
   // With a tangent (columns d(q, p) in some directions), it is carried along:
   // the derivative of this very map (index1_stages.hpp, tangent maps).
   template <class S, int C = 0>
   TETHER_HD static Status step(const S& sys, PhaseState<S>& s, Real h, const NewtonOptions& opt, int& iterations,
-                               Tangent<S, C>* tangent = nullptr) {
+                               Tangent<S, C>* tangent = nullptr, NoCarry* = nullptr) {
     constexpr int n = S::dof, k = S::multiplier_count;
     Vec<k> lambda;
     Status st = solve_multipliers(sys, s.q, s.p, opt, lambda, iterations);

@@ -71,13 +71,16 @@ struct ShotView {
 };
 
 // Flow::step is the method's step with an optional tangent (the method
-// itself; the reference backend supplies its own).
+// itself; the reference backend supplies its own), and Flow::Carry<S> what
+// one step with a tangent leaves for the next of the same integration.
 template <class M>
 struct MethodFlow {
+  template <class S>
+  using Carry = typename M::template Carry<S>;
   template <class S, int C>
   TETHER_HD static Status step(const S& sys, PhaseState<S>& s, Real h, const NewtonOptions& opt, int& iterations,
-                               Tangent<S, C>* tangent) {
-    return M::step(sys, s, h, opt, iterations, tangent);
+                               Tangent<S, C>* tangent, Carry<S>* carry = nullptr) {
+    return M::step(sys, s, h, opt, iterations, tangent, carry);
   }
 };
 
@@ -99,9 +102,11 @@ TETHER_HD Status shoot_endpoint(const S& sys, const ShootControl& ctl, const Vec
   s.q = q0;
   s.p = p0;
   Tangent<S, n> t = initial_tangent<S>();
+  typename Flow::template Carry<S> carry;
   for (int k = 0; k < ctl.steps; ++k) {
     int it = 0;
-    const Status st = Flow::step(sys, s, ctl.dt, ctl.step_newton, it, jac ? &t : static_cast<Tangent<S, n>*>(nullptr));
+    const Status st = jac ? Flow::step(sys, s, ctl.dt, ctl.step_newton, it, &t, &carry)
+                          : Flow::step(sys, s, ctl.dt, ctl.step_newton, it, static_cast<Tangent<S, n>*>(nullptr));
     if (st != Status::ok) return st;
   }
   qT = s.q;
@@ -169,9 +174,10 @@ TETHER_HD Status shot_report(const S& sys, const ShootControl& ctl, const Vec<S:
   s.q = q0;
   s.p = p0;
   Tangent<S, n> t = initial_tangent<S>();
+  typename Flow::template Carry<S> carry;
   for (int k = 0; k < ctl.steps; ++k) {
     int it = 0;
-    if ((st = Flow::step(sys, s, ctl.dt, ctl.step_newton, it, &t)) != Status::ok) return st;
+    if ((st = Flow::step(sys, s, ctl.dt, ctl.step_newton, it, &t, &carry)) != Status::ok) return st;
     Real e;
     if ((st = energy_parts(sys, s.q, s.p, e, potential, lambda)) != Status::ok) return st;
     const Real v = speed(e, potential);

@@ -94,12 +94,14 @@ Status reference_step_own_unknowns(const S& sys, const M& m, PhaseState<S>& s, R
 // reference flow's endpoint map.
 template <class M>
 struct ReferenceFlow {
+  template <class S>
+  using Carry = typename M::template Carry<S>;
   template <class S, int C>
   static Status step(const S& sys, PhaseState<S>& s, Real h, const NewtonOptions& opt, int& iterations,
-                     Tangent<S, C>* tangent) {
+                     Tangent<S, C>* tangent, Carry<S>* carry = nullptr) {
     if (tangent) {
       PhaseState<S> copy = s;
-      const Status st = M::step(sys, copy, h, opt, iterations, tangent);
+      const Status st = M::step(sys, copy, h, opt, iterations, tangent, carry);
       if (st != Status::ok) return st;
     }
     return reference_step_own_unknowns<S, M>(sys, M{}, s, h, opt, iterations);
