@@ -58,10 +58,15 @@ struct DenseLU {
     if constexpr (K > 1)  // (K = 1 never swaps; GCC cannot see that perm[0] = 0)
       for (int c = 0; c < K; ++c)
         if (perm[c] != c) { const Real t = x[c]; x[c] = x[perm[c]]; x[perm[c]] = t; }
-    for (int c = 0; c < K; ++c)
+    TETHER_UNROLL
+    for (int c = 0; c < K; ++c) {
+      TETHER_UNROLL
       for (int r = c + 1; r < K; ++r) x[r] -= lu(r, c) * x[c];
+    }
+    TETHER_UNROLL
     for (int c = K - 1; c >= 0; --c) {
       x[c] *= inverse_pivot[c];
+      TETHER_UNROLL
       for (int r = 0; r < c; ++r) x[r] -= lu(r, c) * x[c];
     }
     return all_finite(x);
