@@ -282,11 +282,14 @@ def run_jax(tq, steps, iterations, processes):
                                   stepsize_controller=diffrax.ConstantStepSize(), adjoint=diffrax.ForwardMode())
         return sol.ys[-1, :3]
 
+    def endpoint_twice(p):
+        q = endpoint(p)
+        return q, q
+
     def newton(p, target):
         def body(_, p):
-            r = endpoint(p) - target
-            j = jax.jacfwd(endpoint)(p)
-            return p - jnp.linalg.solve(j, r)
+            j, q = jax.jacfwd(endpoint_twice, has_aux=True)(p)  # one pass: q(T) and its Jacobian
+            return p - jnp.linalg.solve(j, q - target)
         p = jax.lax.fori_loop(0, iterations, body, p)
         r = jnp.linalg.norm(endpoint(p) - target)
         return p, r
@@ -415,7 +418,10 @@ def main():
     text = json.dumps(doc, indent=1)
     print(text)
     if not args.no_save:
-        name = f"{datetime.date.today().isoformat()}-{socket.gethostname()}-shoot-peers.json"
+        stem = f"{datetime.date.today().isoformat()}-{socket.gethostname()}-shoot-peers"
+        name, k = f"{stem}.json", 2
+        while os.path.exists(os.path.join(HERE, "results", name)):  # never overwrite an earlier run
+            name, k = f"{stem}-{k}.json", k + 1
         with open(os.path.join(HERE, "results", name), "w") as f:
             f.write(text + "\n")
         print(f"[shoot_peers] saved bench/results/{name}", file=sys.stderr)
