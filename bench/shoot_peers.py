@@ -37,12 +37,12 @@ Rates are targets per second of the timed part (for the peers: the whole solve,
 targets and guesses prepared beforehand); best of --repeats interleaved runs.
 """
 import argparse
+import csv
 import datetime
 import json
 import math
 import multiprocessing
 import os
-import platform
 import socket
 import subprocess
 import sys
@@ -50,6 +50,8 @@ import tempfile
 import time
 
 import numpy as np
+
+from run_shoot_bench import cpu_model, git  # machine and commit, recorded the same way
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
@@ -169,7 +171,6 @@ def run_tether(binary, tq, threads, stages, steps, tolerance):
         subprocess.run([binary, "shoot", path, "--out", out, "--threads", str(threads), "--quiet"], check=True)
         with open(os.path.join(out, "summary.json")) as f:
             summary = json.load(f)
-        import csv
         with open(os.path.join(out, "shots.csv")) as f:
             rows = list(csv.DictReader(f))
     lengths = [float(r["length"]) if r["converged"] == "1" else None for r in rows]
@@ -333,24 +334,6 @@ def run_jax(tq, steps, iterations, processes):
 
 
 # ---------------------------------------------------------------------------
-
-def git(*args):
-    try:
-        return subprocess.run(["git", "-C", ROOT, *args], capture_output=True, text=True, check=True).stdout.strip()
-    except Exception:
-        return "unknown"
-
-
-def cpu_model():
-    try:
-        with open("/proc/cpuinfo") as f:
-            for line in f:
-                if line.startswith("model name"):
-                    return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or "unknown"
-
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
