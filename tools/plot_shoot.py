@@ -8,7 +8,8 @@ V = 0) and some of the solved geodesics.
 
 Reads shots.csv (and geodesics.csv when the run wrote one). Only converged
 targets enter the level sets; targets whose kept geodesic crossed a conjugate
-point (not minimising) are marked with a cross.
+point (not minimising) are marked with a cross, targets flagged near the cut
+locus (where the distance may not be smooth) with a small circle.
 """
 import argparse
 import csv
@@ -60,6 +61,10 @@ def main():
         ax.tricontour(xs, ys, ls, levels=args.levels, colors="k", linewidths=0.4)
         fig.colorbar(cs, ax=ax, label="length of the shortest geodesic found")
         conj = [r for r in ok if r["conjugate_point"] == "1"]
+        near = [r for r in ok if r.get("near_cut_locus") == "1" and r["conjugate_point"] != "1"]
+        if near:
+            ax.plot([target(r)[a] for r in near], [target(r)[b] for r in near], "o", color="orange", ms=3,
+                    label="near the cut locus")
         if conj:
             ax.plot([target(r)[a] for r in conj], [target(r)[b] for r in conj], "rx", ms=4,
                     label="conjugate point crossed")
@@ -67,7 +72,7 @@ def main():
         if bad:
             ax.plot([target(r)[a] for r in bad], [target(r)[b] for r in bad], "ko", mfc="none", ms=4,
                     label="not converged")
-        if conj or bad:
+        if conj or bad or near:
             ax.legend(loc="upper right", fontsize=8)
         ax.set_xlabel(f"q{a}")
         ax.set_ylabel(f"q{b}")

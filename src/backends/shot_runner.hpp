@@ -13,14 +13,14 @@ namespace tether {
 struct HostShots {
   std::int64_t count = 0;
   int dof = 0;
-  std::vector<Real> q0, target, guess, from, p0, residual, energy, length, conjugate_time;
+  std::vector<Real> q0, target, guess, from, p0, residual, energy, length, conjugate_time, pT;
   std::vector<std::uint8_t> status;
   std::vector<std::int32_t> iterations;
 
   HostShots(std::int64_t n, int dof_, bool continuation)
       : count(n), dof(dof_), q0(std::size_t(dof_)), target(std::size_t(n) * dof_), guess(std::size_t(n) * dof_),
         from(continuation ? std::size_t(n) * dof_ : 0), p0(std::size_t(n) * dof_), residual(n), energy(n), length(n),
-        conjugate_time(n), status(n), iterations(n) {}
+        conjugate_time(n), pT(std::size_t(n) * dof_), status(n), iterations(n) {}
 
   ShotView view() {
     ShotView v;
@@ -36,6 +36,7 @@ struct HostShots {
     v.energy = energy.data();
     v.length = length.data();
     v.conjugate_time = conjugate_time.data();
+    v.pT = pT.data();
     return v;
   }
 };

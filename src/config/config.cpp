@@ -303,7 +303,7 @@ ShootConfig parse_shoot_config(const std::string& text, const std::string& sourc
   const int dof = system_dof(c);
 
   const Node sh = top.object("shoot");
-  sh.only({"q0", "time", "targets", "guesses", "newton", "continuation"});
+  sh.only({"q0", "time", "targets", "guesses", "newton", "continuation", "cut_locus"});
   s.q0 = point_at(sh, "q0", dof, "the start configuration q0");
   s.time = sh.positive("time");
 
@@ -342,6 +342,12 @@ ShootConfig parse_shoot_config(const std::string& text, const std::string& sourc
     s.continuation_rounds = static_cast<int>(ct.integer("rounds", 1, 1000, 3));
     s.continuation_substeps = static_cast<int>(ct.integer("substeps", 1, 10000, s.continuation_substeps));
   }
+  const Node cut = sh.object_or_empty("cut_locus");
+  cut.only({"margin"});
+  s.cut_locus_margin = cut.non_negative("margin", s.cut_locus_margin);
+  if (s.cut_locus_margin > 1)
+    throw ConfigError(cut.at("margin"), "must be at most 1 (conjugate points are searched up to (1 + margin) T), "
+                                        "got " + show(json(s.cut_locus_margin)));
 
   const Node out = top.object_or_empty("output");
   out.only({"geodesics"});

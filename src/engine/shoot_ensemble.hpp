@@ -48,6 +48,8 @@ ShootResult shoot_ensemble(const S& sys, const ShootConfig& cfg, const std::stri
   ctl.line_search = sp.line_search;
   ctl.max_backtracks = sp.max_backtracks;
   ctl.substeps = sp.continuation_substeps;
+  ctl.conjugate_search_steps = static_cast<std::int32_t>(std::min<Real>(
+      Real(std::numeric_limits<std::int32_t>::max()), std::ceil(Real(ctl.steps) * (1 + sp.cut_locus_margin))));
   auto runner = make_shot_runner<S, M>(backend, sys, ctl);
 
   ShootResult r;
@@ -56,6 +58,7 @@ ShootResult shoot_ensemble(const S& sys, const ShootConfig& cfg, const std::stri
   for (std::int64_t t = 0; t < targets; ++t) {
     r.targets[std::size_t(t)].target = sp.targets[std::size_t(t)];
     r.targets[std::size_t(t)].p0.assign(n, std::numeric_limits<Real>::quiet_NaN());
+    r.targets[std::size_t(t)].pT.assign(n, std::numeric_limits<Real>::quiet_NaN());
     r.targets[std::size_t(t)].residual = std::numeric_limits<Real>::quiet_NaN();
   }
   double shooting = 0;
@@ -128,6 +131,11 @@ ShootResult shoot_ensemble(const S& sys, const ShootConfig& cfg, const std::stri
     if (!progress) break;
   }
   r.shooting_seconds = shooting;
+  for (TargetResult& k : r.targets) {
+    const Real stretch = 1 + sp.cut_locus_margin;
+    k.near_cut_locus = k.status == ShotStatus::converged &&
+                       (k.conjugate_time <= stretch * sp.time || k.second_length <= stretch * k.length);
+  }
 
   // The solved geodesics of the first targets, sampled for plotting, by the backend's own flow.
   if (sp.geodesic_every > 0) {

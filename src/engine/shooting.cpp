@@ -24,7 +24,21 @@ bool better(ShotStatus status, Real length, Real residual, const TargetResult& k
   return residual < kept.residual || (std::isnan(kept.residual) && !std::isnan(residual));
 }
 
-// Guess j of target t: the explicit list, then (q1 - q0) / T, then random normal.
+// Whether converged shot i and the kept converged shot are different
+// geodesics: their p0 differ by more than 1e-3 of the larger |p0|. The same
+// geodesic found from two guesses differs by the Newton tolerance times the
+// condition of dq(T)/dp0, far less even near a conjugate point; two minimisers
+// of a cut point differ by O(|p0|) (a rotation, for Heisenberg).
+bool distinct_geodesics(const HostShots& h, std::int64_t i, const TargetResult& kept) {
+  Real diff = 0, a = 0, b = 0;
+  for (int c = 0; c < h.dof; ++c) {
+    const Real x = h.p0[std::size_t(c * h.count + i)], y = kept.p0[std::size_t(c)];
+    diff += (x - y) * (x - y);
+    a += x * x;
+    b += y * y;
+  }
+  return std::sqrt(diff) > 1e-3 * std::sqrt(std::max(a, b));
+}
 }  // namespace
 
 std::vector<Real> shot_guess(const ShootSpec& s, std::int64_t t, std::int64_t j) {
@@ -47,6 +61,10 @@ bool merge_shot(const HostShots& h, std::int64_t i, TargetResult& kept, int roun
   const int n = h.dof;
   const auto status = static_cast<ShotStatus>(h.status[std::size_t(i)]);
   if (status == ShotStatus::converged) ++kept.converged_attempts;
+  // Of two distinct converged geodesics the longer one is a candidate for the second shortest.
+  if (status == ShotStatus::converged && kept.status == ShotStatus::converged && kept.attempts > 0 &&
+      distinct_geodesics(h, i, kept))
+    kept.second_length = std::min(kept.second_length, std::max(kept.length, h.length[std::size_t(i)]));
   const bool replaced = better(status, h.length[std::size_t(i)], h.residual[std::size_t(i)], kept);
   if (replaced) {
     kept.status = status;
@@ -56,7 +74,10 @@ bool merge_shot(const HostShots& h, std::int64_t i, TargetResult& kept, int roun
     kept.length = h.length[std::size_t(i)];
     kept.conjugate_time = h.conjugate_time[std::size_t(i)];
     kept.round = round;
-    for (int c = 0; c < n; ++c) kept.p0[std::size_t(c)] = h.p0[std::size_t(c * h.count + i)];
+    for (int c = 0; c < n; ++c) {
+      kept.p0[std::size_t(c)] = h.p0[std::size_t(c * h.count + i)];
+      kept.pT[std::size_t(c)] = h.pT[std::size_t(c * h.count + i)];
+    }
   }
   ++kept.attempts;
   return replaced && status == ShotStatus::converged;

@@ -160,7 +160,9 @@ void write_shots(const fs::path& file, const ShootResult& r) {
   for (std::size_t c = 0; c < n; ++c) line += ",q1_" + std::to_string(c);
   line += ",converged,status,iterations,residual";
   for (std::size_t c = 0; c < n; ++c) line += ",p0_" + std::to_string(c);
-  line += ",energy,length,conjugate_point,conjugate_time,attempts,converged_attempts,round\n";
+  line += ",energy,length";
+  for (std::size_t c = 0; c < n; ++c) line += ",pT_" + std::to_string(c);
+  line += ",conjugate_point,conjugate_time,second_length,near_cut_locus,attempts,converged_attempts,round\n";
   out << line;
   for (std::size_t t = 0; t < r.targets.size(); ++t) {
     const TargetResult& k = r.targets[t];
@@ -174,8 +176,11 @@ void write_shots(const fs::path& file, const ShootResult& r) {
     for (Real x : k.p0) append_cell(line, x);
     append_cell(line, k.energy);
     append_cell(line, k.length);
-    line += ok ? (std::isnan(k.conjugate_time) ? ",0" : ",1") : ",";
+    for (Real x : k.pT) append_cell(line, x);
+    line += ok ? (k.conjugate_time <= r.time() ? ",1" : ",0") : ",";
     append_cell(line, k.conjugate_time);
+    append_cell(line, k.second_length);
+    line += ok ? (k.near_cut_locus ? ",1" : ",0") : ",";
     line += ',' + std::to_string(k.attempts) + ',' + std::to_string(k.converged_attempts) + ',' + std::to_string(k.round);
     line += '\n';
     out << line;
@@ -217,7 +222,7 @@ void write_shoot_summary(const fs::path& file, const ShootConfig& c, const Shoot
   j["targets_kind"] = c.shoot.targets_kind;
   j["targets"] = r.targets.size();
   j["guesses_per_target"] = c.shoot.guesses_per_target();
-  std::int64_t converged = 0, conjugate = 0;
+  std::int64_t converged = 0, conjugate = 0, near_cut = 0;
   std::vector<Real> res_ok;
   Real worst_left = 0, best_left = std::numeric_limits<Real>::infinity();
   nlohmann::ordered_json by_status;
@@ -229,7 +234,8 @@ void write_shoot_summary(const fs::path& file, const ShootConfig& c, const Shoot
       ++converged;
       res_ok.push_back(k.residual);
       iterations += std::uint64_t(k.iterations);
-      if (!std::isnan(k.conjugate_time)) ++conjugate;
+      if (k.conjugate_time <= r.time()) ++conjugate;
+      if (k.near_cut_locus) ++near_cut;
     } else if (std::isfinite(k.residual)) {
       worst_left = std::max(worst_left, k.residual);
       best_left = std::min(best_left, k.residual);
@@ -245,6 +251,8 @@ void write_shoot_summary(const fs::path& file, const ShootConfig& c, const Shoot
     j["not_converged_residual"] = {{"min", std::isinf(best_left) ? nullptr : nlohmann::ordered_json(best_left)},
                                    {"max", worst_left}};
   j["conjugate_point_crossed"] = conjugate;
+  j["near_cut_locus"] = near_cut;
+  j["cut_locus_margin"] = c.shoot.cut_locus_margin;
   j["newton"] = {{"tolerance", c.shoot.tolerance},
                  {"max_iterations", c.shoot.max_iterations},
                  {"line_search", c.shoot.line_search},
@@ -260,7 +268,14 @@ void write_shoot_summary(const fs::path& file, const ShootConfig& c, const Shoot
   j["residual_definition"] = "|q(T) - q1| (Euclidean) of the discrete flow from (q0, p0)";
   j["length_definition"] = "trapezoidal sum over the steps of sqrt(2 (H - V)) dt: the sub-Riemannian length when V = 0";
   j["conjugate_definition"] =
-      "det dq(t)/dp0 (the exact derivative of the discrete flow) changes sign or vanishes at some 0 < t <= T";
+      "det dq(t)/dp0 (the exact derivative of the discrete flow) changes sign or vanishes at some 0 < t <= T; "
+      "conjugate_time is the first such t, searched up to (1 + cut_locus_margin) T";
+  j["pT_definition"] =
+      "p(T) of the kept geodesic: the gradient of d^2 / (2T) in the target where the distance d is smooth, "
+      "so the length's gradient is p(T) / sqrt(2 H) (V = 0)";
+  j["near_cut_locus_definition"] =
+      "converged, and a conjugate point by (1 + cut_locus_margin) T or a distinct converged geodesic (another p0) "
+      "at most (1 + cut_locus_margin) times as long: the distance may not be smooth there";
   write_json(file, j);
 }
 

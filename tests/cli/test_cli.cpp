@@ -822,7 +822,7 @@ TEST_F(CliTest, ShootWritesOneRowPerTargetAndASummary) {
     return std::size_t(std::find(header.begin(), header.end(), name) - header.begin());
   };
   for (const char* name : {"target", "converged", "status", "iterations", "residual", "p0_2", "length", "energy",
-                           "conjugate_point"})
+                           "pT_0", "pT_2", "conjugate_point", "conjugate_time", "second_length", "near_cut_locus"})
     EXPECT_LT(col(name), header.size()) << name;
   for (std::size_t t = 1; t < rows.size(); ++t) {
     const auto cells = split(rows[t], ',');
@@ -873,6 +873,7 @@ TEST_F(CliTest, ShootBadInputNamesThePathAndWritesNothing) {
       {[](json& j) { j["shoot"]["guesses"] = json::object(); }, "shoot.guesses"},
       {[](json& j) { j["method"]["dt"] = 0.3; j["method"].erase("steps"); }, "method.dt"},
       {[](json& j) { j["shoot"]["newton"] = {{"tolerence", 1e-9}}; }, "shoot.newton.tolerence"},
+      {[](json& j) { j["shoot"]["cut_locus"] = {{"margin", -0.1}}; }, "shoot.cut_locus.margin"},
   };
   for (const Case& c : cases) {
     json j = shoot_config();

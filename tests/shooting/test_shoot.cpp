@@ -12,13 +12,15 @@
 //  6. failures are reported, one row per target in target order;
 //  7. continuation solves what a poor guess cannot;
 //  8. cpu against the reference backend; 9. thread-count independence;
-//  10. bad shooting configs, each named by its JSON path.
+//  10. p(T) against differences of the length, and the cut-locus flag;
+//  11. bad shooting configs, each named by its JSON path.
 // Every expected value is derived from the mathematics, not read off output.
 #include <omp.h>
 
 #include <cmath>
 #include <complex>
 #include <cstring>
+#include <sstream>
 #include <string>
 #include <vector>
 
@@ -71,12 +73,21 @@ std::string describe(const TargetResult& t) {
   for (Real x : t.target) s += std::to_string(x) + " ";
   s += ") " + std::string(shot_status_name(t.status)) + " iterations " + std::to_string(t.iterations) +
        " residual " + std::to_string(t.residual) + " length " + std::to_string(t.length) + " conjugate_time " +
-       std::to_string(t.conjugate_time) + " round " + std::to_string(t.round) + " p0 (";
+       std::to_string(t.conjugate_time) + " second_length " + std::to_string(t.second_length) +
+       (t.near_cut_locus ? " near_cut_locus" : "") + " round " + std::to_string(t.round) + " p0 (";
   for (Real x : t.p0) s += std::to_string(x) + " ";
   return s + ")";
 }
 
 using test::heisenberg_exact;
+
+// "[x, y, z]" to full precision, for targets built in a test.
+std::string json_point(const Vec3& q) {
+  std::ostringstream s;
+  s.precision(17);
+  s << "[" << q[0] << ", " << q[1] << ", " << q[2] << "]";
+  return s.str();
+}
 
 // Sub-Riemannian distance from the origin of the Heisenberg group (frame
 // X = d/dx - y/2 d/dz, Y = d/dy + x/2 d/dz) to (x, y, z), and the p_z of the
@@ -363,18 +374,17 @@ TYPED_TEST(ShootConjugate, HeisenbergFirstConjugateTimeIsTwoPiOverOmega) {
   const Real omega1 = 2 * kPi / 0.7, omega2 = 2 * kPi / 0.55;
   for (const Case& c : {Case{Vec3::Zero(), Vec3(1, 0, omega1)}, Case{kQ3, Vec3(1, 0, omega1)},
                         Case{kQ3, Vec3(0.6, -0.8, -omega2)}, Case{kQ3, Vec3(-0.3, 0.2, 2 * kPi / 0.93)}}) {
-    Real energy, length, conjugate;
-    ASSERT_EQ((shot_report<Heisenberg, MethodFlow<TypeParam>>(sys, ctl, c.q0, c.p0, energy, length, conjugate)),
-              Status::ok);
-    EXPECT_NEAR(conjugate, 2 * kPi / std::abs(c.p0[2]), 1e-3)
+    ShotReport<3> report;
+    ASSERT_EQ((shot_report<Heisenberg, MethodFlow<TypeParam>>(sys, ctl, c.q0, c.p0, report)), Status::ok);
+    EXPECT_NEAR(report.conjugate_time, 2 * kPi / std::abs(c.p0[2]), 1e-3)
         << "q0 = " << c.q0.transpose() << ", p0 = " << c.p0.transpose();
   }
   // |omega| T < 2 pi: no conjugate point up to T (also for omega = 0, the straight line).
   for (const Vec3& p0 : {Vec3(1, 0, 2 * kPi / 1.3), Vec3(0.6, -0.8, -5.0), Vec3(0.5, 0.5, 0.0)}) {
-    Real energy, length, conjugate;
-    ASSERT_EQ((shot_report<Heisenberg, MethodFlow<TypeParam>>(sys, ctl, kQ3, p0, energy, length, conjugate)),
-              Status::ok);
-    EXPECT_TRUE(std::isnan(conjugate)) << "p0 = " << p0.transpose() << " conjugate_time " << conjugate;
+    ShotReport<3> report;
+    ASSERT_EQ((shot_report<Heisenberg, MethodFlow<TypeParam>>(sys, ctl, kQ3, p0, report)), Status::ok);
+    EXPECT_TRUE(std::isnan(report.conjugate_time)) << "p0 = " << p0.transpose() << " conjugate_time "
+                                                   << report.conjugate_time;
   }
 }
 
@@ -390,13 +400,12 @@ TYPED_TEST(ShootConjugate, ParallelParkingStraightRunHasNone) {
   for (int steps : {10, 40, 160}) {
     const ShootControl ctl = control(1.0 / steps, steps);
     for (const Vec<4>& p0 : {Vec<4>(0.5, 0, 0, 0), Vec<4>(-0.8, 0, 0, 0)}) {
-      Real energy, length, conjugate;
-      ASSERT_EQ((shot_report<ParallelParking, MethodFlow<TypeParam>>(sys, ctl, Vec<4>::Zero(), p0, energy, length,
-                                                                     conjugate)),
+      ShotReport<4> report;
+      ASSERT_EQ((shot_report<ParallelParking, MethodFlow<TypeParam>>(sys, ctl, Vec<4>::Zero(), p0, report)),
                 Status::ok);
-      EXPECT_NEAR(length, std::abs(p0[0]), 1e-14);
-      EXPECT_TRUE(std::isnan(conjugate)) << steps << " steps, p0 = " << p0.transpose() << ": conjugate_time "
-                                         << conjugate;
+      EXPECT_NEAR(report.length, std::abs(p0[0]), 1e-14);
+      EXPECT_TRUE(std::isnan(report.conjugate_time)) << steps << " steps, p0 = " << p0.transpose()
+                                                     << ": conjugate_time " << report.conjugate_time;
     }
   }
 }
@@ -450,17 +459,16 @@ TEST(ShootParallelParking, SidewaysManoeuvre) {
   // shooting finds this mirror manoeuvre too: same length, other p_x sign.)
   const Vec<4> mirrored(-s.p[0], s.p[1], s.p[2], s.p[3]);
   PhaseState<ParallelParking> m = make_state<ParallelParking>(Vec<4>::Zero(), mirrored);
-  Real mirrored_length = 0;
   for (int k = 0; k < 40; ++k) {
     int it = 0;
     ASSERT_EQ(GaussLegendre<2>::step(sys, m, 1.0 / 40, NewtonOptions{}, it), Status::ok);
   }
   EXPECT_LE((m.q - Vec<4>(0, d, 0, 0)).norm(), 1e-10) << m.q.transpose();
-  Real energy, conjugate;
+  ShotReport<4> report;
   ASSERT_EQ((shot_report<ParallelParking, MethodFlow<GaussLegendre<2>>>(sys, control(1.0 / 40, 40), Vec<4>::Zero(),
-                                                                        mirrored, energy, mirrored_length, conjugate)),
+                                                                        mirrored, report)),
             Status::ok);
-  EXPECT_NEAR(mirrored_length, t.length, 1e-10 * t.length);
+  EXPECT_NEAR(report.length, t.length, 1e-10 * t.length);
 }
 
 // ===========================================================================
@@ -591,6 +599,9 @@ void expect_backends_agree(const std::string& json) {
     for (std::size_t c = 0; c < a.p0.size(); ++c)
       EXPECT_NEAR(a.p0[c], b.p0[c], 1e-9 * size) << "cpu " << describe(a) << "\nreference " << describe(b);
     EXPECT_NEAR(a.length, b.length, 1e-9 * a.length);
+    // p(T) is p0 carried by two flows that agree to the bound above.
+    for (Real x : a.pT) size = std::max(size, std::abs(x));
+    for (std::size_t c = 0; c < a.pT.size(); ++c) EXPECT_NEAR(a.pT[c], b.pT[c], 1e-9 * size) << describe(a);
   }
 }
 
@@ -653,15 +664,132 @@ TEST_F(ShootThreads, ResultsAreBitwiseIndependentOfThreads) {
     EXPECT_EQ(a.attempts, b.attempts) << i;
     EXPECT_EQ(a.round, b.round) << i;
     for (std::size_t c = 0; c < a.p0.size(); ++c) EXPECT_TRUE(same_bits(a.p0[c], b.p0[c])) << i;
+    for (std::size_t c = 0; c < a.pT.size(); ++c) EXPECT_TRUE(same_bits(a.pT[c], b.pT[c])) << i;
     for (auto [x, y] : {std::pair{a.residual, b.residual}, {a.length, b.length}, {a.energy, b.energy},
-                        {a.conjugate_time, b.conjugate_time}})
+                        {a.conjugate_time, b.conjugate_time}, {a.second_length, b.second_length}})
       EXPECT_TRUE(same_bits(x, y)) << i << ": " << x << " vs " << y;
+    EXPECT_EQ(a.near_cut_locus, b.near_cut_locus) << i;
   }
   EXPECT_GT(converged, 30);  // not a comparison of failures only
 }
 
 // ===========================================================================
-// 10. Bad shooting configs: ConfigError at the JSON path, naming the problem.
+// 10. What an outer optimisation needs: p(T) as the gradient of the length,
+// and the targets near the cut locus.
+
+// p(T) / sqrt(2 H) is the gradient of the length in the target (shoot.hpp):
+// checked against fourth-order central differences, step e = 1e-3, of the
+// lengths tether itself finds for the displaced targets, and of the
+// closed-form distance. Errors: the stencil's truncation e^4 |L^(5)| / 30
+// ~ 1e-12 |L^(5)|; the Newton tolerance 1e-12 moves each length by ~|grad L|
+// 1e-12, 1.5e-12 / e = 1.5e-9 in the difference; GL3 at h = 1/80 makes p(T)
+// and the discrete lengths' gradient differ from the exact one by
+// ~(|p_z| h)^6 / 1e4 ~ 1e-12. Bound 2e-8 (|grad L| >= 1 here); a p(T) off by a
+// factor, a sign, or a step (p one step before T: |p'| h ~ 1e-2) fails it.
+TEST(ShootGradient, FinalCovectorIsTheLengthGradient) {
+  const std::vector<Vec3> bases{Vec3(1, 0, 0.2), Vec3(0.5, 0.5, -0.1), Vec3(-0.8, 0.3, 0.3), Vec3(0.3, -0.6, 0.25),
+                                Vec3(0.6, 0.2, 0.05)};
+  const Real e = 1e-3;
+  const Real offsets[4] = {-2 * e, -e, e, 2 * e}, weights[4] = {1, -8, 8, -1};  // / (12 e)
+  std::string list;
+  auto add = [&](const Vec3& q) { list += (list.empty() ? "" : ", ") + json_point(q); };
+  for (const Vec3& b : bases) {
+    add(b);
+    for (int c = 0; c < 3; ++c)
+      for (Real o : offsets) add(b + o * Vec3::Unit(c));
+  }
+  const ShootResult r = shoot_json(R"({
+    "system": {"name": "heisenberg"},
+    "method": {"name": "gauss_legendre", "stages": 3, "steps": 80},
+    "shoot": {"q0": [0, 0, 0], "time": 1.0, "targets": {"list": [)" + list + R"(]},
+      "guesses": {"toward": true, "random": {"count": 4, "scale": 2.0, "seed": 3}},
+      "newton": {"tolerance": 1e-12}},
+    "backend": "cpu"})");
+  ASSERT_EQ(r.targets.size(), bases.size() * 13);
+  for (std::size_t b = 0; b < bases.size(); ++b) {
+    const TargetResult& t = r.targets[13 * b];
+    ASSERT_EQ(t.status, ShotStatus::converged) << describe(t);
+    EXPECT_FALSE(t.near_cut_locus) << describe(t);
+    ASSERT_EQ(Eigen::Map<const Vec3>(t.target.data()), bases[b]);
+    const Vec3 gradient = Eigen::Map<const Vec3>(t.pT.data()) / std::sqrt(2 * t.energy);
+    for (int c = 0; c < 3; ++c) {
+      Real shot = 0, exact = 0;
+      for (int k = 0; k < 4; ++k) {
+        const TargetResult& d = r.targets[13 * b + 1 + 4 * std::size_t(c) + std::size_t(k)];
+        ASSERT_EQ(d.status, ShotStatus::converged) << describe(d);
+        shot += weights[k] * d.length;
+        const Vec3 q = Eigen::Map<const Vec3>(d.target.data());
+        exact += weights[k] * heisenberg_distance(q[0], q[1], q[2]).length;
+      }
+      shot /= 12 * e;
+      exact /= 12 * e;
+      EXPECT_NEAR(gradient[c], shot, 2e-8) << "component " << c << " of " << describe(t);
+      EXPECT_NEAR(gradient[c], exact, 2e-8) << "component " << c << " of " << describe(t);
+    }
+  }
+}
+
+// The target (r, 0, z) is reached by the arc of half-angle phi with
+// z / r^2 = f(phi) (heisenberg_distance above); its first conjugate time is
+// pi / phi (T = 1: 2 pi / |p_z| with p_z = 2 phi, test 4), so it is flagged by
+// the default margin 0.05 exactly when phi >= pi / 1.05 = 2.992. The next
+// shortest geodesics turn by more than a full circle and are >= 1.1 times as
+// long for these phi (the arc with phi' in (pi, 2 pi) and the same f: 1.12 at
+// phi = 3.0), so the length criterion adds nothing off the axis. On the z-axis
+// (r = 0) every rotation of the full circle is a minimiser: the conjugate point
+// is at T and distinct converged shots have equal lengths.
+TEST(ShootCutLocus, FlagsTargetsWhoseConjugatePointIsNear) {
+  const auto f = [](Real phi) { return (2 * phi - std::sin(2 * phi)) / (8 * std::sin(phi) * std::sin(phi)); };
+  // Each arc scaled to length 2 (r = 2 sin phi / phi), so one guess scale fits all.
+  const auto target = [&](Real phi) {
+    const Real r = 2 * std::sin(phi) / phi;
+    return json_point(Vec3(r, 0, r * r * f(phi)));
+  };
+  const std::vector<Real> far{0.5, 1.5, 2.5, 2.9}, near{3.02, 3.1};
+  std::string list;
+  for (Real phi : far) list += target(phi) + ", ";
+  for (Real phi : near) list += target(phi) + ", ";
+  list += "[0, 0, 0.3], [0, 0, -0.5]";
+  const std::string json = R"({
+    "system": {"name": "heisenberg"},
+    "method": {"name": "gauss_legendre", "stages": 3, "steps": 80},
+    "shoot": {"q0": [0, 0, 0], "time": 1.0, "targets": {"list": [)" + list + R"(]},
+      "guesses": {"toward": true, "random": {"count": 12, "scale": 4.0, "seed": 7}},
+      "newton": {"tolerance": 1e-11}MARGIN},
+    "backend": "cpu"})";
+  const ShootResult r = shoot_json(replaced(json, "MARGIN", ""));
+  ASSERT_EQ(r.targets.size(), far.size() + near.size() + 2);
+  for (std::size_t i = 0; i < r.targets.size(); ++i) {
+    const TargetResult& t = r.targets[i];
+    ASSERT_EQ(t.status, ShotStatus::converged) << describe(t);
+    const HeisenbergDistance d = heisenberg_distance(t.target[0], t.target[1], t.target[2]);
+    const Real phi = std::abs(d.pz) / 2, conjugate = kPi / phi;
+    EXPECT_NEAR(t.length, d.length, 1e-8 * d.length) << describe(t);
+    if (i < far.size()) {
+      EXPECT_FALSE(t.near_cut_locus) << describe(t);
+      EXPECT_TRUE(std::isnan(t.conjugate_time)) << describe(t);  // searched up to 1.05 T
+      EXPECT_GT(t.second_length, 1.1 * t.length) << describe(t);
+    } else if (i < far.size() + near.size()) {
+      EXPECT_TRUE(t.near_cut_locus) << describe(t);
+      EXPECT_NEAR(t.conjugate_time, conjugate, 1e-3) << describe(t);
+      EXPECT_GT(t.conjugate_time, 1.0) << describe(t);  // still the minimiser at T
+    } else {
+      EXPECT_TRUE(t.near_cut_locus) << describe(t);
+      EXPECT_NEAR(t.conjugate_time, 1.0, 1e-3) << describe(t);
+      EXPECT_NEAR(t.second_length, t.length, 1e-8 * t.length) << describe(t);
+    }
+  }
+  // Margin 0: only targets already at or past a conjugate point, or with an
+  // equally short second geodesic, would be flagged; the near ones are not.
+  const ShootResult strict = shoot_json(replaced(json, "MARGIN", R"(, "cut_locus": {"margin": 0})"));
+  for (std::size_t i = 0; i < far.size() + near.size(); ++i) {
+    EXPECT_FALSE(strict.targets[i].near_cut_locus) << describe(strict.targets[i]);
+    EXPECT_TRUE(std::isnan(strict.targets[i].conjugate_time)) << describe(strict.targets[i]);
+  }
+}
+
+// ===========================================================================
+// 11. Bad shooting configs: ConfigError at the JSON path, naming the problem.
 
 const char* const kGoodShoot = R"({
   "system": {"name": "heisenberg"},
@@ -744,6 +872,18 @@ TEST(ShootConfig, StepsAndDt) {
   expect_shoot_config_error(replaced(kGoodShoot, R"(, "steps": 20)", ""), "method.steps", "exactly one of");
   expect_shoot_config_error(replaced(kGoodShoot, R"("steps": 20)", R"("dt": 0.3)"), "method.dt",
                             "must divide shoot.time");
+}
+
+TEST(ShootConfig, CutLocusMargin) {
+  EXPECT_EQ(parse_shoot_config(kGoodShoot, "test").shoot.cut_locus_margin, 0.05);
+  const std::string with = replaced(kGoodShoot, R"("guesses": {"toward": true},)",
+                                    R"("guesses": {"toward": true}, "cut_locus": {"margin": 0.2},)");
+  ASSERT_NE(with, kGoodShoot);
+  EXPECT_EQ(parse_shoot_config(with, "test").shoot.cut_locus_margin, 0.2);
+  expect_shoot_config_error(replaced(with, "0.2", "-0.1"), "shoot.cut_locus.margin", ">= 0");
+  expect_shoot_config_error(replaced(with, "0.2", "1.5"), "shoot.cut_locus.margin", "at most 1");
+  expect_shoot_config_error(replaced(with, "0.2", R"("wide")"), "shoot.cut_locus.margin", "must be a number");
+  expect_shoot_config_error(replaced(with, R"("margin")", R"("margins")"), "shoot.cut_locus.margins", "unknown key");
 }
 
 TEST(ShootConfig, UnknownNewtonKey) {

@@ -72,6 +72,9 @@ struct ShootSpec {
   int max_backtracks = 10;
   int continuation_rounds = 0;  // 0: off
   int continuation_substeps = 8;
+  // A target is flagged near the cut locus when its geodesic meets a conjugate
+  // point by (1 + margin) T, or another converged geodesic is at most (1 + margin) times as long.
+  Real cut_locus_margin = 0.05;
   std::int64_t geodesic_every = 0;    // write solved geodesics sampled every this many steps (0: none)
   std::int64_t geodesic_targets = 0;  // for the first this many targets
   std::int64_t guesses_per_target() const { return std::int64_t(guesses.size()) + (toward ? 1 : 0) + random_guesses; }

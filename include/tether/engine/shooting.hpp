@@ -3,6 +3,7 @@
 // backend, one shot (target x initial guess) per thread; the best shot of
 // each target kept; optional continuation rounds for the targets left.
 #include <functional>
+#include <limits>
 #include <string>
 #include <vector>
 
@@ -14,10 +15,17 @@ namespace tether {
 // The kept shot of one target: the shortest converged one, else the one with
 // the smallest residual. Every target has a row, converged or not.
 struct TargetResult {
-  std::vector<Real> target, p0;
+  std::vector<Real> target, p0, pT;  // pT: p(T), NaN where not converged
   ShotStatus status = ShotStatus::integration_failed;
   int iterations = 0;
-  Real residual = 0, energy = 0, length = 0, conjugate_time = 0;  // NaN where not converged / no conjugate point
+  Real residual = 0, energy = 0, length = 0;  // NaN where not converged
+  Real conjugate_time = 0;  // first conjugate time up to (1 + cut locus margin) T; NaN where none or not converged
+  // The shortest converged geodesic distinct from the kept one (another p0), infinity where none was found.
+  Real second_length = std::numeric_limits<Real>::infinity();
+  // Converged, and a conjugate point comes by (1 + margin) T or a distinct
+  // geodesic is at most (1 + margin) times as long: the distance may not be
+  // smooth here, and p(T) not its gradient.
+  bool near_cut_locus = false;
   int attempts = 0, converged_attempts = 0;
   int round = 0;  // 0: from the initial guesses; r: continuation round r
 };
@@ -39,6 +47,7 @@ struct ShootResult {
   std::uint64_t shooting_iterations = 0;  // over all shots
   int continuation_rounds_run = 0;
   Real wall_seconds = 0, shooting_seconds = 0;
+  Real time() const { return dt * Real(steps); }  // T
 };
 
 struct ShootOptions {

@@ -15,7 +15,18 @@
 // field matrix; the geodesic meets a point conjugate to q0 where det J(t)
 // vanishes, and past the first one it is no longer minimising. det J is
 // checked after every step against its sign just after t = 0 (taken once it
-// exceeds the roundoff of J's entries).
+// exceeds the roundoff of J's entries), up to T and, when asked, a little
+// beyond: a conjugate point just after T says the target lies near the cut
+// locus, where the distance to it stops being smooth.
+//
+// The final covector p(T) is what an outer optimisation over targets needs:
+// for the exact flow it is the gradient in q1 of the action S(q1) = int (p q' - H) dt
+// along the geodesic from q0 (Hamilton-Jacobi), which for a sub-Riemannian
+// H = 1/2 |p|^2 is T H = d^2 / (2T), so the length's gradient is p(T) / sqrt(2 H)
+// wherever the distance is smooth. The discrete flow is symplectic (MMVW13
+// Props. 1-4), so away from conjugate points its p(T) is likewise the
+// q1-gradient of a generating function, which approximates S to the method's
+// order.
 #include <cstdint>
 
 #include "tether/methods/index1_stages.hpp"
@@ -50,6 +61,7 @@ struct ShootControl {
   bool line_search = true;
   int max_backtracks = 10;     // halvings of the Newton step (alpha >= 2^-10)
   int substeps = 8;            // continuation substeps (shots that start from a neighbour)
+  std::int32_t conjugate_search_steps = 0;  // steps searched for conjugate points, >= steps (0: steps)
 };
 
 // Structure-of-arrays shots, as raw pointers (host or device memory).
@@ -67,7 +79,8 @@ struct ShotView {
   // Of converged shots only (else NaN / 0):
   Real* energy = nullptr;          // H(q0, p0, lambda~)
   Real* length = nullptr;          // int sqrt(2 (H - V)) dt, trapezoidal over the steps
-  Real* conjugate_time = nullptr;  // first t with det dq(t)/dp0 = 0, else NaN
+  Real* conjugate_time = nullptr;  // first t <= conjugate_search_steps dt with det dq(t)/dp0 = 0, else NaN
+  Real* pT = nullptr;              // dof x count: the final covector p(T)
 };
 
 // Flow::step is the method's step with an optional tangent (the method
@@ -155,34 +168,51 @@ TETHER_HD ShotStatus shoot_newton(const S& sys, const ShootControl& ctl, const V
   }
 }
 
-// Along the solved geodesic from (q0, p0): energy, length, and the first
-// conjugate time (NaN if none up to T), linearly interpolated in det J.
+// What shot_report finds along a solved geodesic.
+template <int N>
+struct ShotReport {
+  Real energy = 0, length = 0;  // H(q0, p0, lambda~); int sqrt(2 (H - V)) dt, trapezoidal over the steps
+  Real conjugate_time = 0;      // first conjugate time up to ctl.conjugate_search_steps dt, else NaN
+  Vec<N> pT;                    // p(T)
+};
+
+// Along the solved geodesic from (q0, p0): energy, length and p(T) at T, and
+// the first conjugate time (NaN if none), linearly interpolated in det J. The
+// search goes on past T to ctl.conjugate_search_steps, and ends quietly where
+// a step past T cannot be taken.
 template <class S, class Flow>
 TETHER_HD Status shot_report(const S& sys, const ShootControl& ctl, const Vec<S::dof>& q0, const Vec<S::dof>& p0,
-                             Real& energy, Real& length, Real& conjugate_time) {
+                             ShotReport<S::dof>& out) {
   constexpr int n = S::dof;
   Real potential;
   Vec<S::multiplier_count> lambda;
-  Status st = energy_parts(sys, q0, p0, energy, potential, lambda);
+  Status st = energy_parts(sys, q0, p0, out.energy, potential, lambda);
   if (st != Status::ok) return st;
   auto speed = [](Real e, Real v) { return sqrt(e - v > 0 ? 2 * (e - v) : Real(0)); };
-  Real last_speed = speed(energy, potential), last_det = 0;
+  Real last_speed = speed(out.energy, potential), last_det = 0;
   int reference_sign = 0;
-  length = 0;
-  conjugate_time = Real(0) / Real(0);
+  out.length = 0;
+  out.conjugate_time = Real(0) / Real(0);
   PhaseState<S> s;
   s.q = q0;
   s.p = p0;
   Tangent<S, n> t = initial_tangent<S>();
   typename Flow::template Carry<S> carry;
-  for (int k = 0; k < ctl.steps; ++k) {
+  const int horizon = ctl.conjugate_search_steps > ctl.steps ? ctl.conjugate_search_steps : ctl.steps;
+  for (int k = 0; k < horizon; ++k) {
+    const bool found = out.conjugate_time == out.conjugate_time;
+    if (k >= ctl.steps && found) break;
     int it = 0;
-    if ((st = Flow::step(sys, s, ctl.dt, ctl.step_newton, it, &t, &carry)) != Status::ok) return st;
-    Real e;
-    if ((st = energy_parts(sys, s.q, s.p, e, potential, lambda)) != Status::ok) return st;
-    const Real v = speed(e, potential);
-    length += ctl.dt * (last_speed + v) / 2;
-    last_speed = v;
+    st = Flow::step(sys, s, ctl.dt, ctl.step_newton, it, &t, &carry);
+    if (st != Status::ok) return k < ctl.steps ? st : Status::ok;
+    if (k < ctl.steps) {
+      Real e;
+      if ((st = energy_parts(sys, s.q, s.p, e, potential, lambda)) != Status::ok) return st;
+      const Real v = speed(e, potential);
+      out.length += ctl.dt * (last_speed + v) / 2;
+      last_speed = v;
+      if (k + 1 == ctl.steps) out.pT = s.p;
+    }
     DenseLU<n> lu;
     const Real det = lu.factor(Mat<n, n>(t.template topRows<n>())) ? lu.determinant() : Real(0);
     const int sign = det > 0 ? 1 : (det < 0 ? -1 : 0);
@@ -197,9 +227,9 @@ TETHER_HD Status shot_report(const S& sys, const ShootControl& ctl, const Vec<S:
       Real noise = 64 * n * Real(2.220446049250313e-16);
       for (int c = 0; c < n; ++c) noise *= scale;
       if (fabs(det) > noise) reference_sign = sign;
-    } else if (sign != reference_sign && !(conjugate_time == conjugate_time)) {
+    } else if (sign != reference_sign && !found) {
       const Real t1 = ctl.dt * (k + 1);
-      conjugate_time = sign == 0 ? t1 : t1 - ctl.dt * det / (det - last_det);
+      out.conjugate_time = sign == 0 ? t1 : t1 - ctl.dt * det / (det - last_det);
     }
     last_det = det;
   }
@@ -235,16 +265,24 @@ TETHER_HD void shoot_trajectory(const S& sys, const ShootControl& ctl, const Sho
   } else {
     status = shoot_newton<S, Flow>(sys, ctl, q0, target, p, iterations, residual);
   }
-  Real energy = Real(0) / Real(0), length = energy, conjugate = energy;
-  if (status == ShotStatus::converged && shot_report<S, Flow>(sys, ctl, q0, p, energy, length, conjugate) != Status::ok)
+  ShotReport<n> report;
+  report.energy = report.length = report.conjugate_time = Real(0) / Real(0);
+  report.pT.setConstant(report.energy);
+  if (status == ShotStatus::converged && shot_report<S, Flow>(sys, ctl, q0, p, report) != Status::ok) {
     status = ShotStatus::integration_failed;  // cannot happen for a flow that just converged; never hidden
-  for (int c = 0; c < n; ++c) v.p0[c * v.count + i] = p[c];
+    report.energy = report.length = report.conjugate_time = Real(0) / Real(0);
+    report.pT.setConstant(report.energy);
+  }
+  for (int c = 0; c < n; ++c) {
+    v.p0[c * v.count + i] = p[c];
+    v.pT[c * v.count + i] = report.pT[c];
+  }
   v.status[i] = static_cast<std::uint8_t>(status);
   v.iterations[i] = iterations;
   v.residual[i] = residual;
-  v.energy[i] = energy;
-  v.length[i] = length;
-  v.conjugate_time[i] = conjugate;
+  v.energy[i] = report.energy;
+  v.length[i] = report.length;
+  v.conjugate_time[i] = report.conjugate_time;
 }
 
 }  // namespace tether
