@@ -13,14 +13,14 @@ namespace tether {
 struct HostShots {
   std::int64_t count = 0;
   int dof = 0;
-  std::vector<Real> q0, target, guess, from, p0, residual, energy, length, conjugate_time, pT;
+  std::vector<Real> q0, target, guess, from, p0, residual, energy, length, conjugate_time, pT, error_estimate;
   std::vector<std::uint8_t> status;
   std::vector<std::int32_t> iterations;
 
   HostShots(std::int64_t n, int dof_, bool continuation)
       : count(n), dof(dof_), q0(std::size_t(dof_)), target(std::size_t(n) * dof_), guess(std::size_t(n) * dof_),
         from(continuation ? std::size_t(n) * dof_ : 0), p0(std::size_t(n) * dof_), residual(n), energy(n), length(n),
-        conjugate_time(n), pT(std::size_t(n) * dof_), status(n), iterations(n) {}
+        conjugate_time(n), pT(std::size_t(n) * dof_), error_estimate(n), status(n), iterations(n) {}
 
   ShotView view() {
     ShotView v;
@@ -37,6 +37,7 @@ struct HostShots {
     v.length = length.data();
     v.conjugate_time = conjugate_time.data();
     v.pT = pT.data();
+    v.error_estimate = error_estimate.data();
     return v;
   }
 };

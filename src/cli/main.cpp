@@ -127,9 +127,17 @@ int do_shoot(const std::string& config_path, const std::string& out, const std::
                 r.system.c_str(), method_label(cfg.run).c_str(), r.backend.c_str(), (long long)converged,
                 (long long)r.targets.size(), (long long)r.shots, r.wall_seconds,
                 r.shooting_seconds > 0 ? double(r.shots) / r.shooting_seconds : 0.0, folder.dir().string().c_str());
+  if (cfg.shoot.accuracy > 0 && !quiet)
+    std::printf("  shoot.accuracy %.3g: %lld steps after %d passes\n", cfg.shoot.accuracy, (long long)r.steps,
+                r.passes);
   if (converged < std::int64_t(r.targets.size()))
     std::fprintf(stderr, "warning: %lld of %lld targets did not converge (their rows in shots.csv say why)\n",
                  (long long)(std::int64_t(r.targets.size()) - converged), (long long)r.targets.size());
+  if (cfg.shoot.accuracy > 0 && !r.accuracy_reached)
+    std::fprintf(stderr,
+                 "warning: shoot.accuracy %.3g not reached at %lld steps (error_estimate in shots.csv; "
+                 "summary.json accuracy.max_estimate)\n",
+                 cfg.shoot.accuracy, (long long)r.steps);
   return 0;
 }
 

@@ -303,21 +303,34 @@ ShootConfig parse_shoot_config(const std::string& text, const std::string& sourc
   const int dof = system_dof(c);
 
   const Node sh = top.object("shoot");
-  sh.only({"q0", "time", "targets", "guesses", "newton", "continuation", "cut_locus"});
+  sh.only({"q0", "time", "targets", "guesses", "newton", "continuation", "cut_locus", "accuracy"});
   s.q0 = point_at(sh, "q0", dof, "the start configuration q0");
   s.time = sh.positive("time");
+  if (sh.has("accuracy")) {
+    s.accuracy = sh.positive("accuracy");
+    if (s.accuracy < 1e-13 || s.accuracy > 0.1)
+      throw ConfigError(sh.at("accuracy"), "must be between 1e-13 (roundoff in q(T) is near there) and 0.1, got " +
+                                               show(json(s.accuracy)));
+  }
 
   const Node m = top.object("method");
   parse_method(m, c, {"name", "dt", "steps", "newton"});
-  if (m.has("dt") == m.has("steps"))
-    throw ConfigError(m.at("steps"), "give exactly one of \"steps\" (dt = shoot.time / steps) and \"dt\"");
-  if (m.has("steps")) {
-    c.steps = m.integer("steps", 1, 1 << 30);
+  if (m.has("dt") && m.has("steps"))
+    throw ConfigError(m.at("steps"), "give one of \"steps\" (dt = shoot.time / steps) and \"dt\", not both");
+  if (s.accuracy > 0 && !m.has("dt") && !m.has("steps")) {
+    c.steps = ShootSpec::start_steps;  // shoot.accuracy chooses the steps; this is the first count tried
+    c.dt = s.time / Real(c.steps);
+  } else if (!m.has("dt") && !m.has("steps")) {
+    throw ConfigError(m.at("steps"), "give one of \"steps\" (dt = shoot.time / steps) and \"dt\", or "
+                                     "shoot.accuracy to have the steps chosen");
+  } else if (m.has("steps")) {
+    c.steps = m.integer("steps", 1, s.accuracy > 0 ? ShootSpec::max_steps : 1 << 30);
     c.dt = s.time / Real(c.steps);
   } else {
     c.dt = m.positive("dt");
     const Real steps = std::round(s.time / c.dt);
-    if (!(steps >= 1 && steps <= Real(1 << 30)) || std::fabs(steps * c.dt - s.time) > 1e-9 * s.time)
+    const Real most = s.accuracy > 0 ? Real(ShootSpec::max_steps) : Real(1 << 30);
+    if (!(steps >= 1 && steps <= most) || std::fabs(steps * c.dt - s.time) > 1e-9 * s.time)
       throw ConfigError(m.at("dt"), "must divide shoot.time = " + show(json(s.time)) + " into whole steps, got " +
                                         show(json(c.dt)));
     c.steps = std::int64_t(steps);
@@ -354,8 +367,7 @@ ShootConfig parse_shoot_config(const std::string& text, const std::string& sourc
   if (out.has("geodesics")) {
     const Node g = out.object("geodesics");
     g.only({"every", "targets"});
-    s.geodesic_every = g.integer("every", 1, INT64_MAX);
-    s.geodesic_every = std::min<std::int64_t>(s.geodesic_every, c.steps);
+    s.geodesic_every = g.integer("every", 1, INT64_MAX);  // beyond the steps: the two ends only
     s.geodesic_targets = g.integer("targets", 1, INT64_MAX, std::int64_t(s.targets.size()));
   }
 

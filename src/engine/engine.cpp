@@ -99,8 +99,6 @@ ShootResult shoot(const ShootConfig& c, const ShootOptions& opt) {
   r.method = c.run.method_name;
   r.stages = c.run.stages;
   r.backend = backend;
-  r.steps = c.run.steps;
-  r.dt = c.run.dt;
   r.wall_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   return r;
 }

@@ -73,6 +73,7 @@ bool merge_shot(const HostShots& h, std::int64_t i, TargetResult& kept, int roun
     kept.energy = h.energy[std::size_t(i)];
     kept.length = h.length[std::size_t(i)];
     kept.conjugate_time = h.conjugate_time[std::size_t(i)];
+    kept.error_estimate = h.error_estimate[std::size_t(i)];
     kept.round = round;
     for (int c = 0; c < n; ++c) {
       kept.p0[std::size_t(c)] = h.p0[std::size_t(c * h.count + i)];

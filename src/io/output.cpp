@@ -160,7 +160,7 @@ void write_shots(const fs::path& file, const ShootResult& r) {
   for (std::size_t c = 0; c < n; ++c) line += ",q1_" + std::to_string(c);
   line += ",converged,status,iterations,residual";
   for (std::size_t c = 0; c < n; ++c) line += ",p0_" + std::to_string(c);
-  line += ",energy,length";
+  line += ",energy,length,error_estimate";
   for (std::size_t c = 0; c < n; ++c) line += ",pT_" + std::to_string(c);
   line += ",conjugate_point,conjugate_time,second_length,near_cut_locus,attempts,converged_attempts,round\n";
   out << line;
@@ -176,6 +176,7 @@ void write_shots(const fs::path& file, const ShootResult& r) {
     for (Real x : k.p0) append_cell(line, x);
     append_cell(line, k.energy);
     append_cell(line, k.length);
+    append_cell(line, k.error_estimate);
     for (Real x : k.pT) append_cell(line, x);
     line += ok ? (k.conjugate_time <= r.time() ? ",1" : ",0") : ",";
     append_cell(line, k.conjugate_time);
@@ -253,6 +254,18 @@ void write_shoot_summary(const fs::path& file, const ShootConfig& c, const Shoot
   j["conjugate_point_crossed"] = conjugate;
   j["near_cut_locus"] = near_cut;
   j["cut_locus_margin"] = c.shoot.cut_locus_margin;
+  if (c.shoot.accuracy > 0) {
+    Real worst = 0;
+    for (const auto& k : r.targets)
+      if (k.status == ShotStatus::converged && !std::isnan(k.error_estimate)) worst = std::max(worst, k.error_estimate);
+    j["accuracy"] = {{"requested", c.shoot.accuracy},
+                     {"reached", r.accuracy_reached},
+                     {"steps", r.steps},
+                     {"passes", r.passes},
+                     {"max_estimate", worst},
+                     {"definition", "|q_h(T) - q(T)| / |q1 - q0| from the kept p0, estimated by Richardson "
+                                    "extrapolation on the step count: |q_h - q_(h/2)| / (1 - 2^-order)"}};
+  }
   j["newton"] = {{"tolerance", c.shoot.tolerance},
                  {"max_iterations", c.shoot.max_iterations},
                  {"line_search", c.shoot.line_search},

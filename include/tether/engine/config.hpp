@@ -75,6 +75,12 @@ struct ShootSpec {
   // A target is flagged near the cut locus when its geodesic meets a conjugate
   // point by (1 + margin) T, or another converged geodesic is at most (1 + margin) times as long.
   Real cut_locus_margin = 0.05;
+  // shoot.accuracy: the relative error of q(T) wanted, |q_h(T) - q(T)| / |q1 - q0|
+  // (0: off). The step count (method.steps, else start_steps, is the first
+  // tried) grows until every converged target's Richardson estimate is within it.
+  Real accuracy = 0;
+  static constexpr std::int64_t start_steps = 16;
+  static constexpr std::int64_t max_steps = std::int64_t(1) << 24;
   std::int64_t geodesic_every = 0;    // write solved geodesics sampled every this many steps (0: none)
   std::int64_t geodesic_targets = 0;  // for the first this many targets
   std::int64_t guesses_per_target() const { return std::int64_t(guesses.size()) + (toward ? 1 : 0) + random_guesses; }

@@ -20,6 +20,7 @@ struct TargetResult {
   int iterations = 0;
   Real residual = 0, energy = 0, length = 0;  // NaN where not converged
   Real conjugate_time = 0;  // first conjugate time up to (1 + cut locus margin) T; NaN where none or not converged
+  Real error_estimate = 0;  // relative error of q(T) (shoot.accuracy); NaN where not estimated
   // The shortest converged geodesic distinct from the kept one (another p0), infinity where none was found.
   Real second_length = std::numeric_limits<Real>::infinity();
   // Converged, and a conjugate point comes by (1 + margin) T or a distinct
@@ -46,6 +47,8 @@ struct ShootResult {
   std::int64_t shots = 0;                 // Newton solves run (targets x guesses + continuation)
   std::uint64_t shooting_iterations = 0;  // over all shots
   int continuation_rounds_run = 0;
+  int passes = 0;                 // step counts tried (shoot.accuracy), the last one `steps`
+  bool accuracy_reached = false;  // every converged target's error estimate within shoot.accuracy
   Real wall_seconds = 0, shooting_seconds = 0;
   Real time() const { return dt * Real(steps); }  // T
 };

@@ -62,6 +62,7 @@ struct ShootControl {
   int max_backtracks = 10;     // halvings of the Newton step (alpha >= 2^-10)
   int substeps = 8;            // continuation substeps (shots that start from a neighbour)
   std::int32_t conjugate_search_steps = 0;  // steps searched for conjugate points, >= steps (0: steps)
+  bool estimate_error = false;              // Richardson estimate of q(T)'s error per converged shot
 };
 
 // Structure-of-arrays shots, as raw pointers (host or device memory).
@@ -81,6 +82,7 @@ struct ShotView {
   Real* length = nullptr;          // int sqrt(2 (H - V)) dt, trapezoidal over the steps
   Real* conjugate_time = nullptr;  // first t <= conjugate_search_steps dt with det dq(t)/dp0 = 0, else NaN
   Real* pT = nullptr;              // dof x count: the final covector p(T)
+  Real* error_estimate = nullptr;  // |q_h(T) - q(T)| / |q1 - q0| from p0 (ctl.estimate_error), else NaN
 };
 
 // Flow::step is the method's step with an optional tangent (the method
@@ -88,6 +90,7 @@ struct ShotView {
 // one step with a tangent leaves for the next of the same integration.
 template <class M>
 struct MethodFlow {
+  static constexpr int order = M::order;
   template <class S>
   using Carry = typename M::template Carry<S>;
   template <class S, int C>
@@ -173,7 +176,7 @@ template <int N>
 struct ShotReport {
   Real energy = 0, length = 0;  // H(q0, p0, lambda~); int sqrt(2 (H - V)) dt, trapezoidal over the steps
   Real conjugate_time = 0;      // first conjugate time up to ctl.conjugate_search_steps dt, else NaN
-  Vec<N> pT;                    // p(T)
+  Vec<N> qT, pT;                // q(T), p(T)
 };
 
 // Along the solved geodesic from (q0, p0): energy, length and p(T) at T, and
@@ -211,7 +214,7 @@ TETHER_HD Status shot_report(const S& sys, const ShootControl& ctl, const Vec<S:
       const Real v = speed(e, potential);
       out.length += ctl.dt * (last_speed + v) / 2;
       last_speed = v;
-      if (k + 1 == ctl.steps) out.pT = s.p;
+      if (k + 1 == ctl.steps) out.qT = s.q, out.pT = s.p;
     }
     DenseLU<n> lu;
     const Real det = lu.factor(Mat<n, n>(t.template topRows<n>())) ? lu.determinant() : Real(0);
@@ -234,6 +237,24 @@ TETHER_HD Status shot_report(const S& sys, const ShootControl& ctl, const Vec<S:
     last_det = det;
   }
   return Status::ok;
+}
+
+// The error of q(T) = qT, the endpoint of ctl.steps steps from (q0, p0), by
+// Richardson extrapolation on the step count: a method of order p has
+// q_h(T) - q(T) = C h^p + O(h^(p+1)), so q_h(T) - q(T) ~ (q_h - q_(h/2)) / (1 - 2^-p),
+// with q_(h/2) from 2 steps x ctl.steps of h/2. Infinity if those cannot be taken.
+template <class S, class Flow>
+TETHER_HD Real endpoint_error(const S& sys, const ShootControl& ctl, const Vec<S::dof>& q0, const Vec<S::dof>& p0,
+                              const Vec<S::dof>& qT) {
+  PhaseState<S> s;
+  s.q = q0;
+  s.p = p0;
+  for (int k = 0; k < 2 * ctl.steps; ++k) {
+    int it = 0;
+    if (Flow::step(sys, s, ctl.dt / 2, ctl.step_newton, it, static_cast<Tangent<S, 1>*>(nullptr)) != Status::ok)
+      return Real(1) / Real(0);
+  }
+  return (qT - s.q).norm() / (1 - ldexp(Real(1), -Flow::order));
 }
 
 // One shot: from the guess (or by continuation from view.from), then its report.
@@ -273,10 +294,16 @@ TETHER_HD void shoot_trajectory(const S& sys, const ShootControl& ctl, const Sho
     report.energy = report.length = report.conjugate_time = Real(0) / Real(0);
     report.pT.setConstant(report.energy);
   }
+  Real error = Real(0) / Real(0);
+  if (status == ShotStatus::converged && ctl.estimate_error) {
+    const Real scale = (target - q0).norm();
+    error = endpoint_error<S, Flow>(sys, ctl, q0, p, report.qT) / (scale > 0 ? scale : Real(1));
+  }
   for (int c = 0; c < n; ++c) {
     v.p0[c * v.count + i] = p[c];
     v.pT[c * v.count + i] = report.pT[c];
   }
+  v.error_estimate[i] = error;
   v.status[i] = static_cast<std::uint8_t>(status);
   v.iterations[i] = iterations;
   v.residual[i] = residual;

@@ -26,7 +26,8 @@ class CudaShotRunner final : public ShotRunner {
     ShotView d;
     d.count = h.count;
     Real *q0 = nullptr, *target = nullptr, *guess = nullptr, *from = nullptr, *p0 = nullptr, *residual = nullptr,
-         *energy = nullptr, *length = nullptr, *conjugate = nullptr, *pT = nullptr;
+         *energy = nullptr, *length = nullptr, *conjugate = nullptr, *pT = nullptr,
+         *error = nullptr;
     std::uint8_t* status = nullptr;
     std::int32_t* iterations = nullptr;
     try {
@@ -40,10 +41,11 @@ class CudaShotRunner final : public ShotRunner {
       copy_in(length, h.length);
       copy_in(conjugate, h.conjugate_time);
       copy_in(pT, h.pT);
+      copy_in(error, h.error_estimate);
       copy_in(status, h.status);
       copy_in(iterations, h.iterations);
       d.q0 = q0, d.target = target, d.guess = guess, d.from = from, d.p0 = p0, d.residual = residual;
-      d.energy = energy, d.length = length, d.conjugate_time = conjugate, d.pT = pT;
+      d.energy = energy, d.length = length, d.conjugate_time = conjugate, d.pT = pT, d.error_estimate = error;
       d.status = status, d.iterations = iterations;
       constexpr int threads = 128;
       shoot_kernel<S, M><<<unsigned((h.count + threads - 1) / threads), threads>>>(sys_, ctl_, d);
@@ -55,13 +57,14 @@ class CudaShotRunner final : public ShotRunner {
       copy_out(h.length, length);
       copy_out(h.conjugate_time, conjugate);
       copy_out(h.pT, pT);
+      copy_out(h.error_estimate, error);
       copy_out(h.status, status);
       copy_out(h.iterations, iterations);
     } catch (...) {
-      release({q0, target, guess, from, p0, residual, energy, length, conjugate, pT, status, iterations});
+      release({q0, target, guess, from, p0, residual, energy, length, conjugate, pT, error, status, iterations});
       throw;
     }
-    release({q0, target, guess, from, p0, residual, energy, length, conjugate, pT, status, iterations});
+    release({q0, target, guess, from, p0, residual, energy, length, conjugate, pT, error, status, iterations});
   }
 
  private:

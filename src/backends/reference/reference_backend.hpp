@@ -94,6 +94,7 @@ Status reference_step_own_unknowns(const S& sys, const M& m, PhaseState<S>& s, R
 // reference flow's endpoint map.
 template <class M>
 struct ReferenceFlow {
+  static constexpr int order = M::order;
   template <class S>
   using Carry = typename M::template Carry<S>;
   template <class S, int C>
