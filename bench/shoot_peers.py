@@ -23,7 +23,9 @@ the geodesic with phi = p_z T reaches z / r^2 = (phi - sin phi) / (8 sin^2(phi /
 and its length is r (phi / 2) / sin(phi / 2).
 
 - tether: `tether shoot` (cpu backend, --threads = --processes) on a config listing the
-  targets; rate from its summary (shooting_seconds), length error from shots.csv.
+  targets, with a fixed step count (--steps) or shoot.accuracy (--accuracy: tether
+  chooses the steps, its first pass at 16 steps); rate from its summary
+  (shooting_seconds, every pass), length error from shots.csv.
 - scipy: `scipy.optimize.root` (hybr) on q(T; p0) - q1 with the exact Jacobian from the
   variational equations, the flow and its tangent by `solve_ivp` DOP853 (rtol 1e-10,
   atol 1e-12), a `multiprocessing.Pool` over targets.
@@ -150,10 +152,14 @@ def length_errors(tq, lengths):
 # ---------------------------------------------------------------------------
 # tether
 
-def run_tether(binary, tq, threads, stages, steps, tolerance):
+def run_tether(binary, tq, threads, stages, steps, tolerance, accuracy=None):
+    """steps: a fixed step count; or accuracy: shoot.accuracy, tether choosing the steps."""
+    method = {"name": "gauss_legendre", "stages": stages}
+    if accuracy is None:
+        method["steps"] = steps
     config = {
         "system": {"name": "heisenberg"},
-        "method": {"name": "gauss_legendre", "stages": stages, "steps": steps},
+        "method": method,
         "shoot": {
             "q0": [0, 0, 0], "time": T_END,
             "targets": {"list": [list(map(float, q)) for q in tq]},
@@ -163,6 +169,8 @@ def run_tether(binary, tq, threads, stages, steps, tolerance):
         },
         "backend": "cpu",
     }
+    if accuracy is not None:
+        config["shoot"]["accuracy"] = accuracy
     with tempfile.TemporaryDirectory() as tmp:
         path = os.path.join(tmp, "shoot.json")
         with open(path, "w") as f:
@@ -175,9 +183,12 @@ def run_tether(binary, tq, threads, stages, steps, tolerance):
             rows = list(csv.DictReader(f))
     lengths = [float(r["length"]) if r["converged"] == "1" else None for r in rows]
     err, solved, off = length_errors(tq, lengths)
-    return {"seconds": summary["shooting_seconds"], "shots": summary["shots"],
-            "iterations": summary["shooting_iterations"], "solved": solved, "not_shortest": off,
-            "max_rel_length_error": err}
+    result = {"seconds": summary["shooting_seconds"], "shots": summary["shots"],
+              "iterations": summary["shooting_iterations"], "solved": solved, "not_shortest": off,
+              "max_rel_length_error": err}
+    if accuracy is not None:
+        result["accuracy"] = summary["accuracy"]  # the steps chosen, passes, largest estimate
+    return result
 
 
 # ---------------------------------------------------------------------------
@@ -345,6 +356,8 @@ def main():
                     help="runs of the (slow) SciPy peer, interleaved with the first ones (default --repeats)")
     ap.add_argument("--stages", type=int, default=3, help="tether's Gauss-Legendre stages (default 3)")
     ap.add_argument("--steps", default="80", help="tether's steps, a comma list runs each (default 80)")
+    ap.add_argument("--accuracy", default="",
+                    help="tether with shoot.accuracy instead of a step count, a comma list runs each (e.g. 1e-10)")
     ap.add_argument("--tether-tolerance", type=float, default=1e-12,
                     help="tether's shooting tolerance on |q(T) - q1| (default 1e-12: at 1e-10 the residual "
                          "alone leaves ~1.5e-10 relative length error where the length is ill-conditioned)")
@@ -362,7 +375,9 @@ def main():
         sys.exit(f"error: {args.tether} is not an executable tether binary (build first, or pass --tether)")
     tq = targets(args.quick)
     steps = [int(s) for s in args.steps.split(",") if s]
+    accuracies = [float(a) for a in args.accuracy.split(",") if a]
     labels = [f"tether_gl{args.stages}_{n}" for n in steps] if "tether" in peers else []
+    labels += [f"tether_gl{args.stages}_accuracy_{a:g}" for a in accuracies] if "tether" in peers else []
     labels += [p for p in peers if p != "tether"]
     runs = {p: [] for p in labels}
     for rep in range(args.repeats):
@@ -370,7 +385,10 @@ def main():
             if p == "scipy" and rep >= (args.scipy_repeats or args.repeats):
                 continue
             print(f"[shoot_peers] run {rep + 1}/{args.repeats}: {p}", file=sys.stderr)
-            if p.startswith("tether"):
+            if p.startswith("tether") and "_accuracy_" in p:
+                r = run_tether(args.tether, tq, args.processes, args.stages, None, args.tether_tolerance,
+                               accuracy=float(p.rsplit("_", 1)[1]))
+            elif p.startswith("tether"):
                 r = run_tether(args.tether, tq, args.processes, args.stages, int(p.rsplit("_", 1)[1]),
                                args.tether_tolerance)
             elif p == "scipy":
@@ -394,7 +412,8 @@ def main():
         "commit": git("rev-parse", "--short", "HEAD"), "dirty": bool(git("status", "--porcelain")),
         "command": " ".join([os.path.relpath(sys.argv[0], ROOT)] + sys.argv[1:]),
         "settings": {"targets": len(tq), "guesses_per_target": RANDOM_GUESSES + 1, "tolerance": TOLERANCE,
-                     "processes": args.processes, "tether": f"gauss_legendre stages {args.stages}, steps {args.steps}, tolerance {args.tether_tolerance}",
+                     "processes": args.processes, "tether": f"gauss_legendre stages {args.stages}, steps {args.steps}, accuracy {args.accuracy or '-'}, "
+                                                f"tolerance {args.tether_tolerance}",
                      "jax": f"Dopri8, {args.jax_steps} fixed steps, {args.jax_iterations} Newton iterations"},
         "best": best, "ratios": ratios, "runs": runs,
     }
