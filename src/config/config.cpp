@@ -13,6 +13,7 @@
 #include "config/json_node.hpp"
 #include "registry/catalog.hpp"
 #include "tether/core/random.hpp"
+#include "tether/shooting/shoot.hpp"
 
 namespace tether {
 
@@ -303,7 +304,8 @@ ShootConfig parse_shoot_config(const std::string& text, const std::string& sourc
   const int dof = system_dof(c);
 
   const Node sh = top.object("shoot");
-  sh.only({"q0", "time", "targets", "guesses", "newton", "continuation", "cut_locus", "accuracy"});
+  sh.only({"q0", "time", "targets", "guesses", "newton", "continuation", "cut_locus", "accuracy", "nodes"});
+  s.nodes = static_cast<int>(sh.integer("nodes", 1, kMaxShootingNodes, 1));
   s.q0 = point_at(sh, "q0", dof, "the start configuration q0");
   s.time = sh.positive("time");
   if (sh.has("accuracy")) {
@@ -318,7 +320,8 @@ ShootConfig parse_shoot_config(const std::string& text, const std::string& sourc
   if (m.has("dt") && m.has("steps"))
     throw ConfigError(m.at("steps"), "give one of \"steps\" (dt = shoot.time / steps) and \"dt\", not both");
   if (s.accuracy > 0 && !m.has("dt") && !m.has("steps")) {
-    c.steps = ShootSpec::start_steps;  // shoot.accuracy chooses the steps; this is the first count tried
+    // shoot.accuracy chooses the steps; this is the first count tried
+    c.steps = (ShootSpec::start_steps + s.nodes - 1) / s.nodes * s.nodes;
     c.dt = s.time / Real(c.steps);
   } else if (!m.has("dt") && !m.has("steps")) {
     throw ConfigError(m.at("steps"), "give one of \"steps\" (dt = shoot.time / steps) and \"dt\", or "
@@ -336,6 +339,10 @@ ShootConfig parse_shoot_config(const std::string& text, const std::string& sourc
     c.steps = std::int64_t(steps);
     c.dt = s.time / steps;
   }
+
+  if (c.steps % s.nodes != 0)
+    throw ConfigError(sh.at("nodes"), "must divide the " + std::to_string(c.steps) +
+                                          " steps into arcs of equal length, got " + std::to_string(s.nodes));
 
   parse_targets(sh.object("targets"), dof, s);
   parse_guesses(sh.object("guesses"), dof, s);

@@ -146,11 +146,13 @@ std::vector<TargetResult> shoot_pass(const S& sys, const ShootConfig& cfg, const
 
 // The step count a pass at `steps` with largest error estimate `worst` calls
 // for to reach `accuracy` (Richardson, order p): aim at half of it, at least
-// one step more, at most 64 times as many in one go.
-inline std::int64_t steps_for_accuracy(std::int64_t steps, Real worst, Real accuracy, int order) {
+// one step more, at most 64 times as many in one go; a multiple of `nodes`.
+inline std::int64_t steps_for_accuracy(std::int64_t steps, Real worst, Real accuracy, int order, int nodes) {
   const Real factor = std::pow(worst / (accuracy / 2), Real(1) / Real(order));
   const Real wanted = std::ceil(Real(steps) * std::min<Real>(factor, 64));
-  return std::max<std::int64_t>(steps + 1, std::int64_t(std::min<Real>(wanted, Real(ShootSpec::max_steps))));
+  const auto most = Real(ShootSpec::max_steps);
+  const std::int64_t next = std::max<std::int64_t>(steps + 1, std::int64_t(std::min<Real>(wanted, most)));
+  return (next + nodes - 1) / nodes * nodes;
 }
 
 template <class S, class M>
@@ -165,6 +167,7 @@ ShootResult shoot_ensemble(const S& sys, const ShootConfig& cfg, const std::stri
   ctl.max_backtracks = sp.max_backtracks;
   ctl.substeps = sp.continuation_substeps;
   ctl.estimate_error = sp.accuracy > 0;
+  ctl.nodes = sp.nodes;
   auto at_steps = [&](std::int64_t steps) {
     ctl.steps = static_cast<std::int32_t>(steps);
     ctl.dt = sp.time / Real(steps);
@@ -189,7 +192,7 @@ ShootResult shoot_ensemble(const S& sys, const ShootConfig& cfg, const std::stri
       r.accuracy_reached = worst <= sp.accuracy;
       if (r.accuracy_reached || ctl.steps >= ShootSpec::max_steps || !(worst < last_worst / 2)) break;
       last_worst = worst;
-      at_steps(steps_for_accuracy(ctl.steps, worst, sp.accuracy, M::order));
+      at_steps(steps_for_accuracy(ctl.steps, worst, sp.accuracy, M::order, sp.nodes));
       r.targets = shoot_pass<S, M>(sys, cfg, backend, ctl, &r.targets, opt, r);
       ++r.passes;
     }

@@ -223,6 +223,7 @@ void write_shoot_summary(const fs::path& file, const ShootConfig& c, const Shoot
   j["targets_kind"] = c.shoot.targets_kind;
   j["targets"] = r.targets.size();
   j["guesses_per_target"] = c.shoot.guesses_per_target();
+  j["nodes"] = c.shoot.nodes;
   std::int64_t converged = 0, conjugate = 0, near_cut = 0;
   std::vector<Real> res_ok;
   Real worst_left = 0, best_left = std::numeric_limits<Real>::infinity();

@@ -14,7 +14,9 @@
 //  8. cpu against the reference backend; 9. thread-count independence;
 //  10. p(T) against differences of the length, and the cut-locus flag;
 //      shoot.accuracy against the closed-form endpoint;
-//  11. bad shooting configs, each named by its JSON path.
+//  11. multiple shooting: the condensed Newton step against the block
+//      system's, and the same minimisers as single shooting;
+//  12. bad shooting configs, each named by its JSON path.
 // Every expected value is derived from the mathematics, not read off output.
 #include <omp.h>
 
@@ -24,6 +26,8 @@
 #include <sstream>
 #include <string>
 #include <vector>
+
+#include <Eigen/Dense>
 
 #include "nonholonomic_cases.hpp"
 #include "support.hpp"
@@ -628,6 +632,18 @@ TEST(ShootBackends, CpuMatchesReferenceParallelParking) {
     "backend": "BACKEND"})");
 }
 
+// Multiple shooting on the reference flow: the same covectors.
+TEST(ShootBackends, CpuMatchesReferenceMultipleShooting) {
+  expect_backends_agree(R"({
+    "system": {"name": "heisenberg_vakonomic"},
+    "method": {"name": "gauss_legendre", "stages": 2, "steps": 12},
+    "shoot": {"q0": [0.1, -0.2, 0.05], "time": 1.0, "nodes": 3,
+      "targets": {"list": [[0.6, 0.1, 0.1], [-0.3, 0.4, -0.05]]},
+      "guesses": {"toward": true},
+      "newton": {"tolerance": 1e-12}},
+    "backend": "BACKEND"})");
+}
+
 // ===========================================================================
 // 9. The cpu backend's results do not depend on the thread count, bit for bit:
 // every shot is an independent computation, whichever thread runs it.
@@ -840,7 +856,126 @@ TEST(ShootAccuracy, ChosenStepsMeetTheAccuracyAgainstTheClosedForm) {
 }
 
 // ===========================================================================
-// 11. Bad shooting configs: ConfigError at the JSON path, naming the problem.
+// 11. Multiple shooting.
+
+// The condensed Newton step (shooting_direction) is the Newton step of the
+// whole block system: unknowns x = (p0, z_1, z_2), residuals
+// F = (Phi_0(q0, p0) - z_1, Phi_1(z_1) - z_2, q(Phi_2(z_2)) - q1), its
+// Jacobian by central differences of arcs integrated here step by step, and
+// checked against the block equations J dx = -F. Differences with step 1e-6
+// are accurate to ~1e-10 relative, so |J dx + F| <= 1e-8 (|J| |dx| + |F|)
+// holds for the exact step whatever J's condition (the car's dq/dp0 is
+// nearly singular at short horizons: det J ~ t^10), while a condensation that
+// dropped b_k, or used (0; I) where A_k belongs, leaves ~|J| |F| (J's
+// condition here is below 1e6). Where J is well conditioned (Heisenberg) the
+// step itself is compared with the dense solution, to 1e-6.
+template <class M>
+class ShootMultiple : public ::testing::Test {};
+TYPED_TEST_SUITE(ShootMultiple, AllMethods, MethodName);
+
+template <class M, class S>
+void check_condensed_step(const S& sys, Real dt, const Vec<S::dof>& q0, const Vec<S::dof>& p0,
+                          const Vec<S::dof>& q1) {
+  constexpr int n = S::dof, m = 2 * n, dim = n + 2 * m;
+  ShootControl ctl = control(dt, 12);
+  ctl.nodes = 3;
+  auto arc = [&](const Vec<m>& z) {
+    PhaseState<S> s = make_state<S>(z.template head<n>(), z.template tail<n>());
+    for (int j = 0; j < 4; ++j) {
+      int it = 0;
+      EXPECT_EQ((M::template step<S, 1>(sys, s, dt, NewtonOptions{}, it, nullptr)), Status::ok);
+    }
+    Vec<m> out;
+    out << s.q, s.p;
+    return out;
+  };
+  auto residual = [&](const Eigen::VectorXd& x) {
+    Vec<m> z0, z1 = x.segment<m>(n), z2 = x.segment<m>(n + m);
+    z0 << q0, x.head<n>();
+    Eigen::VectorXd f(dim);
+    f << arc(z0) - z1, arc(z1) - z2, arc(z2).template head<n>() - q1;
+    return f;
+  };
+  // Nodes near, not on, the trajectory from (q0, p0).
+  Eigen::VectorXd x(dim);
+  Vec<m> z0;
+  z0 << q0, p0;
+  const Vec<m> z1 = arc(z0), z2 = arc(z1);
+  x << p0, z1 + 0.01 * Vec<m>::LinSpaced(-1, 1), z2 - 0.02 * Vec<m>::LinSpaced(0.5, -1);
+  Eigen::MatrixXd jac(dim, dim);
+  for (int c = 0; c < dim; ++c) {
+    Eigen::VectorXd xp = x, xm = x;
+    xp[c] += kFdStep;
+    xm[c] -= kFdStep;
+    jac.col(c) = (residual(xp) - residual(xm)) / (2 * kFdStep);
+  }
+  const Eigen::VectorXd f = residual(x), full = jac.fullPivLu().solve(-f);
+
+  ShootingNodes<S> w;
+  w.z[0] = z0;
+  w.z[1] = x.segment<m>(n);
+  w.z[2] = x.segment<m>(n + m);
+  Real norm;
+  ASSERT_EQ((shooting_sweep<S, MethodFlow<M>>(sys, ctl, q1, w, norm)), Status::ok);
+  EXPECT_NEAR(norm, residual(x).norm(), 1e-12 * (1 + norm));
+  Vec<m> dz[kMaxShootingNodes];
+  ASSERT_TRUE(shooting_direction<S>(ctl, w, dz));
+  Eigen::VectorXd condensed(dim);
+  condensed << dz[0].template tail<n>(), dz[1], dz[2];
+  EXPECT_EQ(dz[0].template head<n>(), Vec<n>::Zero());
+  EXPECT_LT((jac * condensed + f).norm(), 1e-8 * (jac.norm() * condensed.norm() + f.norm()));
+  const Eigen::JacobiSVD<Eigen::MatrixXd> svd(jac);
+  const Real condition = svd.singularValues()(0) / svd.singularValues()(dim - 1);
+  EXPECT_LT(condition, 1e6);  // else the test above loses its power
+  if (condition < 1e3)
+    EXPECT_LT((condensed - full).norm(), 1e-6 * full.norm()) << "condensed " << condensed.transpose()
+                                                             << "\nfull      " << full.transpose();
+}
+
+TYPED_TEST(ShootMultiple, CondensedStepIsTheBlockNewtonStepHeisenberg) {
+  check_condensed_step<TypeParam>(Heisenberg{}, kDt, kQ3, kP3, Vec3(0.9, 0.3, 0.4));
+}
+TYPED_TEST(ShootMultiple, CondensedStepIsTheBlockNewtonStepParking) {
+  check_condensed_step<TypeParam>(parking_bowl(), 0.1, kParkingQ, kParkingP, Vec<4>(0.8, 0.1, 0.3, 0.2));
+}
+
+// Where both converge, multiple and single shooting find the same geodesics:
+// the same discrete flow from the same p0 (multiple shooting's report
+// restarts each arc at its node, which agrees with the flow from p0 to the
+// tolerance times the arcs' growth). Bounds as for cpu against reference.
+TEST(ShootMultipleHeisenberg, SameMinimisersAsSingleShooting) {
+  const std::string json = R"({
+    "system": {"name": "heisenberg"},
+    "method": {"name": "gauss_legendre", "stages": 3, "steps": 40},
+    "shoot": {"q0": [0, 0, 0], "time": 1.0NODES,
+      "targets": {"grid": {"min": [-1, -0.5, -0.3], "max": [1, 0.5, 0.3], "count": [4, 3, 3]}},
+      "guesses": {"toward": true, "random": {"count": 4, "scale": 2.0, "seed": 2}},
+      "newton": {"tolerance": 1e-12}},
+    "backend": "cpu"})";
+  const ShootResult single = shoot_json(replaced(json, "NODES", ""));
+  for (int nodes : {2, 4, 8}) {
+    const ShootResult multiple = shoot_json(replaced(json, "NODES", ", \"nodes\": " + std::to_string(nodes)));
+    ASSERT_EQ(single.targets.size(), multiple.targets.size());
+    int both = 0;
+    for (std::size_t i = 0; i < single.targets.size(); ++i) {
+      const TargetResult &a = single.targets[i], &b = multiple.targets[i];
+      if (a.status != ShotStatus::converged || b.status != ShotStatus::converged) continue;
+      ++both;
+      EXPECT_NEAR(a.length, b.length, 1e-10 * a.length) << nodes << " nodes\n" << describe(a) << "\n" << describe(b);
+      EXPECT_NEAR(a.energy, b.energy, 1e-9 * a.energy) << nodes << " nodes, " << describe(a);
+      for (std::size_t c = 0; c < 3; ++c) {
+        EXPECT_NEAR(a.p0[c], b.p0[c], 1e-8 * (1 + std::abs(a.p0[c]))) << nodes << " nodes, " << describe(a);
+        EXPECT_NEAR(a.pT[c], b.pT[c], 1e-8 * (1 + std::abs(a.pT[c]))) << nodes << " nodes, " << describe(a);
+      }
+      EXPECT_EQ(std::isnan(a.conjugate_time), std::isnan(b.conjugate_time)) << describe(a);
+      EXPECT_EQ(a.near_cut_locus, b.near_cut_locus) << describe(a);
+    }
+    EXPECT_EQ(both, 36) << nodes << " nodes";
+  }
+}
+
+// ===========================================================================
+// 12. Bad shooting configs: ConfigError at the JSON path, naming the problem.
 
 const char* const kGoodShoot = R"({
   "system": {"name": "heisenberg"},
@@ -951,6 +1086,19 @@ TEST(ShootConfig, Accuracy) {
   const ShootResult r = shoot_json(kGoodShoot);
   for (const TargetResult& t : r.targets) EXPECT_TRUE(std::isnan(t.error_estimate)) << describe(t);
   EXPECT_EQ(r.passes, 1);
+}
+
+TEST(ShootConfig, Nodes) {
+  EXPECT_EQ(parse_shoot_config(kGoodShoot, "test").shoot.nodes, 1);
+  const std::string with = replaced(kGoodShoot, R"("time": 1.0,)", R"("time": 1.0, "nodes": 4,)");
+  EXPECT_EQ(parse_shoot_config(with, "test").shoot.nodes, 4);
+  expect_shoot_config_error(replaced(with, R"("nodes": 4)", R"("nodes": 3)"), "shoot.nodes", "must divide the 20 steps");
+  expect_shoot_config_error(replaced(with, R"("nodes": 4)", R"("nodes": 0)"), "shoot.nodes", "between 1 and 16");
+  expect_shoot_config_error(replaced(with, R"("nodes": 4)", R"("nodes": 17)"), "shoot.nodes", "between 1 and 16");
+  // With shoot.accuracy the first step count is 16 rounded up to a multiple of the nodes.
+  const std::string chosen = replaced(replaced(with, R"(, "steps": 20)", ""), R"("nodes": 4)",
+                                      R"("nodes": 3, "accuracy": 1e-8)");
+  EXPECT_EQ(parse_shoot_config(chosen, "test").run.steps, 18);
 }
 
 TEST(ShootConfig, UnknownNewtonKey) {

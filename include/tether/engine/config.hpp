@@ -79,6 +79,7 @@ struct ShootSpec {
   // (0: off). The step count (method.steps, else start_steps, is the first
   // tried) grows until every converged target's Richardson estimate is within it.
   Real accuracy = 0;
+  int nodes = 1;  // multiple shooting: arcs per shot (method.steps a multiple of it)
   static constexpr std::int64_t start_steps = 16;
   static constexpr std::int64_t max_steps = std::int64_t(1) << 24;
   std::int64_t geodesic_every = 0;    // write solved geodesics sampled every this many steps (0: none)

@@ -63,7 +63,12 @@ struct ShootControl {
   int substeps = 8;            // continuation substeps (shots that start from a neighbour)
   std::int32_t conjugate_search_steps = 0;  // steps searched for conjugate points, >= steps (0: steps)
   bool estimate_error = false;              // Richardson estimate of q(T)'s error per converged shot
+  int nodes = 1;                            // multiple shooting: arcs of steps / nodes steps (1: single shooting)
 };
+
+// Multiple shooting keeps at most this many arcs per shot (their states and
+// condensed sensitivities live in the shot's own memory: a GPU thread's).
+constexpr int kMaxShootingNodes = 16;
 
 // Structure-of-arrays shots, as raw pointers (host or device memory).
 // Component c of shot i lives at [c * count + i].
@@ -185,7 +190,7 @@ struct ShotReport {
 // a step past T cannot be taken.
 template <class S, class Flow>
 TETHER_HD Status shot_report(const S& sys, const ShootControl& ctl, const Vec<S::dof>& q0, const Vec<S::dof>& p0,
-                             ShotReport<S::dof>& out) {
+                             ShotReport<S::dof>& out, const Vec<2 * S::dof>* nodes = nullptr) {
   constexpr int n = S::dof;
   Real potential;
   Vec<S::multiplier_count> lambda;
@@ -208,6 +213,15 @@ TETHER_HD Status shot_report(const S& sys, const ShootControl& ctl, const Vec<S:
     int it = 0;
     st = Flow::step(sys, s, ctl.dt, ctl.step_newton, it, &t, &carry);
     if (st != Status::ok) return k < ctl.steps ? st : Status::ok;
+    // Multiple shooting: each arc starts from its node, as the solve had it
+    // (they agree to the tolerance; integrating p0 alone over a long horizon
+    // would amplify that). The tangent runs on: across a matched node it is
+    // the product of the arcs' tangents, dq(t)/dp0 of the whole solution.
+    const int arc = ctl.steps / ctl.nodes;
+    if (nodes && k + 1 < ctl.steps && (k + 1) % arc == 0) {
+      s.q = nodes[(k + 1) / arc].template head<n>();
+      s.p = nodes[(k + 1) / arc].template tail<n>();
+    }
     if (k < ctl.steps) {
       Real e;
       if ((st = energy_parts(sys, s.q, s.p, e, potential, lambda)) != Status::ok) return st;
@@ -239,57 +253,231 @@ TETHER_HD Status shot_report(const S& sys, const ShootControl& ctl, const Vec<S:
   return Status::ok;
 }
 
+// ---------------------------------------------------------------------------
+// Multiple shooting (SB02 §7.3): [0, T] cut into K = ctl.nodes arcs of
+// steps / K steps, t_k = k T / K. Unknowns p0 and the node states
+// z_k = (q_k, p_k), k = 1..K-1 (nodes[0] is (q0, p0)); equations the matching
+// conditions r_k = Phi_k(z_k) - z_(k+1) = 0 (Phi_k: arc k of the discrete flow)
+// and r_(K-1) = q(Phi_(K-1)(z_(K-1))) - q1 = 0. Newton's linear system, with
+// G_k = dPhi_k/dz_k, is G_k dz_k - dz_(k+1) = -r_k, dz_0 = (0, dp0): it is
+// condensed (SB02 §7.3) by carrying dz_k = A_k dp0 + b_k along,
+// A_1 = G_0 (0; I), b_1 = r_0, A_(k+1) = G_k A_k, b_(k+1) = G_k b_k + r_k, which
+// leaves the n x n system (G_(K-1) A_(K-1))_q dp0 = -(r_(K-1) + (G_(K-1) b_(K-1))_q).
+// G_k [A_k | b_k] is the arc's tangent map applied to n + 1 columns, so one
+// sweep along the arcs with the methods' tangent option gives all of it.
+// The Jacobian is exact, as in single shooting, but each node moves on its
+// own: Newton's basin no longer shrinks with the flow's growth over [0, T].
+template <class S>
+struct ShootingNodes {
+  static constexpr int n = S::dof;
+  Vec<2 * n> z[kMaxShootingNodes];             // z[0] = (q0, p0)
+  Tangent<S, n + 1> ab[kMaxShootingNodes];    // [A_k | b_k] at node k (k >= 1)
+  Vec<n> last;                                 // r_(K-1)
+  Mat<n, n + 1> end;                           // (G_(K-1) [A_(K-1) | b_(K-1)])_q
+};
+
+// One sweep along the arcs from the nodes: the residuals, their norm, and the
+// condensed sensitivities. Status of the first step that failed.
+template <class S, class Flow>
+TETHER_HD Status shooting_sweep(const S& sys, const ShootControl& ctl, const Vec<S::dof>& target, ShootingNodes<S>& w,
+                                Real& norm) {
+  constexpr int n = S::dof;
+  const int arcs = ctl.nodes, arc = ctl.steps / ctl.nodes;
+  Real sum = 0;
+  Tangent<S, n + 1> t;
+  t.setZero();
+  t.template bottomLeftCorner<n, n>().setIdentity();  // [A_0 | b_0] = [(0; I) | 0]
+  for (int k = 0; k < arcs; ++k) {
+    PhaseState<S> s;
+    s.q = w.z[k].template head<n>();
+    s.p = w.z[k].template tail<n>();
+    typename Flow::template Carry<S> carry;
+    for (int j = 0; j < arc; ++j) {
+      int it = 0;
+      const Status st = Flow::step(sys, s, ctl.dt, ctl.step_newton, it, &t, &carry);
+      if (st != Status::ok) return st;
+    }
+    if (k + 1 < arcs) {
+      Vec<2 * n> r;
+      r << s.q, s.p;
+      r -= w.z[k + 1];
+      sum += r.squaredNorm();
+      t.col(n) += r;
+      w.ab[k + 1] = t;
+    } else {
+      w.last = s.q - target;
+      sum += w.last.squaredNorm();
+      w.end = t.template topRows<n>();
+    }
+  }
+  norm = sqrt(sum);
+  return Status::ok;
+}
+
+// The Newton direction at the iterate of the last sweep: dz[0] = (0, dp0),
+// dz[k] = A_k dp0 + b_k. False when the condensed n x n matrix is singular.
+template <class S>
+TETHER_HD bool shooting_direction(const ShootControl& ctl, const ShootingNodes<S>& w, Vec<2 * S::dof>* dz) {
+  constexpr int n = S::dof;
+  DenseLU<n> lu;
+  Vec<n> dp;
+  const Mat<n, n> m = w.end.template leftCols<n>();
+  if (!lu.factor(m) || !lu.solve(Vec<n>(-(w.last + w.end.col(n))), dp)) return false;
+  dz[0].setZero();
+  dz[0].template tail<n>() = dp;
+  for (int k = 1; k < ctl.nodes; ++k) dz[k] = w.ab[k].template leftCols<n>() * dp + w.ab[k].col(n);
+  return true;
+}
+
+// Damped Newton on the multiple-shooting equations from the nodes in w (p0
+// in w.z[0]'s tail); on return w holds the last accepted iterate and
+// residual the norm of all its residuals.
+template <class S, class Flow>
+TETHER_HD ShotStatus multiple_shoot_newton(const S& sys, const ShootControl& ctl, const Vec<S::dof>& target,
+                                           ShootingNodes<S>& w, int& iterations, Real& residual) {
+  constexpr int n = S::dof;
+  const int arcs = ctl.nodes;
+  residual = Real(1) / Real(0);
+  if (shooting_sweep<S, Flow>(sys, ctl, target, w, residual) != Status::ok) return ShotStatus::integration_failed;
+  Vec<2 * n> base[kMaxShootingNodes], dz[kMaxShootingNodes];
+  for (;;) {
+    if (residual <= ctl.tolerance) return ShotStatus::converged;
+    if (iterations >= ctl.max_iterations) return ShotStatus::max_iterations;
+    if (!shooting_direction<S>(ctl, w, dz)) return ShotStatus::singular_jacobian;
+    ++iterations;
+    for (int k = 0; k < arcs; ++k) base[k] = w.z[k];
+    const Real start = residual;
+    Real alpha = 1;
+    bool accepted = false;
+    for (int b = 0; b <= ctl.max_backtracks && !accepted; ++b, alpha /= 2) {
+      for (int k = 0; k < arcs; ++k) w.z[k] = base[k] + alpha * dz[k];
+      Real trial;
+      if (shooting_sweep<S, Flow>(sys, ctl, target, w, trial) == Status::ok &&
+          (!ctl.line_search || trial <= (1 - Real(1e-4) * alpha) * start)) {
+        residual = trial;
+        accepted = true;
+      }
+      if (!ctl.line_search) break;
+    }
+    if (!accepted) {
+      for (int k = 0; k < arcs; ++k) w.z[k] = base[k];  // the last accepted iterate
+      return ctl.line_search ? ShotStatus::line_search_failed : ShotStatus::integration_failed;
+    }
+  }
+}
+
+// Nodes for a multiple-shooting solve from the covector p0: the states of
+// the discrete flow from (q0, p0) at the node times, so that the first
+// iterate is single shooting's (a guess, or a solved neighbour's covector).
+// False when that trajectory cannot be integrated.
+template <class S, class Flow>
+TETHER_HD bool initial_nodes(const S& sys, const ShootControl& ctl, const Vec<S::dof>& q0, const Vec<S::dof>& p0,
+                             ShootingNodes<S>& w) {
+  const int arcs = ctl.nodes, arc = ctl.steps / ctl.nodes;
+  PhaseState<S> s;
+  s.q = q0;
+  s.p = p0;
+  w.z[0] << q0, p0;
+  for (int k = 1; k < arcs; ++k) {
+    for (int j = 0; j < arc; ++j) {
+      int it = 0;
+      if (Flow::step(sys, s, ctl.dt, ctl.step_newton, it, static_cast<Tangent<S, 1>*>(nullptr)) != Status::ok)
+        return false;
+    }
+    w.z[k] << s.q, s.p;
+  }
+  return true;
+}
+
 // The error of q(T) = qT, the endpoint of ctl.steps steps from (q0, p0), by
 // Richardson extrapolation on the step count: a method of order p has
 // q_h(T) - q(T) = C h^p + O(h^(p+1)), so q_h(T) - q(T) ~ (q_h - q_(h/2)) / (1 - 2^-p),
 // with q_(h/2) from 2 steps x ctl.steps of h/2. Infinity if those cannot be taken.
+// Without qT (a multiple-shooting solution, whose arcs restart at the nodes)
+// q_h(T) is integrated from p0 here too.
 template <class S, class Flow>
 TETHER_HD Real endpoint_error(const S& sys, const ShootControl& ctl, const Vec<S::dof>& q0, const Vec<S::dof>& p0,
-                              const Vec<S::dof>& qT) {
-  PhaseState<S> s;
-  s.q = q0;
-  s.p = p0;
-  for (int k = 0; k < 2 * ctl.steps; ++k) {
-    int it = 0;
-    if (Flow::step(sys, s, ctl.dt / 2, ctl.step_newton, it, static_cast<Tangent<S, 1>*>(nullptr)) != Status::ok)
-      return Real(1) / Real(0);
+                              const Vec<S::dof>* qT) {
+  auto endpoint = [&](int steps, Real h, Vec<S::dof>& q) {
+    PhaseState<S> s;
+    s.q = q0;
+    s.p = p0;
+    for (int k = 0; k < steps; ++k) {
+      int it = 0;
+      if (Flow::step(sys, s, h, ctl.step_newton, it, static_cast<Tangent<S, 1>*>(nullptr)) != Status::ok) return false;
+    }
+    q = s.q;
+    return true;
+  };
+  Vec<S::dof> coarse, fine;
+  if (qT) coarse = *qT;
+  if ((!qT && !endpoint(ctl.steps, ctl.dt, coarse)) || !endpoint(2 * ctl.steps, ctl.dt / 2, fine))
+    return Real(1) / Real(0);
+  return (coarse - fine).norm() / (1 - ldexp(Real(1), -Flow::order));
+}
+
+// Solves one shot: single shooting from p, or multiple shooting (ctl.nodes
+// > 1) from nodes set up for p, directly or by continuation from `from`
+// (a solved neighbour's target, whose covector p is). On return p is the
+// last iterate's p0 and w (multiple shooting) its nodes.
+template <class S, class Flow>
+TETHER_HD ShotStatus solve_shot(const S& sys, const ShootControl& ctl, const Vec<S::dof>& q0,
+                                const Vec<S::dof>& target, const Vec<S::dof>* from, Vec<S::dof>& p, int& iterations,
+                                Real& residual, ShootingNodes<S>* w) {
+  constexpr int n = S::dof;
+  auto solve = [&](const Vec<n>& aim) {
+    if (!w) return shoot_newton<S, Flow>(sys, ctl, q0, aim, p, iterations, residual);
+    const ShotStatus st = multiple_shoot_newton<S, Flow>(sys, ctl, aim, *w, iterations, residual);
+    p = w->z[0].template tail<n>();
+    return st;
+  };
+  if (w && !initial_nodes<S, Flow>(sys, ctl, q0, p, *w)) {
+    residual = Real(1) / Real(0);
+    return ShotStatus::integration_failed;
   }
-  return (qT - s.q).norm() / (1 - ldexp(Real(1), -Flow::order));
+  if (!from) return solve(target);
+  ShotStatus status = ShotStatus::converged;
+  for (int j = 1; j <= ctl.substeps && status == ShotStatus::converged; ++j)
+    status = solve(j == ctl.substeps ? target : Vec<n>(*from + (Real(j) / ctl.substeps) * (target - *from)));
+  if (status != ShotStatus::converged) {  // report the distance to the target itself
+    Vec<n> qT;
+    if (w)
+      residual = shooting_sweep<S, Flow>(sys, ctl, target, *w, residual) == Status::ok ? residual : Real(1) / Real(0);
+    else
+      residual = shoot_endpoint<S, Flow>(sys, ctl, q0, p, qT, nullptr) == Status::ok ? (qT - target).norm()
+                                                                                     : Real(1) / Real(0);
+  }
+  return status;
 }
 
 // One shot: from the guess (or by continuation from view.from), then its report.
 template <class S, class Flow>
 TETHER_HD void shoot_trajectory(const S& sys, const ShootControl& ctl, const ShotView& v, std::int64_t i) {
   constexpr int n = S::dof;
-  Vec<n> q0, target, p;
+  Vec<n> q0, target, p, from;
   for (int c = 0; c < n; ++c) {
     q0[c] = v.q0[c];
     target[c] = v.target[c * v.count + i];
     p[c] = v.guess[c * v.count + i];
+    if (v.from) from[c] = v.from[c * v.count + i];
   }
   int iterations = 0;
   Real residual = 0;
   ShotStatus status;
-  if (v.from) {
-    Vec<n> from;
-    for (int c = 0; c < n; ++c) from[c] = v.from[c * v.count + i];
-    status = ShotStatus::converged;
-    for (int j = 1; j <= ctl.substeps && status == ShotStatus::converged; ++j) {
-      const Vec<n> waypoint = j == ctl.substeps ? target : Vec<n>(from + (Real(j) / ctl.substeps) * (target - from));
-      status = shoot_newton<S, Flow>(sys, ctl, q0, waypoint, p, iterations, residual);
-    }
-    if (status != ShotStatus::converged) {  // report the distance to the target itself
-      Vec<n> qT;
-      residual = shoot_endpoint<S, Flow>(sys, ctl, q0, p, qT, nullptr) == Status::ok ? (qT - target).norm()
-                                                                                     : Real(1) / Real(0);
-    }
-  } else {
-    status = shoot_newton<S, Flow>(sys, ctl, q0, target, p, iterations, residual);
-  }
   ShotReport<n> report;
   report.energy = report.length = report.conjugate_time = Real(0) / Real(0);
   report.pT.setConstant(report.energy);
-  if (status == ShotStatus::converged && shot_report<S, Flow>(sys, ctl, q0, p, report) != Status::ok) {
+  Status reported = Status::ok;
+  if (ctl.nodes > 1) {
+    ShootingNodes<S> w;
+    status = solve_shot<S, Flow>(sys, ctl, q0, target, v.from ? &from : nullptr, p, iterations, residual, &w);
+    if (status == ShotStatus::converged) reported = shot_report<S, Flow>(sys, ctl, q0, p, report, w.z);
+  } else {
+    status = solve_shot<S, Flow>(sys, ctl, q0, target, v.from ? &from : nullptr, p, iterations, residual,
+                                 static_cast<ShootingNodes<S>*>(nullptr));
+    if (status == ShotStatus::converged) reported = shot_report<S, Flow>(sys, ctl, q0, p, report);
+  }
+  if (reported != Status::ok) {
     status = ShotStatus::integration_failed;  // cannot happen for a flow that just converged; never hidden
     report.energy = report.length = report.conjugate_time = Real(0) / Real(0);
     report.pT.setConstant(report.energy);
@@ -297,19 +485,20 @@ TETHER_HD void shoot_trajectory(const S& sys, const ShootControl& ctl, const Sho
   Real error = Real(0) / Real(0);
   if (status == ShotStatus::converged && ctl.estimate_error) {
     const Real scale = (target - q0).norm();
-    error = endpoint_error<S, Flow>(sys, ctl, q0, p, report.qT) / (scale > 0 ? scale : Real(1));
+    error = endpoint_error<S, Flow>(sys, ctl, q0, p, ctl.nodes > 1 ? nullptr : &report.qT) /
+            (scale > 0 ? scale : Real(1));
   }
   for (int c = 0; c < n; ++c) {
     v.p0[c * v.count + i] = p[c];
     v.pT[c * v.count + i] = report.pT[c];
   }
-  v.error_estimate[i] = error;
   v.status[i] = static_cast<std::uint8_t>(status);
   v.iterations[i] = iterations;
   v.residual[i] = residual;
   v.energy[i] = report.energy;
   v.length[i] = report.length;
   v.conjugate_time[i] = report.conjugate_time;
+  v.error_estimate[i] = error;
 }
 
 }  // namespace tether
