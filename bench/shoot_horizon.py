@@ -1,0 +1,105 @@
+#!/usr/bin/env python3
+"""Single against multiple shooting as the horizon grows (issue 18, item 5).
+
+    bench/shoot_horizon.py --tether build/tether                 # T = 4, 8, 16; nodes 1 and 16; saves bench/results/
+    bench/shoot_horizon.py --times 8 --nodes 1,4,16 --no-save
+
+The car of MMVW13 §5 in the bowl potential V = -cos r (with a potential the horizon
+matters: without one a sub-Riemannian problem at horizon T is the one at T = 1 with
+the covector scaled), q0 = 0, 30 targets uniform in [-1, 1]^2 x [-0.5, 0.5]^2
+(seed 3), GL2 at 40 steps per unit time, the guesses (q1 - q0) / T and 8 normal ones
+of scale 1 (seed 4), Newton tolerance 1e-10, 60 iterations, no continuation. For every
+horizon and node count: targets converged, by status, shooting seconds, and for the
+targets that two node counts both solved, whether they found the same geodesic
+(relative length difference).
+"""
+import argparse
+import csv
+import datetime
+import json
+import os
+import socket
+import subprocess
+import sys
+import tempfile
+
+from run_shoot_bench import cpu_model, git
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(HERE)
+
+
+def run(binary, time, nodes, threads):
+    steps = 40 * int(round(time))
+    steps = -(-steps // nodes) * nodes
+    config = {
+        "system": {"name": "parallel_parking", "parameters": {"potential": "bowl"}},
+        "method": {"name": "gauss_legendre", "stages": 2, "steps": steps},
+        "shoot": {"q0": [0, 0, 0, 0], "time": time, "nodes": nodes,
+                  "targets": {"random": {"min": [-1, -1, -0.5, -0.5], "max": [1, 1, 0.5, 0.5], "count": 30, "seed": 3}},
+                  "guesses": {"toward": True, "random": {"count": 8, "scale": 1.0, "seed": 4}},
+                  "newton": {"tolerance": 1e-10, "max_iterations": 60}},
+        "backend": "cpu",
+    }
+    with tempfile.TemporaryDirectory() as tmp:
+        path = os.path.join(tmp, "shoot.json")
+        with open(path, "w") as f:
+            json.dump(config, f)
+        out = os.path.join(tmp, "out")
+        subprocess.run([binary, "shoot", path, "--out", out, "--threads", str(threads), "--quiet"], check=True)
+        with open(os.path.join(out, "summary.json")) as f:
+            s = json.load(f)
+        with open(os.path.join(out, "shots.csv")) as f:
+            lengths = [float(r["length"]) if r["converged"] == "1" else None for r in csv.DictReader(f)]
+    return {"steps": steps, "converged": s["converged"], "targets": s["targets"], "by_status": s["by_status"],
+            "shooting_seconds": s["shooting_seconds"], "lengths": lengths}
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--tether", default=os.path.join(ROOT, "build", "tether"))
+    ap.add_argument("--times", default="4,8,16", help="horizons T (default 4,8,16)")
+    ap.add_argument("--nodes", default="1,16", help="node counts (default 1,16)")
+    ap.add_argument("--threads", type=int, default=2)
+    ap.add_argument("--no-save", action="store_true")
+    args = ap.parse_args()
+    if not os.access(args.tether, os.X_OK):
+        sys.exit(f"error: {args.tether} is not an executable tether binary (build first, or pass --tether)")
+    runs = {}
+    for time in [float(t) for t in args.times.split(",") if t]:
+        for nodes in [int(k) for k in args.nodes.split(",") if k]:
+            r = run(args.tether, time, nodes, args.threads)
+            runs[f"T{time:g}_nodes{nodes}"] = r
+            print(f"[shoot_horizon] T = {time:g}, {nodes} nodes: {r['converged']}/{r['targets']} converged, "
+                  f"{r['shooting_seconds']:.1f} s", file=sys.stderr)
+    # Same geodesic where two node counts both converged: relative length difference.
+    pairs = {}
+    keys = list(runs)
+    for i, a in enumerate(keys):
+        for b in keys[i + 1:]:
+            if a.split("_")[0] != b.split("_")[0]:
+                continue
+            both = [(x, y) for x, y in zip(runs[a]["lengths"], runs[b]["lengths"]) if x is not None and y is not None]
+            same = sum(abs(x - y) <= 1e-6 * x for x, y in both)
+            pairs[f"{a}_vs_{b}"] = {"both_converged": len(both), "same_length": same,
+                                   "shorter_in_second": sum(y < x * (1 - 1e-6) for x, y in both)}
+    doc = {"benchmark": "single against multiple shooting, parking car in the bowl, growing horizon",
+           "date": datetime.datetime.now().isoformat(timespec="seconds"),
+           "machine": {"host": socket.gethostname(), "cpu": cpu_model(), "cores": os.cpu_count()},
+           "commit": git("rev-parse", "--short", "HEAD"), "dirty": bool(git("status", "--porcelain")),
+           "command": " ".join([os.path.relpath(sys.argv[0], ROOT)] + sys.argv[1:]),
+           "runs": runs, "pairs": pairs}
+    text = json.dumps(doc, indent=1)
+    print(text)
+    if not args.no_save:
+        stem = f"{datetime.date.today().isoformat()}-{socket.gethostname()}-shoot-horizon"
+        name, k = f"{stem}.json", 2
+        while os.path.exists(os.path.join(HERE, "results", name)):
+            name, k = f"{stem}-{k}.json", k + 1
+        with open(os.path.join(HERE, "results", name), "w") as f:
+            f.write(text + "\n")
+        print(f"[shoot_horizon] saved bench/results/{name}", file=sys.stderr)
+
+
+if __name__ == "__main__":
+    main()
