@@ -153,9 +153,16 @@ void note_backend_here(const std::string& backend) {
 int do_validate(const std::string& path) {
   if (tether::is_shoot_config_file(path)) {
     const tether::ShootConfig cfg = tether::load_shoot_config_file(path);
-    std::printf("%s: ok (shoot: %s, %s, %zu targets x %lld guesses, T %g in %lld steps, backend %s)\n", path.c_str(),
+    char steps[96];
+    if (cfg.shoot.accuracy > 0)
+      std::snprintf(steps, sizeof steps, "steps chosen for accuracy %g from %lld", cfg.shoot.accuracy,
+                    (long long)cfg.run.steps);
+    else
+      std::snprintf(steps, sizeof steps, "%lld steps", (long long)cfg.run.steps);
+    std::printf("%s: ok (shoot: %s, %s, %zu targets x %lld guesses, T %g in %s%s, backend %s)\n", path.c_str(),
                 cfg.run.system_name.c_str(), method_label(cfg.run).c_str(), cfg.shoot.targets.size(),
-                (long long)cfg.shoot.guesses_per_target(), cfg.shoot.time, (long long)cfg.run.steps,
+                (long long)cfg.shoot.guesses_per_target(), cfg.shoot.time, steps,
+                cfg.shoot.nodes > 1 ? (", " + std::to_string(cfg.shoot.nodes) + " shooting nodes").c_str() : "",
                 cfg.run.backend.c_str());
     note_backend_here(cfg.run.backend);
     return 0;

@@ -889,6 +889,18 @@ TEST_F(CliTest, ShootBadInputNamesThePathAndWritesNothing) {
   }
 }
 
+// validate says how the steps are set and whether shots have nodes.
+TEST_F(CliTest, ValidateDescribesAccuracyAndNodes) {
+  json j = shoot_config();
+  j["method"].erase("steps");
+  j["shoot"]["accuracy"] = 1e-9;
+  j["shoot"]["nodes"] = 4;
+  const Cli v = tether("validate " + quote(write("shoot.json", j)));
+  EXPECT_EQ(v.code, 0) << v.err;
+  EXPECT_NE(v.out.find("steps chosen for accuracy 1e-09 from 16"), std::string::npos) << v.out;
+  EXPECT_NE(v.out.find("4 shooting nodes"), std::string::npos) << v.out;
+}
+
 // Each kind of config goes to its own command.
 TEST_F(CliTest, RunRefusesAShootingConfigAndSaysWhich) {
   const fs::path cfg = write("shoot.json", shoot_config());
