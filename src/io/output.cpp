@@ -279,7 +279,9 @@ void write_shoot_summary(const fs::path& file, const ShootConfig& c, const Shoot
   j["wall_seconds"] = r.wall_seconds;
   j["shooting_seconds"] = r.shooting_seconds;
   j["shots_per_second"] = r.shooting_seconds > 0 ? double(r.shots) / r.shooting_seconds : 0.0;
-  j["residual_definition"] = "|q(T) - q1| (Euclidean) of the discrete flow from (q0, p0)";
+  j["residual_definition"] = c.shoot.nodes > 1 ? "the Euclidean norm of every arc's matching residual (q, p) and "
+                                                  "q(T) - q1 of the last arc (multiple shooting)"
+                                                : "|q(T) - q1| (Euclidean) of the discrete flow from (q0, p0)";
   j["length_definition"] = "trapezoidal sum over the steps of sqrt(2 (H - V)) dt: the sub-Riemannian length when V = 0";
   j["conjugate_definition"] =
       "det dq(t)/dp0 (the exact derivative of the discrete flow) changes sign or vanishes at some 0 < t <= T; "
