@@ -17,6 +17,7 @@ Raw results (machine, commit, command, every run's summary numbers) are saved
 to bench/results/<date>-<host>-shoot.json.
 """
 import argparse
+import csv
 import datetime
 import json
 import os
@@ -61,6 +62,32 @@ def cpu_model():
     except OSError:
         pass
     return platform.processor() or "unknown"
+
+
+def tether_shoot(binary, config, threads):
+    """`tether shoot` on config (a dict) in a scratch folder: its summary.json and shots.csv rows."""
+    with tempfile.TemporaryDirectory() as tmp:
+        path = os.path.join(tmp, "shoot.json")
+        with open(path, "w") as f:
+            json.dump(config, f)
+        out = os.path.join(tmp, "out")
+        subprocess.run([binary, "shoot", path, "--out", out, "--threads", str(threads), "--quiet"], check=True)
+        with open(os.path.join(out, "summary.json")) as f:
+            summary = json.load(f)
+        with open(os.path.join(out, "shots.csv")) as f:
+            rows = list(csv.DictReader(f))
+    return summary, rows
+
+
+def save_result(text, kind):
+    """Writes bench/results/<date>-<host>-<kind>.json, never over an earlier run; returns the name."""
+    stem = f"{datetime.date.today().isoformat()}-{socket.gethostname()}-{kind}"
+    name, k = f"{stem}.json", 2
+    while os.path.exists(os.path.join(HERE, "results", name)):
+        name, k = f"{stem}-{k}.json", k + 1
+    with open(os.path.join(HERE, "results", name), "w") as f:
+        f.write(text + "\n")
+    return name
 
 
 def main():

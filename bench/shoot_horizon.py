@@ -14,16 +14,13 @@ targets that two node counts both solved, whether they found the same geodesic
 (relative length difference).
 """
 import argparse
-import csv
 import datetime
 import json
 import os
 import socket
-import subprocess
 import sys
-import tempfile
 
-from run_shoot_bench import cpu_model, git
+from run_shoot_bench import cpu_model, git, save_result, tether_shoot
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
@@ -41,16 +38,8 @@ def run(binary, time, nodes, threads):
                   "newton": {"tolerance": 1e-10, "max_iterations": 60}},
         "backend": "cpu",
     }
-    with tempfile.TemporaryDirectory() as tmp:
-        path = os.path.join(tmp, "shoot.json")
-        with open(path, "w") as f:
-            json.dump(config, f)
-        out = os.path.join(tmp, "out")
-        subprocess.run([binary, "shoot", path, "--out", out, "--threads", str(threads), "--quiet"], check=True)
-        with open(os.path.join(out, "summary.json")) as f:
-            s = json.load(f)
-        with open(os.path.join(out, "shots.csv")) as f:
-            lengths = [float(r["length"]) if r["converged"] == "1" else None for r in csv.DictReader(f)]
+    s, rows = tether_shoot(binary, config, threads)
+    lengths = [float(r["length"]) if r["converged"] == "1" else None for r in rows]
     return {"steps": steps, "converged": s["converged"], "targets": s["targets"], "by_status": s["by_status"],
             "shooting_seconds": s["shooting_seconds"], "lengths": lengths}
 
@@ -92,12 +81,7 @@ def main():
     text = json.dumps(doc, indent=1)
     print(text)
     if not args.no_save:
-        stem = f"{datetime.date.today().isoformat()}-{socket.gethostname()}-shoot-horizon"
-        name, k = f"{stem}.json", 2
-        while os.path.exists(os.path.join(HERE, "results", name)):
-            name, k = f"{stem}-{k}.json", k + 1
-        with open(os.path.join(HERE, "results", name), "w") as f:
-            f.write(text + "\n")
+        name = save_result(text, "shoot-horizon")
         print(f"[shoot_horizon] saved bench/results/{name}", file=sys.stderr)
 
 

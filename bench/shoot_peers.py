@@ -39,21 +39,18 @@ Rates are targets per second of the timed part (for the peers: the whole solve,
 targets and guesses prepared beforehand); best of --repeats interleaved runs.
 """
 import argparse
-import csv
 import datetime
 import json
 import math
 import multiprocessing
 import os
 import socket
-import subprocess
 import sys
-import tempfile
 import time
 
 import numpy as np
 
-from run_shoot_bench import cpu_model, git  # machine and commit, recorded the same way
+from run_shoot_bench import cpu_model, git, save_result, tether_shoot  # recorded and run the same way
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
@@ -171,16 +168,7 @@ def run_tether(binary, tq, threads, stages, steps, tolerance, accuracy=None):
     }
     if accuracy is not None:
         config["shoot"]["accuracy"] = accuracy
-    with tempfile.TemporaryDirectory() as tmp:
-        path = os.path.join(tmp, "shoot.json")
-        with open(path, "w") as f:
-            json.dump(config, f)
-        out = os.path.join(tmp, "out")
-        subprocess.run([binary, "shoot", path, "--out", out, "--threads", str(threads), "--quiet"], check=True)
-        with open(os.path.join(out, "summary.json")) as f:
-            summary = json.load(f)
-        with open(os.path.join(out, "shots.csv")) as f:
-            rows = list(csv.DictReader(f))
+    summary, rows = tether_shoot(binary, config, threads)
     lengths = [float(r["length"]) if r["converged"] == "1" else None for r in rows]
     err, solved, off = length_errors(tq, lengths)
     result = {"seconds": summary["shooting_seconds"], "shots": summary["shots"],
@@ -420,12 +408,7 @@ def main():
     text = json.dumps(doc, indent=1)
     print(text)
     if not args.no_save:
-        stem = f"{datetime.date.today().isoformat()}-{socket.gethostname()}-shoot-peers"
-        name, k = f"{stem}.json", 2
-        while os.path.exists(os.path.join(HERE, "results", name)):  # never overwrite an earlier run
-            name, k = f"{stem}-{k}.json", k + 1
-        with open(os.path.join(HERE, "results", name), "w") as f:
-            f.write(text + "\n")
+        name = save_result(text, "shoot-peers")
         print(f"[shoot_peers] saved bench/results/{name}", file=sys.stderr)
 
 
