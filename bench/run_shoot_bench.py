@@ -64,6 +64,14 @@ def cpu_model():
     return platform.processor() or "unknown"
 
 
+def provenance():
+    """When, where, at which commit and by which command a result was measured."""
+    return {"date": datetime.datetime.now().isoformat(timespec="seconds"),
+            "machine": {"host": socket.gethostname(), "cpu": cpu_model(), "cores": os.cpu_count()},
+            "commit": git("rev-parse", "--short", "HEAD"), "dirty": bool(git("status", "--porcelain")),
+            "command": " ".join([os.path.relpath(sys.argv[0], ROOT)] + sys.argv[1:])}
+
+
 def tether_shoot(binary, config, threads):
     """`tether shoot` on config (a dict) in a scratch folder: its summary.json and shots.csv rows."""
     with tempfile.TemporaryDirectory() as tmp:

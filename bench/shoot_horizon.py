@@ -14,13 +14,11 @@ targets that two node counts both solved, whether they found the same geodesic
 (relative length difference).
 """
 import argparse
-import datetime
 import json
 import os
-import socket
 import sys
 
-from run_shoot_bench import cpu_model, git, save_result, tether_shoot
+from run_shoot_bench import provenance, save_result, tether_shoot
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
@@ -73,10 +71,7 @@ def main():
             pairs[f"{a}_vs_{b}"] = {"both_converged": len(both), "same_length": same,
                                    "shorter_in_second": sum(y < x * (1 - 1e-6) for x, y in both)}
     doc = {"benchmark": "single against multiple shooting, parking car in the bowl, growing horizon",
-           "date": datetime.datetime.now().isoformat(timespec="seconds"),
-           "machine": {"host": socket.gethostname(), "cpu": cpu_model(), "cores": os.cpu_count()},
-           "commit": git("rev-parse", "--short", "HEAD"), "dirty": bool(git("status", "--porcelain")),
-           "command": " ".join([os.path.relpath(sys.argv[0], ROOT)] + sys.argv[1:]),
+           **provenance(),
            "runs": runs, "pairs": pairs}
     text = json.dumps(doc, indent=1)
     print(text)

@@ -39,18 +39,16 @@ Rates are targets per second of the timed part (for the peers: the whole solve,
 targets and guesses prepared beforehand); best of --repeats interleaved runs.
 """
 import argparse
-import datetime
 import json
 import math
 import multiprocessing
 import os
-import socket
 import sys
 import time
 
 import numpy as np
 
-from run_shoot_bench import cpu_model, git, save_result, tether_shoot  # recorded and run the same way
+from run_shoot_bench import provenance, save_result, tether_shoot  # recorded and run the same way
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
@@ -395,10 +393,7 @@ def main():
             ratios[f"{t}_over_{p}"] = best[t]["targets_per_second"] / best[p]["targets_per_second"]
     doc = {
         "benchmark": "heisenberg shooting, tether against peers",
-        "date": datetime.datetime.now().isoformat(timespec="seconds"),
-        "machine": {"host": socket.gethostname(), "cpu": cpu_model(), "cores": os.cpu_count()},
-        "commit": git("rev-parse", "--short", "HEAD"), "dirty": bool(git("status", "--porcelain")),
-        "command": " ".join([os.path.relpath(sys.argv[0], ROOT)] + sys.argv[1:]),
+        **provenance(),
         "settings": {"targets": len(tq), "guesses_per_target": RANDOM_GUESSES + 1, "tolerance": TOLERANCE,
                      "processes": args.processes, "tether": f"gauss_legendre stages {args.stages}, steps {args.steps}, accuracy {args.accuracy or '-'}, "
                                                 f"tolerance {args.tether_tolerance}",
