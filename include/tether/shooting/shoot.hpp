@@ -207,6 +207,7 @@ TETHER_HD Status shot_report(const S& sys, const ShootControl& ctl, const Vec<S:
   Tangent<S, n> t = initial_tangent<S>();
   typename Flow::template Carry<S> carry;
   const int horizon = ctl.conjugate_search_steps > ctl.steps ? ctl.conjugate_search_steps : ctl.steps;
+  const int arc = ctl.steps / ctl.nodes;
   for (int k = 0; k < horizon; ++k) {
     const bool found = out.conjugate_time == out.conjugate_time;
     if (k >= ctl.steps && found) break;
@@ -217,7 +218,6 @@ TETHER_HD Status shot_report(const S& sys, const ShootControl& ctl, const Vec<S:
     // (they agree to the tolerance; integrating p0 alone over a long horizon
     // would amplify that). The tangent runs on: across a matched node it is
     // the product of the arcs' tangents, dq(t)/dp0 of the whole solution.
-    const int arc = ctl.steps / ctl.nodes;
     if (nodes && k + 1 < ctl.steps && (k + 1) % arc == 0) {
       s.q = nodes[(k + 1) / arc].template head<n>();
       s.p = nodes[(k + 1) / arc].template tail<n>();
@@ -406,20 +406,13 @@ TETHER_HD bool initial_nodes(const S& sys, const ShootControl& ctl, const Vec<S:
 template <class S, class Flow>
 TETHER_HD Real endpoint_error(const S& sys, const ShootControl& ctl, const Vec<S::dof>& q0, const Vec<S::dof>& p0,
                               const Vec<S::dof>* qT) {
-  auto endpoint = [&](int steps, Real h, Vec<S::dof>& q) {
-    PhaseState<S> s;
-    s.q = q0;
-    s.p = p0;
-    for (int k = 0; k < steps; ++k) {
-      int it = 0;
-      if (Flow::step(sys, s, h, ctl.step_newton, it, static_cast<Tangent<S, 1>*>(nullptr)) != Status::ok) return false;
-    }
-    q = s.q;
-    return true;
-  };
+  ShootControl halved = ctl;
+  halved.dt = ctl.dt / 2;
+  halved.steps = 2 * ctl.steps;
   Vec<S::dof> coarse, fine;
   if (qT) coarse = *qT;
-  if ((!qT && !endpoint(ctl.steps, ctl.dt, coarse)) || !endpoint(2 * ctl.steps, ctl.dt / 2, fine))
+  if ((!qT && shoot_endpoint<S, Flow>(sys, ctl, q0, p0, coarse, nullptr) != Status::ok) ||
+      shoot_endpoint<S, Flow>(sys, halved, q0, p0, fine, nullptr) != Status::ok)
     return Real(1) / Real(0);
   return (coarse - fine).norm() / (1 - ldexp(Real(1), -Flow::order));
 }
@@ -449,8 +442,9 @@ TETHER_HD ShotStatus solve_shot(const S& sys, const ShootControl& ctl, const Vec
     status = solve(j == ctl.substeps ? target : Vec<n>(*from + (Real(j) / ctl.substeps) * (target - *from)));
   if (status != ShotStatus::converged) {  // report the distance to the target itself
     Vec<n> qT;
+    Real norm;
     if (w)
-      residual = shooting_sweep<S, Flow>(sys, ctl, target, *w, residual) == Status::ok ? residual : Real(1) / Real(0);
+      residual = shooting_sweep<S, Flow>(sys, ctl, target, *w, norm) == Status::ok ? norm : Real(1) / Real(0);
     else
       residual = shoot_endpoint<S, Flow>(sys, ctl, q0, p, qT, nullptr) == Status::ok ? (qT - target).norm()
                                                                                      : Real(1) / Real(0);
@@ -473,8 +467,6 @@ TETHER_HD void shoot_trajectory(const S& sys, const ShootControl& ctl, const Sho
   Real residual = 0;
   ShotStatus status;
   ShotReport<n> report;
-  report.energy = report.length = report.conjugate_time = Real(0) / Real(0);
-  report.pT.setConstant(report.energy);
   Status reported = Status::ok;
   if (ctl.nodes > 1) {
     ShootingNodes<S> w;
@@ -485,27 +477,27 @@ TETHER_HD void shoot_trajectory(const S& sys, const ShootControl& ctl, const Sho
                                  static_cast<ShootingNodes<S>*>(nullptr));
     if (status == ShotStatus::converged) reported = shot_report<S, Flow>(sys, ctl, q0, p, report);
   }
-  if (reported != Status::ok) {
+  if (reported != Status::ok)
     status = ShotStatus::integration_failed;  // cannot happen for a flow that just converged; never hidden
-    report.energy = report.length = report.conjugate_time = Real(0) / Real(0);
-    report.pT.setConstant(report.energy);
-  }
-  Real error = Real(0) / Real(0);
-  if (status == ShotStatus::converged && ctl.estimate_error) {
+  // What the report found, of converged shots only.
+  const bool ok = status == ShotStatus::converged;
+  const Real missing = Real(0) / Real(0);
+  Real error = missing;
+  if (ok && ctl.estimate_error) {
     const Real scale = (target - q0).norm();
     error = endpoint_error<S, Flow>(sys, ctl, q0, p, ctl.nodes > 1 ? nullptr : &report.qT) /
             (scale > 0 ? scale : Real(1));
   }
   for (int c = 0; c < n; ++c) {
     v.p0[c * v.count + i] = p[c];
-    v.pT[c * v.count + i] = report.pT[c];
+    v.pT[c * v.count + i] = ok ? report.pT[c] : missing;
   }
   v.status[i] = static_cast<std::uint8_t>(status);
   v.iterations[i] = iterations;
   v.residual[i] = residual;
-  v.energy[i] = report.energy;
-  v.length[i] = report.length;
-  v.conjugate_time[i] = report.conjugate_time;
+  v.energy[i] = ok ? report.energy : missing;
+  v.length[i] = ok ? report.length : missing;
+  v.conjugate_time[i] = ok ? report.conjugate_time : missing;
   v.error_estimate[i] = error;
 }
 
