@@ -1,12 +1,10 @@
 // Geodesic shooting: q(T; p0) = q1 solved for the initial covector
 // p0 by damped Newton on the exact Jacobian of the discrete flow
-// (include/tether/shooting/shoot.hpp, src/engine/shooting.cpp). Covered here:
-//  1. the shooting Jacobian dq(T)/dp0 and the full tangent d(q, p)(T)/d(q0, p0)
-//     against central finite differences, every system x every method;
+// (include/tether/shooting/shoot.hpp, src/engine/shooting.cpp). Covered here
+// (sections 1, 4 and the condensed step of 11, the tangent maps, are in
+// test_shoot_tangent.cpp):
 //  2. Heisenberg: exact covectors recovered from the closed-form geodesic's endpoint;
 //  3. Heisenberg: kept lengths against the closed-form sub-Riemannian distance;
-//  4. conjugate points: Heisenberg's first at 2 pi / |p_z|, none on the car's
-//     straight run, every method;
 //  5. the car's sideways manoeuvre (MMVW13 §5), with the velocity constraints
 //     along the solved geodesic, and its mirror image;
 //  6. failures are reported, one row per target in target order;
@@ -14,8 +12,7 @@
 //  8. cpu against the reference backend; 9. thread-count independence;
 //  10. p(T) against differences of the length, and the cut-locus flag;
 //      shoot.accuracy against the closed-form endpoint;
-//  11. multiple shooting: the condensed Newton step against the block
-//      system's, and the same minimisers as single shooting;
+//  11. multiple shooting: the same minimisers as single shooting;
 //  12. bad shooting configs, each named by its JSON path.
 // Every expected value is derived from the mathematics, not read off output.
 #include <omp.h>
@@ -29,40 +26,22 @@
 
 #include <Eigen/Dense>
 
-#include "nonholonomic_cases.hpp"
+#include "shooting/shoot_support.hpp"
 #include "support.hpp"
 #include "tether/engine/shooting.hpp"
-#include "tether/methods/gauss_legendre.hpp"
-#include "tether/methods/stormer_verlet.hpp"
-#include "tether/methods/symplectic_euler.hpp"
-#include "tether/shooting/shoot.hpp"
 #include "tether/systems/heisenberg.hpp"
 #include "tether/systems/heisenberg_vakonomic.hpp"
 #include "tether/systems/martinet.hpp"
 #include "tether/systems/parallel_parking.hpp"
 
 namespace tether {
-
-// Readable statuses in gtest failure messages (found by ADL).
-static void PrintTo(Status s, std::ostream* os) { *os << status_name(s); }
-static void PrintTo(ShotStatus s, std::ostream* os) { *os << shot_status_name(s); }
-
 namespace {
 
-constexpr Real kPi = 3.14159265358979323846;
+using namespace test;
 
 // ---------------------------------------------------------------------------
 // Helpers.
 
-using test::make_state;
-
-ShootControl control(Real dt, int steps, Real tolerance = 1e-10) {
-  ShootControl c;
-  c.dt = dt;
-  c.steps = steps;
-  c.tolerance = tolerance;
-  return c;
-}
 
 ShootResult shoot_json(const std::string& json) { return shoot(parse_shoot_config(json, "test"), ShootOptions{}); }
 
@@ -83,8 +62,6 @@ std::string describe(const TargetResult& t) {
   for (Real x : t.p0) s += std::to_string(x) + " ";
   return s + ")";
 }
-
-using test::heisenberg_exact;
 
 // "[x, y, z]" to full precision, for targets built in a test.
 std::string json_point(const Vec3& q) {
@@ -124,155 +101,6 @@ HeisenbergDistance heisenberg_distance(Real x, Real y, Real z) {
   const Real phi = (lo + hi) / 2;
   // phi = 0 (z = 0): the straight segment; pz takes the sign of z (the arc turns left for z > 0).
   return {phi == 0 ? r : r * phi / std::sin(phi), (z < 0 ? -2 : 2) * phi};
-}
-
-// ---------------------------------------------------------------------------
-// Systems and generic start states (away from symmetric configurations).
-
-using test::martinet;
-using test::martinet_lagrangian;
-using test::parking_bowl;
-
-const Vec3 kQ3(0.2, -0.1, 0.05), kP3(0.7, 0.4, 1.3);
-const Vec3 kMartinetQ(0.1, 0.2, 0.0), kMartinetP(0.5, 0.3, 0.8);
-const Vec<4> kParkingQ(0.5, 0.2, 0.1, 0.3), kParkingP(0.6, -0.4, 0.5, 0.8);  // inside the bowl
-
-// ---------------------------------------------------------------------------
-// Methods.
-
-template <class M>
-struct MethodLabel;
-template <int S>
-struct MethodLabel<GaussLegendre<S>> {
-  static std::string name() { return "GL" + std::to_string(S); }
-};
-template <>
-struct MethodLabel<SymplecticEuler> {
-  static std::string name() { return "SymplecticEuler"; }
-};
-template <>
-struct MethodLabel<StormerVerlet> {
-  static std::string name() { return "StormerVerlet"; }
-};
-struct MethodName {
-  template <class M>
-  static std::string GetName(int) {
-    return MethodLabel<M>::name();
-  }
-};
-
-using AllMethods = ::testing::Types<GaussLegendre<1>, GaussLegendre<2>, GaussLegendre<3>, SymplecticEuler, StormerVerlet>;
-
-template <class M>
-class ShootJacobian : public ::testing::Test {};
-TYPED_TEST_SUITE(ShootJacobian, AllMethods, MethodName);
-
-// ===========================================================================
-// 1. The shooting Jacobian is the derivative of the discrete flow.
-//
-// Tolerance: central differences with d = 1e-6 have truncation error
-// d^2/6 |d^3 q(T)/dp0^3| ~ 1e-12 here and roundoff ~ eps |q(T)| / d ~ 1e-10
-// (each step's Newton stops at its roundoff floor, and the iteration count is
-// the same at p0 +- d, so the computed map is smooth in p0; observed
-// 1e-10 to 4e-10 over all systems and methods). 1e-7 relative leaves a wide margin, while a tangent that dropped one term (a multiplier
-// column, one stage's coupling) is off by O(h) ~ 1e-2 after 20 steps.
-
-constexpr Real kFdStep = 1e-6, kFdTolerance = 1e-7, kDt = 0.05;
-constexpr int kSteps = 20;
-
-template <class M, class S>
-void check_endpoint_jacobian(const S& sys, const Vec<S::dof>& q0, const Vec<S::dof>& p0) {
-  constexpr int n = S::dof;
-  const ShootControl ctl = control(kDt, kSteps);
-  Vec<n> qT, plain;
-  Mat<n, n> jac;
-  ASSERT_EQ((shoot_endpoint<S, MethodFlow<M>>(sys, ctl, q0, p0, qT, &jac)), Status::ok);
-  ASSERT_EQ((shoot_endpoint<S, MethodFlow<M>>(sys, ctl, q0, p0, plain, nullptr)), Status::ok);
-  // Carrying the tangent must not move the state (it is computed after the step, from the same stages);
-  // only the Hessian-carrying dual numbers may round the gradient differently.
-  EXPECT_LT(max_abs(Vec<n>(qT - plain)), 1e-14 * (1 + max_abs(qT)));
-  Mat<n, n> fd;
-  for (int k = 0; k < n; ++k) {
-    Vec<n> pp = p0, pm = p0, qp, qm;
-    pp[k] += kFdStep;
-    pm[k] -= kFdStep;
-    ASSERT_EQ((shoot_endpoint<S, MethodFlow<M>>(sys, ctl, q0, pp, qp, nullptr)), Status::ok);
-    ASSERT_EQ((shoot_endpoint<S, MethodFlow<M>>(sys, ctl, q0, pm, qm, nullptr)), Status::ok);
-    fd.col(k) = (qp - qm) / (2 * kFdStep);
-  }
-  const Real scale = std::max<Real>(1, jac.cwiseAbs().maxCoeff());
-  EXPECT_LT((jac - fd).cwiseAbs().maxCoeff(), kFdTolerance * scale) << S::name << "\nexact\n" << jac << "\nfd\n" << fd;
-  // Not vacuous: after 20 steps the Jacobian is far from its t = 0 value (zero).
-  EXPECT_GT(jac.cwiseAbs().maxCoeff(), 0.1);
-}
-
-TYPED_TEST(ShootJacobian, Heisenberg) { check_endpoint_jacobian<TypeParam>(Heisenberg{}, kQ3, kP3); }
-TYPED_TEST(ShootJacobian, HeisenbergVakonomic) {
-  check_endpoint_jacobian<TypeParam>(HeisenbergVakonomic{}, kQ3, kP3);
-}
-// beta = 0.5: the X2 = d/dy / (1 + beta x) coefficient varies along the path.
-TYPED_TEST(ShootJacobian, Martinet) { check_endpoint_jacobian<TypeParam>(martinet(0.5), kMartinetQ, kMartinetP); }
-TYPED_TEST(ShootJacobian, MartinetLagrangian) {
-  check_endpoint_jacobian<TypeParam>(martinet_lagrangian(0.5), kMartinetQ, kMartinetP);
-}
-TYPED_TEST(ShootJacobian, ParallelParkingBowl) {
-  check_endpoint_jacobian<TypeParam>(parking_bowl(), kParkingQ, kParkingP);
-}
-
-// The full tangent map d(q, p)(T) / d(q0, p0), started from the identity and
-// carried by M::step itself, against central differences of the flat map
-// (q0, p0) -> (q, p)(T). The q0 columns exercise the H_qq and H_q lambda terms
-// of the stage tangents that the p0 columns alone would barely weigh.
-template <class M, class S>
-void check_full_tangent(const S& sys, const Vec<S::dof>& q0, const Vec<S::dof>& p0) {
-  constexpr int n = S::dof, m = 2 * n;
-  const NewtonOptions opt;
-  auto flow = [&](const Vec<m>& x, Tangent<S, m>* t, typename M::template Carry<S>* carry = nullptr) {
-    PhaseState<S> s = make_state<S>(x.template head<n>(), x.template tail<n>());
-    for (int k = 0; k < kSteps; ++k) {
-      int it = 0;
-      EXPECT_EQ((M::template step<S, m>(sys, s, kDt, opt, it, t, carry)), Status::ok);
-    }
-    Vec<m> out;
-    out << s.q, s.p;
-    return out;
-  };
-  Vec<m> x0;
-  x0 << q0, p0;
-  Tangent<S, m> tangent = Tangent<S, m>::Identity();
-  const Vec<m> end = flow(x0, &tangent);
-  // A step that starts its Newton from the previous step's factored Jacobian
-  // (the method's Carry) reaches the same state and tangent: only the chord
-  // matrix differs, never the converged stages' Jacobian.
-  {
-    typename M::template Carry<S> carry;
-    Tangent<S, m> carried = Tangent<S, m>::Identity();
-    const Vec<m> carried_end = flow(x0, &carried, &carry);
-    EXPECT_LT(max_abs(Vec<m>(carried_end - end)), 1e-13 * (1 + max_abs(end)));
-    EXPECT_LT((carried - tangent).cwiseAbs().maxCoeff(), 1e-12 * std::max<Real>(1, tangent.cwiseAbs().maxCoeff()));
-  }
-  Mat<m, m> fd;
-  for (int k = 0; k < m; ++k) {
-    Vec<m> xp = x0, xm = x0;
-    xp[k] += kFdStep;
-    xm[k] -= kFdStep;
-    fd.col(k) = (flow(xp, nullptr) - flow(xm, nullptr)) / (2 * kFdStep);
-  }
-  const Real scale = std::max<Real>(1, tangent.cwiseAbs().maxCoeff());
-  EXPECT_LT((tangent - fd).cwiseAbs().maxCoeff(), kFdTolerance * scale) << "exact\n" << tangent << "\nfd\n" << fd;
-  // The map is symplectic (MMVW13 Props 3-4; LJM12): T^t J T = J is a second,
-  // independent check of the tangent (roundoff ~ 1e-14 |T|^2).
-  Mat<m, m> j = Mat<m, m>::Zero();
-  j.template topRightCorner<n, n>().setIdentity();
-  j.template bottomLeftCorner<n, n>() = -Mat<n, n>::Identity();
-  EXPECT_LT((tangent.transpose() * j * tangent - j).cwiseAbs().maxCoeff(), 1e-12 * scale * scale);
-}
-
-TYPED_TEST(ShootJacobian, ParallelParkingBowlFullTangent) {
-  check_full_tangent<TypeParam>(parking_bowl(), kParkingQ, kParkingP);
-}
-TYPED_TEST(ShootJacobian, MartinetLagrangianFullTangent) {
-  check_full_tangent<TypeParam>(martinet_lagrangian(0.5), kMartinetQ, kMartinetP);
 }
 
 // ===========================================================================
@@ -349,69 +177,6 @@ TEST(ShootHeisenberg, KeptLengthIsTheDistance) {
     EXPECT_EQ(t.attempts, 13);
     // H = L^2 / (2 T^2) for a constant-speed geodesic.
     EXPECT_NEAR(t.energy, d.length * d.length / 2, 1e-5 * d.length * d.length);
-  }
-}
-
-// ===========================================================================
-// 4. Conjugate points. For p0 with p_z = omega != 0 the projection is a circle
-// closed at t = 2 pi / |omega|; there all geodesics with the same |(u, v)|
-// and omega (rotated about the z-axis through q0) meet again, so J = dq(t)/dp0
-// degenerates: det J(t) is proportional to sin(omega t / 2) (omega t/2 cos(omega t/2)
-// - sin(omega t/2)), whose first zero for t > 0 is the simple zero of the sine
-// at omega t = 2 pi (the second factor vanishes only at omega t / 2 ~ 4.49).
-// So det J changes sign there. By left-invariance this does not depend on q0.
-//
-// Every method, h = 1/1000 (|omega| h < 0.012). Tolerance: even the order-1
-// methods put the discrete zero within ~1e-5 of the exact one, and
-// shot_report's linear interpolation of det between steps adds
-// O(h^2 |det''/det'|) ~ 1e-5: 1e-3 is safe, and a conjugate time off by one
-// whole feature (a step, or 2 pi / omega confused with pi / omega) is not.
-template <class M>
-class ShootConjugate : public ::testing::Test {};
-TYPED_TEST_SUITE(ShootConjugate, AllMethods, MethodName);
-
-TYPED_TEST(ShootConjugate, HeisenbergFirstConjugateTimeIsTwoPiOverOmega) {
-  const Heisenberg sys;
-  const ShootControl ctl = control(1.0 / 1000, 1000);
-  struct Case {
-    Vec3 q0, p0;
-  };
-  const Real omega1 = 2 * kPi / 0.7, omega2 = 2 * kPi / 0.55;
-  for (const Case& c : {Case{Vec3::Zero(), Vec3(1, 0, omega1)}, Case{kQ3, Vec3(1, 0, omega1)},
-                        Case{kQ3, Vec3(0.6, -0.8, -omega2)}, Case{kQ3, Vec3(-0.3, 0.2, 2 * kPi / 0.93)}}) {
-    ShotReport<3> report;
-    ASSERT_EQ((shot_report<Heisenberg, MethodFlow<TypeParam>>(sys, ctl, c.q0, c.p0, report)), Status::ok);
-    EXPECT_NEAR(report.conjugate_time, 2 * kPi / std::abs(c.p0[2]), 1e-3)
-        << "q0 = " << c.q0.transpose() << ", p0 = " << c.p0.transpose();
-  }
-  // |omega| T < 2 pi: no conjugate point up to T (also for omega = 0, the straight line).
-  for (const Vec3& p0 : {Vec3(1, 0, 2 * kPi / 1.3), Vec3(0.6, -0.8, -5.0), Vec3(0.5, 0.5, 0.0)}) {
-    ShotReport<3> report;
-    ASSERT_EQ((shot_report<Heisenberg, MethodFlow<TypeParam>>(sys, ctl, kQ3, p0, report)), Status::ok);
-    EXPECT_TRUE(std::isnan(report.conjugate_time)) << "p0 = " << p0.transpose() << " conjugate_time "
-                                                   << report.conjugate_time;
-  }
-}
-
-// Driving straight ahead, (0, 0, 0, 0) to (a, 0, 0, 0) with p0 = (a, 0, 0, 0)/T,
-// is the shortest path (any admissible path has length >= int |xdot| >= a,
-// and this one has length a), and it is not abnormal (the car's abnormal
-// curves steer in place, along d/dphi: [d/dphi, D^2] lies in D^2), so it has
-// no conjugate point in (0, T]. Near t = 0, det J(t) ~ t^10 for the car: over
-// the first one or two steps it is at the roundoff of J's entries (smallest
-// singular value ~1e-17 of the largest), and its sign there is noise.
-TYPED_TEST(ShootConjugate, ParallelParkingStraightRunHasNone) {
-  const ParallelParking sys;
-  for (int steps : {10, 40, 160}) {
-    const ShootControl ctl = control(1.0 / steps, steps);
-    for (const Vec<4>& p0 : {Vec<4>(0.5, 0, 0, 0), Vec<4>(-0.8, 0, 0, 0)}) {
-      ShotReport<4> report;
-      ASSERT_EQ((shot_report<ParallelParking, MethodFlow<TypeParam>>(sys, ctl, Vec<4>::Zero(), p0, report)),
-                Status::ok);
-      EXPECT_NEAR(report.length, std::abs(p0[0]), 1e-14);
-      EXPECT_TRUE(std::isnan(report.conjugate_time)) << steps << " steps, p0 = " << p0.transpose()
-                                                     << ": conjugate_time " << report.conjugate_time;
-    }
   }
 }
 
@@ -856,89 +621,7 @@ TEST(ShootAccuracy, ChosenStepsMeetTheAccuracyAgainstTheClosedForm) {
 }
 
 // ===========================================================================
-// 11. Multiple shooting.
-
-// The condensed Newton step (shooting_direction) is the Newton step of the
-// whole block system: unknowns x = (p0, z_1, z_2), residuals
-// F = (Phi_0(q0, p0) - z_1, Phi_1(z_1) - z_2, q(Phi_2(z_2)) - q1), its
-// Jacobian by central differences of arcs integrated here step by step, and
-// checked against the block equations J dx = -F. Differences with step 1e-6
-// are accurate to ~1e-10 relative, so |J dx + F| <= 1e-8 (|J| |dx| + |F|)
-// holds for the exact step whatever J's condition (the car's dq/dp0 is
-// nearly singular at short horizons: det J ~ t^10), while a condensation that
-// dropped b_k, or used (0; I) where A_k belongs, leaves ~|J| |F| (J's
-// condition here is below 1e6). Where J is well conditioned (Heisenberg) the
-// step itself is compared with the dense solution, to 1e-6.
-template <class M>
-class ShootMultiple : public ::testing::Test {};
-TYPED_TEST_SUITE(ShootMultiple, AllMethods, MethodName);
-
-template <class M, class S>
-void check_condensed_step(const S& sys, Real dt, const Vec<S::dof>& q0, const Vec<S::dof>& p0,
-                          const Vec<S::dof>& q1) {
-  constexpr int n = S::dof, m = 2 * n, dim = n + 2 * m;
-  ShootControl ctl = control(dt, 12);
-  ctl.nodes = 3;
-  auto arc = [&](const Vec<m>& z) {
-    PhaseState<S> s = make_state<S>(z.template head<n>(), z.template tail<n>());
-    for (int j = 0; j < 4; ++j) {
-      int it = 0;
-      EXPECT_EQ((M::template step<S, 1>(sys, s, dt, NewtonOptions{}, it, nullptr)), Status::ok);
-    }
-    Vec<m> out;
-    out << s.q, s.p;
-    return out;
-  };
-  auto residual = [&](const Eigen::VectorXd& x) {
-    Vec<m> z0, z1 = x.segment<m>(n), z2 = x.segment<m>(n + m);
-    z0 << q0, x.head<n>();
-    Eigen::VectorXd f(dim);
-    f << arc(z0) - z1, arc(z1) - z2, arc(z2).template head<n>() - q1;
-    return f;
-  };
-  // Nodes near, not on, the trajectory from (q0, p0).
-  Eigen::VectorXd x(dim);
-  Vec<m> z0;
-  z0 << q0, p0;
-  const Vec<m> z1 = arc(z0), z2 = arc(z1);
-  x << p0, z1 + 0.01 * Vec<m>::LinSpaced(-1, 1), z2 - 0.02 * Vec<m>::LinSpaced(0.5, -1);
-  Eigen::MatrixXd jac(dim, dim);
-  for (int c = 0; c < dim; ++c) {
-    Eigen::VectorXd xp = x, xm = x;
-    xp[c] += kFdStep;
-    xm[c] -= kFdStep;
-    jac.col(c) = (residual(xp) - residual(xm)) / (2 * kFdStep);
-  }
-  const Eigen::VectorXd f = residual(x), full = jac.fullPivLu().solve(-f);
-
-  ShootingNodes<S> w;
-  w.z[0] = z0;
-  w.z[1] = x.segment<m>(n);
-  w.z[2] = x.segment<m>(n + m);
-  Real norm;
-  ASSERT_EQ((shooting_sweep<S, MethodFlow<M>>(sys, ctl, q1, w, norm)), Status::ok);
-  EXPECT_NEAR(norm, residual(x).norm(), 1e-12 * (1 + norm));
-  Vec<m> dz[kMaxShootingNodes];
-  ASSERT_TRUE(shooting_direction<S>(ctl, w, dz));
-  Eigen::VectorXd condensed(dim);
-  condensed << dz[0].template tail<n>(), dz[1], dz[2];
-  EXPECT_EQ(dz[0].template head<n>(), Vec<n>::Zero());
-  EXPECT_LT((jac * condensed + f).norm(), 1e-8 * (jac.norm() * condensed.norm() + f.norm()));
-  const Eigen::JacobiSVD<Eigen::MatrixXd> svd(jac);
-  const Real condition = svd.singularValues()(0) / svd.singularValues()(dim - 1);
-  EXPECT_LT(condition, 1e6);  // else the test above loses its power
-  if (condition < 1e3)
-    EXPECT_LT((condensed - full).norm(), 1e-6 * full.norm()) << "condensed " << condensed.transpose()
-                                                             << "\nfull      " << full.transpose();
-}
-
-TYPED_TEST(ShootMultiple, CondensedStepIsTheBlockNewtonStepHeisenberg) {
-  check_condensed_step<TypeParam>(Heisenberg{}, kDt, kQ3, kP3, Vec3(0.9, 0.3, 0.4));
-}
-TYPED_TEST(ShootMultiple, CondensedStepIsTheBlockNewtonStepParking) {
-  check_condensed_step<TypeParam>(parking_bowl(), 0.1, kParkingQ, kParkingP, Vec<4>(0.8, 0.1, 0.3, 0.2));
-}
-
+// 11. Multiple shooting (its condensed Newton step: test_shoot_tangent.cpp).
 // Where both converge, multiple and single shooting find the same geodesics:
 // the same discrete flow from the same p0 (multiple shooting's report
 // restarts each arc at its node, which agrees with the flow from p0 to the

@@ -74,7 +74,7 @@ Status sample_geodesic(const S& sys, const ShootControl& ctl, const Vec<S::dof>&
   keep(0);
   for (std::int64_t k = 1; k <= ctl.steps; ++k) {
     int it = 0;
-    const Status st = Flow::step(sys, s, ctl.dt, ctl.step_newton, it, static_cast<Tangent<S, 1>*>(nullptr));
+    const Status st = Flow::step(sys, s, ctl.dt, ctl.step_newton, it, static_cast<Tangent<S, S::dof>*>(nullptr));
     if (st != Status::ok) return st;
     if (k % every == 0 || k == ctl.steps) keep(k);
   }

@@ -126,8 +126,8 @@ TETHER_HD Status shoot_endpoint(const S& sys, const ShootControl& ctl, const Vec
   typename Flow::template Carry<S> carry;
   for (int k = 0; k < ctl.steps; ++k) {
     int it = 0;
-    const Status st = jac ? Flow::step(sys, s, ctl.dt, ctl.step_newton, it, &t, &carry)
-                          : Flow::step(sys, s, ctl.dt, ctl.step_newton, it, static_cast<Tangent<S, n>*>(nullptr));
+    // One call site, so one inlined copy of the step.
+    const Status st = Flow::step(sys, s, ctl.dt, ctl.step_newton, it, jac ? &t : nullptr, jac ? &carry : nullptr);
     if (st != Status::ok) return st;
   }
   qT = s.q;
@@ -386,7 +386,8 @@ TETHER_HD bool initial_nodes(const S& sys, const ShootControl& ctl, const Vec<S:
     if (along_flow) {
       for (int j = 0; j < arc; ++j) {
         int it = 0;
-        if (Flow::step(sys, s, ctl.dt, ctl.step_newton, it, static_cast<Tangent<S, 1>*>(nullptr)) != Status::ok)
+        // The tangent type of shoot_endpoint's step, so no third instantiation.
+        if (Flow::step(sys, s, ctl.dt, ctl.step_newton, it, static_cast<Tangent<S, n>*>(nullptr)) != Status::ok)
           return false;
       }
       w.z[k] << s.q, s.p;
