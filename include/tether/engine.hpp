@@ -1,6 +1,6 @@
 #pragma once
 // tether's host API, one header: read a config, run an ensemble or a set of
-// shots on a backend, write a run's folder, and list what the registry holds.
+// shots or Monte Carlo chains on a backend, write a run's folder, and list what the registry holds.
 // The CLI, the tests, the benchmark and the Python package use this header;
 // nothing outside the library reaches into src/.
 //
@@ -15,4 +15,5 @@
 #include "tether/engine/config_error.hpp"  // ConfigError: what is wrong and where
 #include "tether/engine/output.hpp"        // summary.json, final.csv, timeseries.csv, shots.csv
 #include "tether/engine/run.hpp"           // run, RunResult, RunOptions, FinalStateSink, resolve_backend
+#include "tether/engine/sample.hpp"        // sample, SampleConfig, SampleResult, DrawSink
 #include "tether/engine/shooting.hpp"      // shoot, ShootResult

@@ -1,8 +1,9 @@
-// The `tether` command: run, shoot, validate, list.
+// The `tether` command: run, shoot, sample, validate, list.
 #include <CLI/CLI.hpp>
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
+#include <filesystem>
 #include <iostream>
 #include <unistd.h>
 #ifdef _OPENMP
@@ -52,6 +53,8 @@ int do_run(const std::string& config_path, const std::string& out, const std::st
            long batch_size, bool quiet) {
   if (tether::is_shoot_config_file(config_path))
     throw tether::ConfigError("shoot", "this is a shooting config: run it with `tether shoot " + config_path + " --out DIR`");
+  if (tether::is_sample_config_file(config_path))
+    throw tether::ConfigError("sample", "this is a sampling config: run it with `tether sample " + config_path + " --out DIR`");
   tether::RunConfig cfg = tether::load_config_file(config_path);
   if (!backend.empty()) cfg.backend = backend;
   if (batch_size > 0) cfg.batch_size = batch_size;
@@ -141,6 +144,58 @@ int do_shoot(const std::string& config_path, const std::string& out, const std::
   return 0;
 }
 
+int do_sample(const std::string& config_path, const std::string& out, const std::string& backend, long threads,
+              bool quiet) {
+  tether::SampleConfig cfg = tether::load_sample_config_file(config_path);
+  if (!backend.empty()) cfg.run.backend = backend;
+#ifdef _OPENMP
+  if (threads > 0) omp_set_num_threads(int(threads));
+#endif
+  cfg.run.backend = tether::resolve_backend(cfg.run.backend);
+  tether::check_sample_config(cfg);
+  // Refused up front: draws that cannot fit on the disk (where the folder will be).
+  std::filesystem::path where = std::filesystem::absolute(out);
+  while (!std::filesystem::exists(where) && where.has_parent_path() && where != where.parent_path())
+    where = where.parent_path();
+  const std::int64_t bytes = tether::draws_file_bytes(cfg.sample, tether::system_dof(cfg.run));
+  std::error_code ec;
+  const auto space = std::filesystem::space(where, ec);
+  if (!ec && double(bytes) > double(space.available))
+    throw tether::ConfigError("sample.draws", "chains x draws need " + std::to_string(bytes >> 20) + " MiB in " +
+                                                  where.string() + ", which has " +
+                                                  std::to_string(space.available >> 20) + " MiB free (fewer draws, or thin)");
+  tether::OutputFolder folder(out);
+  tether::SampleResult r;
+  {
+    tether::NetcdfDraws draws(folder.partial("draws.nc"), cfg, tether::system_dof(cfg.run));
+    tether::SampleOptions opt;
+    opt.draws = &draws;
+    Progress progress(quiet, "chain-iterations");
+    opt.progress = [&](double d, double t) { progress(d, t); };
+    try {
+      r = tether::sample(cfg, opt);
+    } catch (...) {
+      std::filesystem::remove(folder.partial("draws.nc"), ec);  // nothing that looks like a result
+      throw;
+    }
+    draws.close();
+  }
+  folder.commit("draws.nc");
+  tether::write_sample_summary(folder.partial("summary.json"), cfg, r);
+  folder.commit("summary.json");
+  if (!quiet) {
+    const double proposals = double(r.chains) * double(r.draws);
+    std::printf("%s / %s on %s: %lld chains x %lld draws (warm-up %lld, thin %lld) in %.3g s (%.3g chain-iterations/s)\n"
+                "  acceptance %.3f; rejected: metropolis %lld, newton %lld, reversibility %lld\n  wrote %s\n",
+                r.system.c_str(), r.method.c_str(), r.backend.c_str(), (long long)r.chains, (long long)r.draws,
+                (long long)r.warmup, (long long)r.thin, r.wall_seconds,
+                r.sampling_seconds > 0 ? r.chain_iterations / r.sampling_seconds : 0.0,
+                proposals > 0 ? double(r.outcomes[0]) / proposals : 0.0, (long long)r.outcomes[1],
+                (long long)r.outcomes[2], (long long)r.outcomes[3], folder.dir().string().c_str());
+  }
+  return 0;
+}
+
 // A config may be meant for another machine: say so, but it is not an error.
 void note_backend_here(const std::string& backend) {
   try {
@@ -151,6 +206,17 @@ void note_backend_here(const std::string& backend) {
 }
 
 int do_validate(const std::string& path) {
+  if (tether::is_sample_config_file(path)) {
+    const tether::SampleConfig cfg = tether::load_sample_config_file(path);
+    tether::check_sample_config(cfg);
+    std::printf("%s: ok (sample: %s, %s, %lld chains x %lld draws, warm-up %lld, thin %lld, L %lld steps of dt %g, "
+                "backend %s)\n",
+                path.c_str(), cfg.run.system_name.c_str(), method_label(cfg.run).c_str(), (long long)cfg.sample.chains,
+                (long long)cfg.sample.draws, (long long)cfg.sample.warmup, (long long)cfg.sample.thin,
+                (long long)cfg.run.steps, cfg.run.dt, cfg.run.backend.c_str());
+    note_backend_here(cfg.run.backend);
+    return 0;
+  }
   if (tether::is_shoot_config_file(path)) {
     const tether::ShootConfig cfg = tether::load_shoot_config_file(path);
     char steps[96];
@@ -270,6 +336,16 @@ int main(int argc, char** argv) {
   shoot->add_option("--threads", sthreads, "cpu threads (default: all cores)")->check(CLI::Range(1L, 1024L));
   shoot->add_flag("--quiet", squiet, "no progress or report on the terminal");
 
+  std::string mconfig, mout, mbackend;
+  long mthreads = 0;
+  bool mquiet = false;
+  auto* sample = app.add_subcommand("sample", "constrained Hamiltonian Monte Carlo: many chains on N = {g(q) = 0}");
+  sample->add_option("config", mconfig, "sampling config (JSON)")->required();
+  sample->add_option("--out", mout, "output folder")->required();
+  sample->add_option("--backend", mbackend, "auto, cpu, reference or cuda (overrides the config)");
+  sample->add_option("--threads", mthreads, "cpu threads (default: all cores)")->check(CLI::Range(1L, 1024L));
+  sample->add_flag("--quiet", mquiet, "no progress or report on the terminal");
+
   std::string vconfig;
   auto* validate = app.add_subcommand("validate", "check a config and say what is wrong and where");
   validate->add_option("config", vconfig, "config file (JSON)")->required();
@@ -288,6 +364,7 @@ int main(int argc, char** argv) {
   try {
     if (*run) return do_run(config, out, backend, threads, batch, quiet);
     if (*shoot) return do_shoot(sconfig, sout, sbackend, sthreads, squiet);
+    if (*sample) return do_sample(mconfig, mout, mbackend, mthreads, mquiet);
     if (*validate) return do_validate(vconfig);
     if (*list) do_list(list_json);
     return 0;

@@ -13,6 +13,7 @@
 #include "config/json_node.hpp"
 #include "registry/catalog.hpp"
 #include "tether/core/random.hpp"
+#include "tether/engine/sample.hpp"
 #include "tether/shooting/shoot.hpp"
 
 namespace tether {
@@ -52,6 +53,7 @@ InitialSpec parse_initial(const Node& ini, int system) {
         throw ConfigError(ini.at(key), std::string("does not apply to ") + system_name +
                                            ": every (q, p) is a valid state of an index-1 system");
   InitialSpec spec;
+  spec.path = ini.path();
   if (ini.has("states")) {
     ini.only({"states", "project", "tolerance"});
     spec.kind = InitialSpec::Kind::states;
@@ -389,13 +391,108 @@ ShootConfig load_shoot_config_file(const std::string& path) {
   return parse_shoot_config(read_config_file(path), path);
 }
 
-bool is_shoot_config_file(const std::string& path) {
+SampleConfig parse_sample_config(const std::string& text, const std::string& source) {
+  const json j = parse_json(text, source);
+  const Node top(j, "");
+  top.only({"system", "method", "sample", "backend", "precision"});
+  SampleConfig cfg;
+  RunConfig& c = cfg.run;
+  SampleSpec& s = cfg.sample;
+
+  const Node sys = top.object("system");
+  parse_system(sys, c);
+  const SystemInfo& info = system_infos()[std::size_t(c.system)];
+  if (info.family != Family::holonomic || !info.reversed_by_momentum_flip) {
+    std::string allowed;
+    for (const auto& other : system_infos())
+      if (other.family == Family::holonomic && other.reversed_by_momentum_flip)
+        allowed += (allowed.empty() ? "" : ", ") + other.name;
+    throw ConfigError(sys.at("name"), "sampling applies to the holonomic systems, whose chains move on "
+                                      "N = {g(q) = 0} by RATTLE-type steps: " + allowed + "; got \"" +
+                                          c.system_name + "\", a " + family_name(info.family) + " system");
+  }
+
+  const Node m = top.object("method");
+  parse_method(m, c, {"name", "dt", "steps", "newton"});
+  const MethodInfo& method = method_infos()[std::size_t(c.method)];
+  if (!method.symmetric || !method.symplectic || method.two_step) {
+    std::vector<std::string> allowed;
+    for (int k : info.methods) {
+      const MethodInfo& other = method_infos()[std::size_t(k)];
+      if (other.symmetric && other.symplectic && !other.two_step &&
+          std::find(allowed.begin(), allowed.end(), other.name) == allowed.end())
+        allowed.push_back(other.name);
+    }
+    throw ConfigError(m.at("name"), "\"" + c.method_name + "\" cannot run a Monte Carlo chain: its proposals must "
+                                    "come from a symmetric, symplectic one-step method (for " + c.system_name +
+                                        ": " + join(allowed) + ")");
+  }
+  c.dt = m.positive("dt");
+  c.steps = m.integer("steps", 1, 1 << 20);
+
+  const Node sm = top.object("sample");
+  sm.only({"chains", "draws", "warmup", "thin", "seed", "batch_size", "temperature", "jitter", "refresh_angle",
+           "target_acceptance", "reversibility_tolerance", "initial"});
+  s.chains = sm.integer("chains", 1, std::int64_t(1) << 34);
+  s.draws = sm.integer("draws", 1, std::int64_t(1) << 40);
+  s.warmup = sm.integer("warmup", 0, std::int64_t(1) << 40, 0);
+  s.thin = sm.integer("thin", 1, std::int64_t(1) << 20, 1);
+  if (s.draws > (std::int64_t(1) << 40) / s.thin - s.warmup / s.thin)
+    throw ConfigError(sm.at("draws"), "with thin and warmup exceeds 2^40 iterations per chain");
+  s.temperature = sm.positive("temperature", s.temperature);
+  if (sm.has("jitter")) {
+    const Node jt = sm.object("jitter");
+    jt.only({"dt", "steps"});
+    s.step_jitter = jt.non_negative("dt", 0.0);
+    s.steps_jitter = jt.non_negative("steps", 0.0);
+    if (!(s.step_jitter < 1)) throw ConfigError(jt.at("dt"), "must be below 1 (h is drawn in h (1 +- jitter))");
+    if (!(s.steps_jitter < 1)) throw ConfigError(jt.at("steps"), "must be below 1 (L is drawn in L (1 +- jitter))");
+  }
+  s.refresh_angle = sm.positive("refresh_angle", s.refresh_angle);
+  if (s.refresh_angle > Real(1.5707963267948966))
+    throw ConfigError(sm.at("refresh_angle"), "must be in (0, pi/2]: p <- cos(a) p + sin(a) xi, pi/2 a full "
+                                              "refresh; got " + show(json(s.refresh_angle)));
+  s.target_acceptance = sm.positive("target_acceptance", s.target_acceptance);
+  if (!(s.target_acceptance < 1))
+    throw ConfigError(sm.at("target_acceptance"), "must be in (0, 1), got " + show(json(s.target_acceptance)));
+  s.reversibility_tolerance = sm.positive("reversibility_tolerance", s.reversibility_tolerance);
+  c.seed = static_cast<std::uint64_t>(sm.integer("seed", 0, INT64_MAX, 0));
+  c.batch_size = sm.integer("batch_size", 1, std::int64_t(1) << 30, c.batch_size);
+  if (sm.has("initial")) {
+    c.initial = parse_initial(sm.object("initial"), c.system);
+  } else {
+    c.initial.kind = InitialSpec::Kind::thermal;
+    c.initial.temperature = s.temperature;
+  }
+  if (c.initial.kind == InitialSpec::Kind::states && std::int64_t(c.initial.states.size()) != s.chains)
+    throw ConfigError(sm.at("initial.states"), "lists " + std::to_string(c.initial.states.size()) +
+                                                   " states for " + std::to_string(s.chains) + " chains");
+  c.size = s.chains;
+
+  static const std::string dbl = "double";
+  if (top.has("backend")) c.backend = top.string("backend", backend_names());
+  c.precision = top.has("precision") ? top.string("precision", {"double"}) : dbl;
+  return cfg;
+}
+
+SampleConfig load_sample_config_file(const std::string& path) {
+  return parse_sample_config(read_config_file(path), path);
+}
+
+namespace {
+
+bool has_top_level_key(const std::string& path, const char* key) {
   try {
     const json j = json::parse(read_config_file(path));
-    return j.is_object() && j.contains("shoot");
+    return j.is_object() && j.contains(key);
   } catch (const std::exception&) {
     return false;  // the run parser reports what is wrong
   }
 }
+
+}  // namespace
+
+bool is_shoot_config_file(const std::string& path) { return has_top_level_key(path, "shoot"); }
+bool is_sample_config_file(const std::string& path) { return has_top_level_key(path, "sample"); }
 
 }  // namespace tether

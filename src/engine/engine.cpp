@@ -67,11 +67,12 @@ struct Entry {
   void (*check)(const RunConfig&);
   RunResult (*run)(const RunConfig&, const RunOptions&, const std::string&);
   ShootResult (*shoot)(const ShootConfig&, const ShootOptions&, const std::string&);
+  SampleResult (*sample)(const SampleConfig&, const SampleOptions&, const std::string&);
 };
 
 template <class... S>
 const Entry& entry(TypeList<S...>, int system) {
-  static const std::array<Entry, sizeof...(S)> table{Entry{&check_system<S>, &run_system<S>, &shoot_system<S>}...};
+  static const std::array<Entry, sizeof...(S)> table{Entry{&check_system<S>, &run_system<S>, &shoot_system<S>, &sample_system<S>}...};
   return table.at(std::size_t(system));
 }
 
@@ -99,6 +100,14 @@ ShootResult shoot(const ShootConfig& c, const ShootOptions& opt) {
   r.method = c.run.method_name;
   r.stages = c.run.stages;
   r.backend = backend;
+  r.wall_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  return r;
+}
+
+SampleResult sample(const SampleConfig& c, const SampleOptions& opt) {
+  const auto start = std::chrono::steady_clock::now();
+  const std::string backend = resolve_backend(c.run.backend);
+  SampleResult r = system_entry(c.run.system).sample(c, opt, backend);
   r.wall_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   return r;
 }

@@ -10,6 +10,7 @@
 #include "backends/reference/reference_backend.hpp"
 #include "engine/initial_state.hpp"
 #include "engine/runner.hpp"
+#include "engine/sample_ensemble.hpp"
 #include "engine/shoot_ensemble.hpp"
 #include "engine/system_entry.hpp"
 #include "registry/parameter_io.hpp"
@@ -86,6 +87,32 @@ ShootResult shoot_system(const ShootConfig& c, const ShootOptions& opt, const st
   }
 }
 
+template <class S>
+SampleResult sample_system(const SampleConfig& c, const SampleOptions& opt, const std::string& backend) {
+  if constexpr (!HolonomicSystem<S>) {
+    throw ConfigError("system.name", "sampling applies to the holonomic systems only");
+  } else {
+    const S sys = configured<S>(c.run.system_parameters, "system.parameters");
+    check_initial_states(sys, c.run);
+    return with_method<SampleResult, S>(c.run, [&](const auto& method) -> SampleResult {
+      using M = std::decay_t<decltype(method)>;
+      if constexpr (!SamplerMethodFor<M, S>) {
+        throw ConfigError("method.name", std::string(M::name) + " cannot run a Monte Carlo chain");
+      } else {
+        if (!symmetric_with_parameters(method))
+          throw ConfigError("method", describe_method(c.run) + " is not symmetric with these parameters, so no "
+                                      "proposal would pass the reversibility check");
+        if (opt.check_only) return SampleResult{};
+        SampleResult r = sample_ensemble<S, M>(sys, method, c, backend, opt);
+        r.system = c.run.system_name;
+        r.method = describe_method(c.run);
+        r.backend = backend;
+        return r;
+      }
+    });
+  }
+}
+
 }  // namespace tether
 
 #define TETHER_INSTANTIATE_SYSTEM(I)                                                                         \
@@ -94,4 +121,6 @@ ShootResult shoot_system(const ShootConfig& c, const ShootOptions& opt, const st
   template ::tether::RunResult tether::run_system<::tether::SystemAt<I>>(                                  \
       const ::tether::RunConfig&, const ::tether::RunOptions&, const std::string&);                         \
   template ::tether::ShootResult tether::shoot_system<::tether::SystemAt<I>>(                              \
-      const ::tether::ShootConfig&, const ::tether::ShootOptions&, const std::string&);
+      const ::tether::ShootConfig&, const ::tether::ShootOptions&, const std::string&);                     \
+  template ::tether::SampleResult tether::sample_system<::tether::SystemAt<I>>(                            \
+      const ::tether::SampleConfig&, const ::tether::SampleOptions&, const std::string&);

@@ -129,17 +129,17 @@ void check_on_manifold(const S& sys, const InitialSpec& ini, const ExplicitState
     if (!(g <= ini.tolerance))
       throw ConfigError(path + ".q", "is off the constraint manifold: |g(q)| = " + format_number(g) + " > tolerance " +
                                          format_number(ini.tolerance) +
-                                         " (set ensemble.initial.project to true to project it)");
+                                         " (set " + ini.path + ".project to true to project it)");
     if (!(v <= ini.tolerance))
       throw ConfigError(path + ".p", "violates the hidden constraint: |G(q) v| = " + format_number(v) +
                                          " > tolerance " + format_number(ini.tolerance) +
-                                         " (set ensemble.initial.project to true to project it)");
+                                         " (set " + ini.path + ".project to true to project it)");
   } else if constexpr (is_nonholonomic<S>) {
     const Real g = max_abs(holonomic_values(sys, q));
     if (!(g <= ini.tolerance))
       throw ConfigError(path + ".q", "is off the constraint manifold: |h(q)| = " + format_number(g) + " > tolerance " +
                                          format_number(ini.tolerance) +
-                                         " (set ensemble.initial.project to true to project it)");
+                                         " (set " + ini.path + ".project to true to project it)");
     Vec<S::multiplier_count> lambda;
     int it = 0;
     solve_multipliers(sys, q, p, NewtonOptions{}, lambda, it);
@@ -147,19 +147,19 @@ void check_on_manifold(const S& sys, const InitialSpec& ini, const ExplicitState
     if (!(v <= ini.tolerance))
       throw ConfigError(path + ".p", "violates the hidden constraint: |Dh(q) qdot| = " + format_number(v) +
                                          " > tolerance " + format_number(ini.tolerance) +
-                                         " (set ensemble.initial.project to true to project it)");
+                                         " (set " + ini.path + ".project to true to project it)");
     return;
   } else {
     const Real g = max_abs(sys.constraints(q));
     if (!(g <= ini.tolerance))
       throw ConfigError(path + ".q", "is off the constraint manifold: |g(q)| = " + format_number(g) + " > tolerance " +
                                          format_number(ini.tolerance) +
-                                         " (set ensemble.initial.project to true to project it)");
+                                         " (set " + ini.path + ".project to true to project it)");
     const Real v = max_abs(sys.constraint_jacobian_times(q, sys.inverse_mass_times(p)));
     if (!(v <= ini.tolerance))
       throw ConfigError(path + ".p", "violates the hidden constraint: |G(q) M^-1 p| = " + format_number(v) +
                                          " > tolerance " + format_number(ini.tolerance) +
-                                         " (set ensemble.initial.project to true to project it)");
+                                         " (set " + ini.path + ".project to true to project it)");
   }
 }
 
@@ -174,10 +174,10 @@ void check_initial_states(const S& sys, const RunConfig& c) {
         throw ConfigError(path + "." + key, "has " + std::to_string(v->size()) + " entries, " + c.system_name +
                                                 " needs " + std::to_string(S::dof));
   };
-  if (ini.kind == InitialSpec::Kind::around) check_dims(ini.center, "ensemble.initial");
+  if (ini.kind == InitialSpec::Kind::around) check_dims(ini.center, ini.path);
   if (ini.kind != InitialSpec::Kind::states) return;
   for (std::size_t i = 0; i < ini.states.size(); ++i) {
-    const std::string path = "ensemble.initial.states[" + std::to_string(i) + "]";
+    const std::string path = ini.path + ".states[" + std::to_string(i) + "]";
     check_dims(ini.states[i], path);
     // Index 1 without holonomic constraints: every (q, p) is a state.
     if constexpr (!is_nonholonomic<S> || holonomic_count<S> > 0) check_on_manifold(sys, ini, ini.states[i], path);

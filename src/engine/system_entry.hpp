@@ -6,6 +6,7 @@
 #include <string>
 
 #include "tether/engine/run.hpp"
+#include "tether/engine/sample.hpp"
 #include "tether/engine/shooting.hpp"
 
 namespace tether {
@@ -17,5 +18,7 @@ template <class S>
 RunResult run_system(const RunConfig& c, const RunOptions& opt, const std::string& backend);
 template <class S>
 ShootResult shoot_system(const ShootConfig& c, const ShootOptions& opt, const std::string& backend);
+template <class S>
+SampleResult sample_system(const SampleConfig& c, const SampleOptions& opt, const std::string& backend);
 
 }  // namespace tether

@@ -1,6 +1,7 @@
 #include "tether/engine/output.hpp"
 
 #include "registry/catalog.hpp"
+#include "tether/sampling/hmc.hpp"
 
 #include <charconv>
 #include <nlohmann/json.hpp>
@@ -40,7 +41,7 @@ OutputFolder::OutputFolder(const fs::path& dir) : dir_(dir) {
   fs::create_directories(dir_, ec);
   if (ec || !fs::is_directory(dir_)) throw std::runtime_error("cannot create output folder " + dir_.string());
   // A previous run's files must not sit beside this run's summary.
-  for (const char* name : {"summary.json", "final.csv", "timeseries.csv", "shots.csv", "geodesics.csv"}) {
+  for (const char* name : {"summary.json", "final.csv", "timeseries.csv", "shots.csv", "geodesics.csv", "draws.nc"}) {
     fs::remove(dir_ / name, ec);
     if (ec) throw std::runtime_error("cannot remove the old " + (dir_ / name).string());
   }
@@ -292,6 +293,43 @@ void write_shoot_summary(const fs::path& file, const ShootConfig& c, const Shoot
   j["near_cut_locus_definition"] =
       "converged, and a conjugate point by (1 + cut_locus_margin) T or a distinct converged geodesic (another p0) "
       "at most (1 + cut_locus_margin) times as long: the distance may not be smooth there";
+  write_json(file, j);
+}
+
+void write_sample_summary(const fs::path& file, const SampleConfig& c, const SampleResult& r) {
+  const SampleSpec& s = c.sample;
+  nlohmann::ordered_json j;
+  j["command"] = "sample";
+  j["system"] = r.system;
+  j["method"] = r.method;
+  j["backend"] = r.backend;
+  j["chains"] = r.chains;
+  j["draws"] = r.draws;
+  j["warmup"] = r.warmup;
+  j["thin"] = r.thin;
+  j["temperature"] = s.temperature;
+  j["steps"] = c.run.steps;
+  j["dt"] = c.run.dt;
+  j["step_size_after_warmup"] = {{"min", r.step_size_min}, {"max", r.step_size_max}};
+  j["jitter"] = {{"dt", s.step_jitter}, {"steps", s.steps_jitter}};
+  j["refresh_angle"] = s.refresh_angle;
+  j["target_acceptance"] = s.target_acceptance;
+  j["reversibility_tolerance"] = s.reversibility_tolerance;
+  j["seed"] = c.run.seed;
+  const double proposals = double(r.chains) * double(r.draws);
+  j["acceptance"] = {{"rate", proposals > 0 ? double(r.outcomes[0]) / proposals : 0.0},
+                     {"mean_probability", r.mean_acceptance}};
+  nlohmann::ordered_json rejected;
+  for (int k = 1; k < hmc_outcome_count; ++k) rejected[hmc_outcome_name(HmcOutcome(k))] = r.outcomes[std::size_t(k)];
+  j["rejected"] = rejected;
+  j["rejected_definition"] = "stored draws whose proposal was rejected: metropolis (the Metropolis test), newton "
+                             "(a step's solve failed, forwards or backwards), reversibility (the backward "
+                             "integration from (q', -p') did not return to q)";
+  j["draws_file"] = "draws.nc";
+  j["wall_seconds"] = r.wall_seconds;
+  j["sampling_seconds"] = r.sampling_seconds;
+  j["chain_iterations"] = r.chain_iterations;
+  j["chain_iterations_per_second"] = r.sampling_seconds > 0 ? r.chain_iterations / r.sampling_seconds : 0.0;
   write_json(file, j);
 }
 

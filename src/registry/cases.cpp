@@ -22,7 +22,7 @@ nlohmann::json read_json(const std::string& path) {
 }
 
 bool is_run_config_of(const nlohmann::json& c, const std::string& name) {
-  return c.is_object() && !c.contains("shoot") && c.contains("system") && c["system"].is_object() &&
+  return c.is_object() && !c.contains("shoot") && !c.contains("sample") && c.contains("system") && c["system"].is_object() &&
          c["system"].value("name", "") == name;
 }
 

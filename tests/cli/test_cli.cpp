@@ -913,5 +913,72 @@ TEST_F(CliTest, RunRefusesAShootingConfigAndSaysWhich) {
   EXPECT_NE(v.out.find("shoot: heisenberg"), std::string::npos) << v.out;
 }
 
+// ---------------------------------------------------------------- sample
+
+json sample_config() {
+  return json::parse(R"({
+    "system": {"name": "spherical_pendulum"},
+    "method": {"name": "rattle", "dt": 0.1, "steps": 5},
+    "sample": {"chains": 6, "draws": 25, "warmup": 10, "thin": 2, "seed": 3, "temperature": 2},
+    "backend": "cpu"})");
+}
+
+TEST_F(CliTest, SampleWritesDrawsAndASummary) {
+  const fs::path out = dir_ / "samples";
+  const Cli r = tether("sample " + quote(write("sample.json", sample_config())) + " --out " + quote(out) + " --quiet");
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_EQ(r.err, "");
+  // draws.nc is netCDF-4 (an HDF5 file: its signature first).
+  EXPECT_EQ(read_file(out / "draws.nc").substr(0, 8), std::string("\x89HDF\r\n\x1a\n", 8));
+  EXPECT_FALSE(fs::exists(out / "draws.nc.partial"));
+  const json s = json::parse(read_file(out / "summary.json"));
+  EXPECT_EQ(s["command"], "sample");
+  EXPECT_EQ(s["chains"], 6);
+  EXPECT_EQ(s["draws"], 25);
+  std::int64_t proposals = 0;
+  for (const auto& [reason, count] : s["rejected"].items()) proposals += count.get<std::int64_t>();
+  const double rate = s["acceptance"]["rate"].get<double>();
+  EXPECT_NEAR(double(proposals), (1 - rate) * 6 * 25, 1e-6);
+  EXPECT_EQ(s["chain_iterations"].get<double>(), 6.0 * (10 + 25 * 2));
+  const Cli v = tether("validate " + quote(dir_ / "sample.json"));
+  EXPECT_EQ(v.code, 0) << v.err;
+  EXPECT_NE(v.out.find("sample: spherical_pendulum, rattle, 6 chains x 25 draws"), std::string::npos) << v.out;
+}
+
+TEST_F(CliTest, SampleBadInputNamesThePathAndWritesNothing) {
+  struct Case {
+    std::function<void(json&)> edit;
+    std::string path;
+  };
+  const std::vector<Case> cases{
+      {[](json& j) { j["system"]["name"] = "heisenberg"; }, "system.name"},
+      {[](json& j) { j["method"]["name"] = "symplectic_euler_b"; }, "method.name"},
+      {[](json& j) { j["sample"]["draws"] = 0; }, "sample.draws"},
+      {[](json& j) { j["sample"]["refresh_angle"] = 0; }, "sample.refresh_angle"},
+      {[](json& j) { j["sample"]["initial"] = {{"states", {{{"q", {0, 0, 2}}, {"p", {0, 0, 0}}}}}}; },
+       "sample.initial.states"},
+      // An explicit start off the sphere: found by the engine, still before anything is written.
+      {[](json& j) {
+         j["sample"]["chains"] = 1;
+         j["sample"]["initial"] = {{"states", {{{"q", {0, 0, 2}}, {"p", {0, 0, 0}}}}}};
+       },
+       "sample.initial.states[0].q"},
+  };
+  for (const Case& c : cases) {
+    json j = sample_config();
+    c.edit(j);
+    const fs::path out = dir_ / "never";
+    const Cli r = tether("sample " + quote(write("bad.json", j)) + " --out " + quote(out) + " --quiet");
+    EXPECT_EQ(r.code, 2) << c.path;
+    EXPECT_NE(one_error_line(r).find(c.path), std::string::npos) << c.path << ": " << r.err;
+    EXPECT_FALSE(fs::exists(out)) << c.path;
+  }
+  // Each kind of config goes to its own command.
+  const Cli r = run(write("sample.json", sample_config()), dir_ / "never");
+  EXPECT_EQ(r.code, 2);
+  EXPECT_NE(one_error_line(r).find("tether sample"), std::string::npos) << r.err;
+  EXPECT_FALSE(fs::exists(dir_ / "never"));
+}
+
 }  // namespace
 }  // namespace tether::test

@@ -11,9 +11,12 @@ namespace tether {
 
 class CounterRng {
  public:
-  TETHER_HD CounterRng(std::uint64_t seed, std::uint64_t stream)
+  // Substream k of a stream starts at counter block k 2^32: substreams never
+  // overlap (a user would need 2^34 draws from one). Substream 0 is the
+  // initial state's; the sampler's iteration k uses substream k + 1.
+  TETHER_HD CounterRng(std::uint64_t seed, std::uint64_t stream, std::uint64_t substream = 0)
       : key0_(static_cast<std::uint32_t>(seed)), key1_(static_cast<std::uint32_t>(seed >> 32)),
-        stream_(stream) {}
+        stream_(stream), counter_(substream << 32) {}
 
   // Uniform in (0, 1): never exactly 0, so log() in Box-Muller is safe.
   TETHER_HD Real uniform() {
@@ -65,7 +68,7 @@ class CounterRng {
 
   std::uint32_t key0_, key1_;
   std::uint64_t stream_;
-  std::uint64_t counter_ = 0;
+  std::uint64_t counter_;
   std::uint32_t buf_[4] = {0, 0, 0, 0};
   int have_ = 0;
   bool has_spare_ = false;

@@ -25,6 +25,7 @@ struct InitialSpec {
   std::vector<ExplicitState> states;                   // states
   bool project = false;                                // states: project onto T*N instead of rejecting
   Real tolerance = 1e-10;                              // states: allowed |g| and |G M^-1 p| without projection
+  std::string path = "ensemble.initial";               // where the config gives it (error messages)
 };
 
 struct RunConfig {

@@ -4,10 +4,12 @@
 // summary.json holds a finished run.
 #include <filesystem>
 #include <fstream>
+#include <memory>
 #include <string>
 
 #include "tether/engine/config.hpp"
 #include "tether/engine/run.hpp"
+#include "tether/engine/sample.hpp"
 #include "tether/engine/shooting.hpp"
 
 namespace tether {
@@ -15,8 +17,8 @@ namespace tether {
 class OutputFolder {
  public:
   // Creates the folder and removes a previous run's files (summary.json,
-  // final.csv, timeseries.csv, shots.csv, geodesics.csv), so stale results
-  // never look like this run's.
+  // final.csv, timeseries.csv, shots.csv, geodesics.csv, draws.nc), so stale
+  // results never look like this run's.
   // Throws std::runtime_error.
   explicit OutputFolder(const std::filesystem::path& dir);
 
@@ -50,5 +52,25 @@ void write_summary(const std::filesystem::path& file, const RunConfig& c, const 
 void write_shots(const std::filesystem::path& file, const ShootResult& r);
 void write_geodesics(const std::filesystem::path& file, const ShootResult& r);
 void write_shoot_summary(const std::filesystem::path& file, const ShootConfig& c, const ShootResult& r);
+
+// `tether sample`: draws.nc (netCDF-4 in ArviZ's InferenceData layout:
+// posterior/q, posterior/potential, sample_stats/*) and summary.json.
+class NetcdfDraws final : public DrawSink {
+ public:
+  NetcdfDraws(const std::filesystem::path& file, const SampleConfig& c, int dof);  // throws std::runtime_error
+  ~NetcdfDraws() override;
+  void write(const DrawBlock& block) override;
+  void close();
+
+ private:
+  struct Ids;
+  std::filesystem::path file_;
+  std::unique_ptr<Ids> ids_;
+  int dof_;
+  bool open_ = false;
+};
+// What draws.nc will take on disk, uncompressed.
+std::int64_t draws_file_bytes(const SampleSpec& s, int dof);
+void write_sample_summary(const std::filesystem::path& file, const SampleConfig& c, const SampleResult& r);
 
 }  // namespace tether

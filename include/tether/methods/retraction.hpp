@@ -106,6 +106,7 @@ struct ThetaRetraction {
   Parameters prm;
 
   TETHER_HD int effective_order() const { return prm.theta == Real(0.5) ? 2 : 1; }
+  bool symmetric_with_parameters() const { return prm.theta == Real(0.5); }  // the adjoint is theta -> 1 - theta
 
   template <class S>
   TETHER_HD void start(const S&, PhaseState<S>&, Real) const {}

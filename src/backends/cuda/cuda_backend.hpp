@@ -7,6 +7,7 @@
 #include <variant>
 
 #include "backends/backend.hpp"
+#include "backends/chain_runner.hpp"
 #include "backends/shot_runner.hpp"
 #include "tether/registry.hpp"
 
@@ -34,6 +35,8 @@ std::unique_ptr<Backend> make_cuda_backend(const S& sys, const PairedMethod<S>& 
 // Index-1 systems only (others throw): the shooting kernels.
 template <class S>
 std::unique_ptr<ShotRunner> make_cuda_shot_runner(const S& sys, const PairedMethod<S>& method, const ShootControl& ctl);
-
+// Monte Carlo chains, with the methods that can run them (others throw).
+template <class S>
+std::unique_ptr<ChainRunner> make_cuda_chain_runner(const S& sys, const PairedMethod<S>& method, const HmcControl& ctl);
 
 }  // namespace tether

@@ -1,7 +1,8 @@
 #pragma once
 // Included by the CUDA unit CMake generates for each registered system
-// (cuda_system_<I>.cu): the run and shooting kernels of system I with every
-// method that pairs with it.
+// (cuda_system_<I>.cu): the run, shooting and sampling kernels of system I
+// with every method that pairs with it.
+#include "backends/cuda/sample.cuh"
 #include "backends/cuda/shoot.cuh"
 
 #define TETHER_INSTANTIATE_CUDA_SYSTEM(I)                                                                    \
@@ -11,4 +12,7 @@
       const ::tether::StepControl&);                                                                        \
   template std::unique_ptr<::tether::ShotRunner> tether::make_cuda_shot_runner<::tether::SystemAt<I>>(     \
       const ::tether::SystemAt<I>&, const ::tether::PairedMethod<::tether::SystemAt<I>>&,                   \
-      const ::tether::ShootControl&);
+      const ::tether::ShootControl&);                                                                       \
+  template std::unique_ptr<::tether::ChainRunner> tether::make_cuda_chain_runner<::tether::SystemAt<I>>(   \
+      const ::tether::SystemAt<I>&, const ::tether::PairedMethod<::tether::SystemAt<I>>&,                   \
+      const ::tether::HmcControl&);

@@ -1,0 +1,81 @@
+#pragma once
+// Backends for sampling: each runs run_chain over a batch of chains.
+// cpu: all cores, the very code the GPU runs; reference: serial, each step
+// solved from the method's residual (reference_backend.hpp); cuda: one
+// thread per chain.
+#include <memory>
+#include <vector>
+
+#include "tether/sampling/hmc.hpp"
+
+namespace tether {
+
+// Host storage of a batch of chains and of `draws` draws each (see SampleView).
+struct HostChains {
+  std::int64_t count = 0, first_chain = 0, draws = 0;
+  int dof = 0;
+  std::vector<Real> q, p, step_size, log_h_bar, h_bar;
+  std::vector<Real> draw_q, draw_potential, draw_acceptance, draw_energy, draw_step_size;
+  std::vector<std::int32_t> draw_steps;
+  std::vector<std::uint8_t> draw_outcome;
+
+  HostChains(std::int64_t n, std::int64_t first, int dof_, std::int64_t draws_)
+      : count(n), first_chain(first), draws(draws_), dof(dof_), q(std::size_t(n * dof_)), p(std::size_t(n * dof_)),
+        step_size(std::size_t(n)), log_h_bar(std::size_t(n)), h_bar(std::size_t(n)),
+        draw_q(std::size_t(n * dof_ * draws_)), draw_potential(std::size_t(n * draws_)),
+        draw_acceptance(std::size_t(n * draws_)), draw_energy(std::size_t(n * draws_)),
+        draw_step_size(std::size_t(n * draws_)), draw_steps(std::size_t(n * draws_)),
+        draw_outcome(std::size_t(n * draws_)) {}
+
+  SampleView view() {
+    SampleView v;
+    v.count = count;
+    v.first_chain = first_chain;
+    v.q = q.data();
+    v.p = p.data();
+    v.step_size = step_size.data();
+    v.log_h_bar = log_h_bar.data();
+    v.h_bar = h_bar.data();
+    v.draw_count = draws;
+    v.draw_q = draw_q.data();
+    v.draw_potential = draw_potential.data();
+    v.draw_acceptance = draw_acceptance.data();
+    v.draw_energy = draw_energy.data();
+    v.draw_step_size = draw_step_size.data();
+    v.draw_steps = draw_steps.data();
+    v.draw_outcome = draw_outcome.data();
+    return v;
+  }
+};
+
+class ChainRunner {
+ public:
+  virtual ~ChainRunner() = default;
+  // Runs plan's iterations on every chain of the batch (states and step sizes
+  // in place, draws into the batch's draw storage).
+  virtual void run(HostChains& chains, const SamplePlan& plan) = 0;
+  // Chain-iterations per call: about a second of work.
+  virtual double work_per_call() const = 0;
+};
+
+template <class S, class Stepper>
+class HostChainRunner final : public ChainRunner {
+ public:
+  HostChainRunner(const S& sys, const Stepper& stepper, const HmcControl& ctl, bool parallel, double work)
+      : sys_(sys), stepper_(stepper), ctl_(ctl), parallel_(parallel), work_(work) {}
+  void run(HostChains& h, const SamplePlan& plan) override {
+    const SampleView v = h.view();
+#pragma omp parallel for schedule(dynamic, 16) if (parallel_ && v.count > 1)
+    for (std::int64_t i = 0; i < v.count; ++i) run_chain(sys_, stepper_, ctl_, plan, v, i);
+  }
+  double work_per_call() const override { return work_; }
+
+ private:
+  S sys_;
+  Stepper stepper_;
+  HmcControl ctl_;
+  bool parallel_;
+  double work_;
+};
+
+}  // namespace tether

@@ -1,0 +1,82 @@
+#pragma once
+// cuda sampling: one thread per chain running run_chain, the code the cpu
+// backend runs. A call runs a window of iterations; the host sizes it.
+#include <cuda_runtime.h>
+
+#include <stdexcept>
+
+#include "backends/chain_runner.hpp"
+#include "backends/cuda/cuda_backend.cuh"
+
+namespace tether {
+
+template <class S, class M>
+__global__ void chain_kernel(S sys, M method, HmcControl ctl, SamplePlan plan, SampleView v) {
+  const std::int64_t i = std::int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (i < v.count) run_chain(sys, method, ctl, plan, v, i);
+}
+
+template <class S, class M>
+class CudaChainRunner final : public ChainRunner {
+ public:
+  CudaChainRunner(const S& sys, const M& method, const HmcControl& ctl) : sys_(sys), method_(method), ctl_(ctl) {}
+
+  void run(HostChains& h, const SamplePlan& plan) override {
+    SampleView d = h.view();
+    std::vector<void*> owned;
+    auto copy_in = [&](auto*& dev, const auto& host) {
+      using T = std::decay_t<decltype(*host.data())>;
+      T* ptr = nullptr;
+      cuda_check(cudaMalloc(&ptr, host.size() * sizeof(T)), "cudaMalloc");
+      owned.push_back(ptr);
+      cuda_check(cudaMemcpy(ptr, host.data(), host.size() * sizeof(T), cudaMemcpyHostToDevice), "cudaMemcpy to device");
+      dev = ptr;
+    };
+    auto copy_out = [](auto& host, const auto* dev) {
+      using T = std::decay_t<decltype(*host.data())>;
+      cuda_check(cudaMemcpy(host.data(), dev, host.size() * sizeof(T), cudaMemcpyDeviceToHost), "cudaMemcpy to host");
+    };
+    try {
+      copy_in(d.q, h.q), copy_in(d.p, h.p), copy_in(d.step_size, h.step_size);
+      copy_in(d.log_h_bar, h.log_h_bar), copy_in(d.h_bar, h.h_bar), copy_in(d.draw_q, h.draw_q);
+      copy_in(d.draw_potential, h.draw_potential), copy_in(d.draw_acceptance, h.draw_acceptance);
+      copy_in(d.draw_energy, h.draw_energy), copy_in(d.draw_step_size, h.draw_step_size);
+      copy_in(d.draw_steps, h.draw_steps), copy_in(d.draw_outcome, h.draw_outcome);
+      constexpr int threads = 128;
+      chain_kernel<S, M><<<unsigned((h.count + threads - 1) / threads), threads>>>(sys_, method_, ctl_, plan, d);
+      cuda_check(cudaGetLastError(), "chain_kernel launch");
+      cuda_check(cudaDeviceSynchronize(), "chain_kernel");
+      copy_out(h.q, d.q), copy_out(h.p, d.p), copy_out(h.step_size, d.step_size);
+      copy_out(h.log_h_bar, d.log_h_bar), copy_out(h.h_bar, d.h_bar), copy_out(h.draw_q, d.draw_q);
+      copy_out(h.draw_potential, d.draw_potential), copy_out(h.draw_acceptance, d.draw_acceptance);
+      copy_out(h.draw_energy, d.draw_energy), copy_out(h.draw_step_size, d.draw_step_size);
+      copy_out(h.draw_steps, d.draw_steps), copy_out(h.draw_outcome, d.draw_outcome);
+    } catch (...) {
+      for (void* ptr : owned) cudaFree(ptr);
+      throw;
+    }
+    for (void* ptr : owned) cudaFree(ptr);
+  }
+
+  double work_per_call() const override { return 2e10; }
+
+ private:
+  S sys_;
+  M method_;
+  HmcControl ctl_;
+};
+
+template <class S>
+std::unique_ptr<ChainRunner> make_cuda_chain_runner(const S& sys, const PairedMethod<S>& method, const HmcControl& ctl) {
+  return std::visit(
+      [&](const auto& m) -> std::unique_ptr<ChainRunner> {
+        using M = std::decay_t<decltype(m)>;
+        if constexpr (SamplerMethodFor<M, S>)
+          return std::make_unique<CudaChainRunner<S, M>>(sys, m, ctl);
+        else
+          throw std::logic_error(std::string(M::name) + " cannot run a Monte Carlo chain");
+      },
+      method);
+}
+
+}  // namespace tether

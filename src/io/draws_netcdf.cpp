@@ -1,0 +1,165 @@
+// draws.nc: a sample's draws as netCDF-4 in the layout of ArviZ's
+// InferenceData (az.from_netcdf, xarray.open_dataset(group=...)): group
+// `posterior` with q (chain, draw, q_dim) and the potential V (chain, draw);
+// group `sample_stats` with acceptance_rate, energy, step_size, n_steps,
+// diverging (a failed solve) and outcome (why a proposal was rejected, as CF
+// flag values). Written through the netCDF C library, block by block.
+#include <netcdf.h>
+
+#include <chrono>
+#include <ctime>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include "tether/engine/output.hpp"
+#include "tether/sampling/hmc.hpp"
+
+namespace tether {
+
+namespace {
+
+void check(int status, const std::string& what, const std::filesystem::path& file) {
+  if (status != NC_NOERR) throw std::runtime_error("cannot write " + file.string() + " (" + what + "): " + nc_strerror(status));
+}
+
+std::string utc_now() {
+  const std::time_t t = std::time(nullptr);
+  char buf[32];
+  std::strftime(buf, sizeof buf, "%Y-%m-%dT%H:%M:%SZ", std::gmtime(&t));
+  return buf;
+}
+
+}  // namespace
+
+struct NetcdfDraws::Ids {
+  int file = -1, posterior = -1, stats = -1;
+  int q = -1, potential = -1, acceptance = -1, energy = -1, step_size = -1, steps = -1, diverging = -1, outcome = -1;
+};
+
+NetcdfDraws::NetcdfDraws(const std::filesystem::path& file, const SampleConfig& c, int dof)
+    : file_(file), ids_(std::make_unique<Ids>()), dof_(dof) {
+  Ids& id = *ids_;
+  const auto ok = [&](int status, const char* what) { check(status, what, file_); };
+  ok(nc_create(file_.c_str(), NC_CLOBBER | NC_NETCDF4, &id.file), "create");
+  open_ = true;
+  const std::string created = utc_now();
+  const std::size_t chains = std::size_t(c.sample.chains), draws = std::size_t(c.sample.draws);
+  // Chunks: a few hundred chains by a few hundred draws, whole q vectors.
+  const std::size_t chunk_chains = std::min<std::size_t>(chains, 256), chunk_draws = std::min<std::size_t>(draws, 256);
+
+  auto group = [&](const char* name, int& gid) {
+    ok(nc_def_grp(id.file, name, &gid), name);
+    ok(nc_put_att_text(gid, NC_GLOBAL, "created_at", created.size(), created.c_str()), "created_at");
+    static const std::string library = "tether";
+    ok(nc_put_att_text(gid, NC_GLOBAL, "inference_library", library.size(), library.c_str()), "inference_library");
+    int chain_dim, draw_dim, chain_var, draw_var;
+    ok(nc_def_dim(gid, "chain", chains, &chain_dim), "chain");
+    ok(nc_def_dim(gid, "draw", draws, &draw_dim), "draw");
+    ok(nc_def_var(gid, "chain", NC_INT64, 1, &chain_dim, &chain_var), "chain");
+    ok(nc_def_var(gid, "draw", NC_INT64, 1, &draw_dim, &draw_var), "draw");
+    return std::array<int, 4>{chain_dim, draw_dim, chain_var, draw_var};
+  };
+  auto scalar = [&](int gid, const std::array<int, 4>& d, const char* name, nc_type type, int& var) {
+    const int dims[2] = {d[0], d[1]};
+    const std::size_t chunks[2] = {chunk_chains, chunk_draws};
+    ok(nc_def_var(gid, name, type, 2, dims, &var), name);
+    ok(nc_def_var_chunking(gid, var, NC_CHUNKED, chunks), name);
+  };
+
+  const auto post = group("posterior", id.posterior);
+  for (const auto& [key, value] : {std::pair<const char*, const std::string*>{"system", &c.run.system_name},
+                                   std::pair<const char*, const std::string*>{"method", &c.run.method_name}})
+    ok(nc_put_att_text(id.posterior, NC_GLOBAL, key, value->size(), value->c_str()), key);
+  int q_dim, q_dim_var;
+  ok(nc_def_dim(id.posterior, "q_dim", std::size_t(dof), &q_dim), "q_dim");
+  ok(nc_def_var(id.posterior, "q_dim", NC_INT64, 1, &q_dim, &q_dim_var), "q_dim");
+  {
+    const int dims[3] = {post[0], post[1], q_dim};
+    const std::size_t chunks[3] = {chunk_chains, chunk_draws, std::size_t(dof)};
+    ok(nc_def_var(id.posterior, "q", NC_DOUBLE, 3, dims, &id.q), "q");
+    ok(nc_def_var_chunking(id.posterior, id.q, NC_CHUNKED, chunks), "q");
+  }
+  scalar(id.posterior, post, "potential", NC_DOUBLE, id.potential);
+
+  const auto stats = group("sample_stats", id.stats);
+  scalar(id.stats, stats, "acceptance_rate", NC_DOUBLE, id.acceptance);
+  scalar(id.stats, stats, "energy", NC_DOUBLE, id.energy);
+  scalar(id.stats, stats, "step_size", NC_DOUBLE, id.step_size);
+  scalar(id.stats, stats, "n_steps", NC_INT, id.steps);
+  scalar(id.stats, stats, "diverging", NC_BYTE, id.diverging);
+  ok(nc_put_att_text(id.stats, id.diverging, "dtype", 4, "bool"), "diverging");  // xarray decodes it as bool
+  scalar(id.stats, stats, "outcome", NC_UBYTE, id.outcome);
+  {
+    unsigned char values[hmc_outcome_count];
+    std::string meanings;
+    for (int k = 0; k < hmc_outcome_count; ++k) {
+      values[k] = static_cast<unsigned char>(k);
+      if (k > 0) meanings += ' ';
+      meanings += hmc_outcome_name(static_cast<HmcOutcome>(k));
+    }
+    ok(nc_put_att_uchar(id.stats, id.outcome, "flag_values", NC_UBYTE, hmc_outcome_count, values), "outcome");
+    ok(nc_put_att_text(id.stats, id.outcome, "flag_meanings", meanings.size(), meanings.c_str()), "outcome");
+  }
+  ok(nc_enddef(id.file), "enddef");
+
+  // Coordinates 0..n-1 in both groups.
+  auto index = [](std::size_t n) {
+    std::vector<long long> v(n);
+    for (std::size_t k = 0; k < n; ++k) v[k] = static_cast<long long>(k);
+    return v;
+  };
+  const auto chain_index = index(chains), draw_index = index(draws), q_index = index(std::size_t(dof));
+  for (const auto& [gid, d] : {std::pair{id.posterior, post}, std::pair{id.stats, stats}}) {
+    ok(nc_put_var_longlong(gid, d[2], chain_index.data()), "chain");
+    ok(nc_put_var_longlong(gid, d[3], draw_index.data()), "draw");
+  }
+  ok(nc_put_var_longlong(id.posterior, q_dim_var, q_index.data()), "q_dim");
+}
+
+NetcdfDraws::~NetcdfDraws() {
+  if (open_) nc_close(ids_->file);  // unfinished: the caller discards the partial file
+}
+
+void NetcdfDraws::write(const DrawBlock& b) {
+  const Ids& id = *ids_;
+  const auto ok = [&](int status, const char* what) { check(status, what, file_); };
+  const std::size_t n = std::size_t(b.chains), m = std::size_t(b.draws), dof = std::size_t(dof_);
+  // The block is [draw][component][chain]; the file's order is [chain][draw][component].
+  std::vector<double> q(n * m * dof);
+  for (std::size_t d = 0; d < m; ++d)
+    for (std::size_t c = 0; c < dof; ++c)
+      for (std::size_t i = 0; i < n; ++i) q[(i * m + d) * dof + c] = b.q[(d * dof + c) * n + i];
+  const std::size_t start3[3] = {std::size_t(b.first_chain), std::size_t(b.first_draw), 0}, count3[3] = {n, m, dof};
+  ok(nc_put_vara_double(id.posterior, id.q, start3, count3, q.data()), "q");
+
+  const std::size_t start2[2] = {std::size_t(b.first_chain), std::size_t(b.first_draw)}, count2[2] = {n, m};
+  auto transpose = [&](const auto* in) {
+    std::vector<std::decay_t<decltype(*in)>> out(n * m);
+    for (std::size_t d = 0; d < m; ++d)
+      for (std::size_t i = 0; i < n; ++i) out[i * m + d] = in[d * n + i];
+    return out;
+  };
+  ok(nc_put_vara_double(id.posterior, id.potential, start2, count2, transpose(b.potential).data()), "potential");
+  ok(nc_put_vara_double(id.stats, id.acceptance, start2, count2, transpose(b.acceptance).data()), "acceptance_rate");
+  ok(nc_put_vara_double(id.stats, id.energy, start2, count2, transpose(b.energy).data()), "energy");
+  ok(nc_put_vara_double(id.stats, id.step_size, start2, count2, transpose(b.step_size).data()), "step_size");
+  ok(nc_put_vara_int(id.stats, id.steps, start2, count2, transpose(b.steps).data()), "n_steps");
+  const std::vector<std::uint8_t> outcome = transpose(b.outcome);
+  std::vector<signed char> diverging(outcome.size());
+  for (std::size_t k = 0; k < outcome.size(); ++k)
+    diverging[k] = outcome[k] == static_cast<std::uint8_t>(HmcOutcome::newton) ? 1 : 0;
+  ok(nc_put_vara_schar(id.stats, id.diverging, start2, count2, diverging.data()), "diverging");
+  ok(nc_put_vara_uchar(id.stats, id.outcome, start2, count2, outcome.data()), "outcome");
+}
+
+void NetcdfDraws::close() {
+  open_ = false;
+  check(nc_close(ids_->file), "close", file_);
+}
+
+std::int64_t draws_file_bytes(const SampleSpec& s, int dof) {
+  return s.chains * s.draws * (std::int64_t(dof + 4) * 8 + 4 + 2);
+}
+
+}  // namespace tether

@@ -1,0 +1,520 @@
+// Constrained Hamiltonian Monte Carlo (include/tether/sampling/hmc.hpp,
+// `tether sample`). Covered here:
+//  1. exact marginals by one-sample Kolmogorov-Smirnov tests on independent
+//     chains (the last draw of each), with the power of each test shown on a
+//     deliberately wrong sampler that the same test must reject:
+//     a. the spherical pendulum's height (uniform surface measure);
+//     b. the double pendulum's relative angle, whose surface measure is NOT
+//        uniform in the angles (derived below); uniform angles fail;
+//     c. a free rigid body's rotation angle under the Haar measure;
+//  2. the reversibility check fires where Newton finds another root backwards;
+//  3. a Newton failure is a rejection with its reason, the chain unharmed;
+//  4. the draws do not depend on threads, batch size or backend scheduling;
+//     the reference backend agrees with cpu;
+//  5. dual averaging reaches its target acceptance;
+//  6. bad sampling configs, each named by its JSON path;
+//  7. draws.nc read back through the netCDF library: ArviZ's layout, every value.
+// Every expected value is derived from the mathematics, not read off output.
+#include <netcdf.h>
+#include <omp.h>
+
+#include <algorithm>
+#include <cmath>
+#include <filesystem>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include <unistd.h>
+
+#include "support.hpp"
+#include "tether/engine/output.hpp"
+#include "tether/methods/rattle.hpp"
+#include "tether/sampling/hmc.hpp"
+#include "tether/systems/chain.hpp"
+#include "tether/systems/double_pendulum.hpp"
+#include "tether/systems/four_bar.hpp"
+#include "tether/systems/rigid_body.hpp"
+#include "tether/systems/spherical_pendulum.hpp"
+
+namespace tether {
+namespace {
+
+constexpr Real kPi = 3.14159265358979323846;
+
+// ---------------------------------------------------------------------------
+// Kolmogorov-Smirnov: the statistic D_n = sup |F_n - F| of a sample against a
+// continuous CDF, and its asymptotic p-value P(sqrt(n) D > x) =
+// 2 sum_k (-1)^(k-1) exp(-2 k^2 x^2) (with Stephens' small-n correction).
+Real ks_statistic(std::vector<Real> x, const std::function<Real(Real)>& cdf) {
+  std::sort(x.begin(), x.end());
+  const Real n = Real(x.size());
+  Real d = 0;
+  for (std::size_t i = 0; i < x.size(); ++i) {
+    const Real f = cdf(x[i]);
+    d = std::max({d, Real(i + 1) / n - f, f - Real(i) / n});
+  }
+  return d;
+}
+Real ks_p_value(Real d, std::size_t count) {
+  const Real n = Real(count), t = (std::sqrt(n) + 0.12 + 0.11 / std::sqrt(n)) * d;
+  Real p = 0;
+  for (int k = 1; k <= 100; ++k) p += 2 * ((k % 2) ? 1 : -1) * std::exp(-2 * k * k * t * t);
+  return std::clamp<Real>(p, 0, 1);
+}
+
+// The last state of each of `chains` independent chains, each started at
+// `start` and run for `iterations` transitions with step size h: independent
+// draws, exact once the chains have forgotten their common start.
+template <class S, class M = Rattle>
+std::vector<PhaseState<S>> final_states(const S& sys, const HmcControl& ctl, Real h, int chains, int iterations,
+                                        const Vec<S::dof>& start, std::int64_t* rejected_by_reversibility = nullptr) {
+  std::vector<PhaseState<S>> out(static_cast<std::size_t>(chains));
+  std::int64_t reversibility = 0;
+#pragma omp parallel for schedule(dynamic, 16) reduction(+ : reversibility)
+  for (int c = 0; c < chains; ++c) {
+    PhaseState<S> s = test::make_state<S>(start, Vec<S::dof>::Zero());
+    for (int k = 0; k < iterations; ++k)
+      if (hmc_transition(sys, M{}, ctl, h, std::uint64_t(c), std::uint64_t(k), s).outcome ==
+          HmcOutcome::reversibility)
+        ++reversibility;
+    out[std::size_t(c)] = s;
+  }
+  if (rejected_by_reversibility) *rejected_by_reversibility = reversibility;
+  return out;
+}
+
+HmcControl control(Real temperature, int steps, std::uint64_t seed) {
+  HmcControl c;
+  c.temperature = temperature;
+  c.steps = steps;
+  c.seed = seed;
+  return c;
+}
+
+// A test at this level passes a correct sampler with probability 0.999 and
+// must reject the wrong ones far beyond it (p < 1e-6 is demanded of them).
+constexpr Real kAlpha = 1e-3, kPowerP = 1e-6;
+
+// ===========================================================================
+// 1a. Spherical pendulum, V = m g z on the sphere |q| = l with M = m I. The
+// metric M induces on the sphere is m times the round one, so sigma_N is
+// uniform, and by Archimedes' theorem z is uniform on [-l, l] under it:
+// z has density proportional to exp(-a z), a = m g / kT, on [-l, l], so
+//   F(z) = (exp(a l) - exp(-a z)) / (exp(a l) - exp(-a l)).
+// Power: without the momentum projection p keeps its normal component, whose
+// kinetic energy enters H but not the motion: the chain is biased upward.
+Real sphere_height_cdf(Real z, Real a, Real l) {
+  return (std::exp(a * l) - std::exp(-a * z)) / (std::exp(a * l) - std::exp(-a * l));
+}
+
+// (It works through the energy: RATTLE's first step removes the normal part
+// from the motion, so the bias grows with the energy error, i.e. with h.)
+// Power, second: without the Metropolis test the O(h^2) energy error is
+// never corrected. Both at a step (h = 0.2, kT = 2) where the right sampler
+// accepts ~90% of proposals.
+TEST(HmcMarginal, SphericalPendulumHeight) {
+  SphericalPendulum sys;
+  const Real kT = 2, a = sys.prm.mass * sys.prm.gravity / kT;
+  const Vec3 equator(1, 0, 0);
+  auto heights = [&](const HmcControl& ctl) {
+    std::vector<Real> z;
+    for (const auto& s : final_states(sys, ctl, 0.2, 4000, 150, equator)) z.push_back(s.q[2]);
+    return z;
+  };
+  auto cdf = [&](Real z) { return sphere_height_cdf(z, a, sys.prm.length); };
+  const HmcControl right = control(kT, 10, 21);
+  const auto z = heights(right);
+  EXPECT_GT(ks_p_value(ks_statistic(z, cdf), z.size()), kAlpha) << "D = " << ks_statistic(z, cdf);
+
+  HmcControl unprojected = right;
+  unprojected.project_momentum = false;
+  const auto zu = heights(unprojected);
+  EXPECT_LT(ks_p_value(ks_statistic(zu, cdf), zu.size()), kPowerP) << "the test cannot tell an unprojected sampler";
+  HmcControl unchecked = right;
+  unchecked.metropolis = false;
+  const auto zm = heights(unchecked);
+  EXPECT_LT(ks_p_value(ks_statistic(zm, cdf), zm.size()), kPowerP) << "the test cannot tell a sampler without Metropolis";
+}
+
+// ===========================================================================
+// 1b. Double pendulum in Cartesian coordinates, q = (x1, x2) in R^2 x R^2,
+// |x1| = l1, |x2 - x1| = l2, M = diag(m1, m1, m2, m2). In the angles from
+// the downward vertical, x1 = l1 (sin t1, -cos t1), x2 = x1 + l2 (sin t2, -cos t2),
+// the metric M induces is the Lagrangian mass matrix
+//   [[(m1 + m2) l1^2, m2 l1 l2 cos(t1 - t2)], [m2 l1 l2 cos(t1 - t2), m2 l2^2]],
+// of determinant m2 l1^2 l2^2 (m1 + m2 sin^2(t1 - t2)). So sigma_N =
+// sqrt(det) dt1 dt2 is NOT uniform in the angles. Without gravity (V = 0)
+// the relative angle d = t1 - t2 (mod 2 pi, in (-pi, pi]) has density
+// proportional to sqrt(m1 + m2 sin^2 d), whatever kT (t1 integrates out).
+// Power: the angles drawn uniformly (what the `thermal` initial sampler does,
+// and what sampling in the angles with a flat prior would give) fail.
+Real relative_angle(const Vec<4>& q) {
+  const Real t1 = std::atan2(q[0], -q[1]), t2 = std::atan2(q[2] - q[0], -(q[3] - q[1]));
+  Real d = t1 - t2;
+  while (d > kPi) d -= 2 * kPi;
+  while (d <= -kPi) d += 2 * kPi;
+  return d;
+}
+
+TEST(HmcMarginal, DoublePendulumRelativeAngleFollowsTheSurfaceMeasure) {
+  DoublePendulum sys;
+  sys.prm.gravity = 0;
+  sys.prm.mass1 = 1;
+  sys.prm.mass2 = 16;  // density from 1 to sqrt(17): far from uniform
+  const Real m1 = sys.prm.mass1, m2 = sys.prm.mass2;
+  // The CDF of d on (-pi, pi] by Simpson's rule on a fine grid (error ~1e-12).
+  constexpr int grid = 4000;
+  std::vector<Real> cumulative(grid + 1, 0);
+  auto density = [&](Real d) { return std::sqrt(m1 + m2 * std::sin(d) * std::sin(d)); };
+  const Real dx = 2 * kPi / grid;
+  for (int i = 0; i < grid; ++i) {
+    const Real x0 = -kPi + i * dx;
+    cumulative[std::size_t(i + 1)] =
+        cumulative[std::size_t(i)] + dx / 6 * (density(x0) + 4 * density(x0 + dx / 2) + density(x0 + dx));
+  }
+  auto cdf = [&](Real d) {
+    const Real u = (d + kPi) / dx;
+    const int i = std::clamp(int(u), 0, grid - 1);
+    const Real x0 = -kPi + i * dx, t = d - x0;  // within the cell: Simpson again from x0 to d
+    const Real part = t / 6 * (density(x0) + 4 * density(x0 + t / 2) + density(d));
+    return (cumulative[std::size_t(i)] + part) / cumulative[grid];
+  };
+  const Vec<4> start(1, 0, 1, -1);  // t1 = pi/2, t2 = 0
+  std::vector<Real> d;
+  for (const auto& s : final_states(sys, control(1.0, 20, 33), 0.05, 4000, 60, start)) d.push_back(relative_angle(s.q));
+  EXPECT_GT(ks_p_value(ks_statistic(d, cdf), d.size()), kAlpha) << "D = " << ks_statistic(d, cdf);
+
+  // Power: the same number of independent uniform angles.
+  std::vector<Real> uniform;
+  for (std::uint64_t i = 0; i < d.size(); ++i) {
+    CounterRng rng(99, i);
+    Real x = 2 * kPi * (rng.uniform() - rng.uniform());  // t1 - t2 with both uniform
+    while (x > kPi) x -= 2 * kPi;
+    while (x <= -kPi) x += 2 * kPi;
+    uniform.push_back(x);
+  }
+  EXPECT_LT(ks_p_value(ks_statistic(uniform, cdf), uniform.size()), kPowerP) << "the test cannot tell uniform angles";
+}
+
+// ===========================================================================
+// 1c. A free rigid body (no potential on R; gravity off, so the centre
+// diffuses freely) in ambient coordinates R in R^{3x3}, R^T R = I, with the
+// kinetic energy tr(Rdot J Rdot^T) / 2: the metric is invariant under
+// R -> Q R, so its volume is a left-invariant measure on SO(3), the Haar
+// measure (SO(3) is compact). Under Haar the rotation angle w,
+// cos w = (tr R - 1) / 2, has density (1 - cos w) / pi on [0, pi], so
+//   F(w) = (w - sin w) / pi.
+// (RATTLE keeps the free body's energy exactly, MZ05, so every proposal is
+// accepted: the test is of the flow and the momentum refresh alone.)
+// Power: the classic wrong "uniform rotation", a uniform axis and a uniform
+// angle in [0, pi], fails the same test.
+TEST(HmcMarginal, RigidBodyRotationAngleIsHaar) {
+  RigidBody sys;
+  sys.prm.gravity = 0;
+  Vec<12> start = Vec<12>::Zero();
+  start[0] = start[4] = start[8] = 1;  // R = I, centre at the origin
+  std::vector<Real> w;
+  for (const auto& s : final_states(sys, control(1.0, 10, 44), 0.2, 1000, 40, start)) {
+    const Real c = (s.q[0] + s.q[4] + s.q[8] - 1) / 2;
+    w.push_back(std::acos(std::clamp<Real>(c, -1, 1)));
+  }
+  auto cdf = [](Real x) { return (x - std::sin(x)) / kPi; };
+  EXPECT_GT(ks_p_value(ks_statistic(w, cdf), w.size()), kAlpha) << "D = " << ks_statistic(w, cdf);
+  std::vector<Real> uniform;
+  for (std::uint64_t i = 0; i < w.size(); ++i) uniform.push_back(kPi * CounterRng(98, i).uniform());
+  EXPECT_LT(ks_p_value(ks_statistic(uniform, cdf), uniform.size()), kPowerP) << "the test cannot tell uniform angles";
+}
+
+// ===========================================================================
+// 2. The reversibility check fires where it must. With a large step the
+// position solve of RATTLE can converge, from (q', -p'), to another point of
+// N than q (the constraint equations have several roots; Newton takes the one
+// its start leads to). Found deterministically: the first such state of a
+// fixed random sequence for the double pendulum. One transition from it,
+// with its own momentum kept (refresh_cos = 1), must be rejected for
+// reversibility; without the check it would have been taken.
+TEST(HmcReversibility, AnotherRootBackwardsIsRejected) {
+  const DoublePendulum sys;
+  const NewtonOptions opt;
+  PhaseState<DoublePendulum> found;
+  Real h = 0;
+  bool have = false;
+  for (std::uint64_t i = 0; i < 1000 && !have; ++i) {
+    CounterRng rng(3, i);
+    PhaseState<DoublePendulum> s;
+    s.q = sys.thermal_configuration(rng, 1.0);
+    Vec<4> xi;
+    for (int c = 0; c < 4; ++c) xi[c] = rng.normal();
+    s.p = (0.5 + 4 * rng.uniform()) * sys.sqrt_mass_times(xi);
+    ASSERT_EQ(project_momentum(sys, s.q, s.p), Status::ok);
+    s.q_prev = s.q;
+    const Real step = 0.05 + 0.6 * rng.uniform();
+    PhaseState<DoublePendulum> f = s, b;
+    int it = 0;
+    if (Rattle::step(sys, f, step, opt, it) != Status::ok) continue;
+    b = f;
+    b.p = -b.p;
+    if (Rattle::step(sys, b, step, opt, it) != Status::ok) continue;
+    // Newton converged backwards (b is on N), but elsewhere.
+    if (max_abs(Vec<4>(b.q - s.q)) > 1e-3) {
+      EXPECT_LT(max_abs(sys.constraints(b.q)), 1e-12);
+      found = s;
+      h = step;
+      have = true;
+    }
+  }
+  ASSERT_TRUE(have) << "no state whose backward step finds another root";
+
+  HmcControl ctl = control(1.0, 1, 7);
+  ctl.refresh_cos = 1;  // the state's own momentum, no fresh draw
+  PhaseState<DoublePendulum> s = found;
+  const HmcDraw d = hmc_transition(sys, Rattle{}, ctl, h, 0, 0, s);
+  EXPECT_EQ(d.outcome, HmcOutcome::reversibility);
+  EXPECT_EQ(d.acceptance, 0);
+  EXPECT_EQ(s.q, found.q);  // the chain stays, with its momentum reversed
+  EXPECT_LT(max_abs(Vec<4>(s.p + found.p)), 1e-13 * (1 + max_abs(found.p)));
+
+  ctl.check_reversibility = false;  // the wrong sampler takes the move
+  s = found;
+  EXPECT_NE(hmc_transition(sys, Rattle{}, ctl, h, 0, 0, s).outcome, HmcOutcome::reversibility);
+}
+
+// ===========================================================================
+// 3. A Newton failure is a rejection with its reason. From the equator with
+// h = 0.3 the pendulum falls through the bottom at |v| h > l, where RATTLE's
+// position equation has no solution: every proposal fails, the chain stays
+// where it was, finite, and each draw says why.
+TEST(HmcFailure, NewtonFailureIsARejectionNotACrash) {
+  const SphericalPendulum sys;
+  PhaseState<SphericalPendulum> s = test::make_state<SphericalPendulum>(Vec3(1, 0, 0), Vec3::Zero());
+  const HmcControl ctl = control(1.0, 10, 5);
+  for (std::uint64_t k = 0; k < 20; ++k) {
+    const HmcDraw d = hmc_transition(sys, Rattle{}, ctl, 0.3, 0, k, s);
+    EXPECT_EQ(d.outcome, HmcOutcome::newton);
+    EXPECT_EQ(d.acceptance, 0);
+    EXPECT_TRUE(std::isfinite(d.energy));
+    EXPECT_EQ(s.q, Vec3(1, 0, 0));
+  }
+}
+
+// ===========================================================================
+// 4-6. The engine: `tether sample` through tether::sample.
+
+// Keeps every draw in memory, (chain, draw) in row-major order.
+struct MemoryDraws final : DrawSink {
+  std::int64_t chains = 0, draws = 0;
+  int dof = 0;
+  std::vector<Real> q, potential, acceptance, energy, step_size;
+  std::vector<int> outcome;
+  MemoryDraws(std::int64_t c, std::int64_t d, int n)
+      : chains(c), draws(d), dof(n), q(std::size_t(c * d * n)), potential(std::size_t(c * d)),
+        acceptance(std::size_t(c * d)), energy(std::size_t(c * d)), step_size(std::size_t(c * d)),
+        outcome(std::size_t(c * d), -1) {}
+  void write(const DrawBlock& b) override {
+    for (std::int64_t d = 0; d < b.draws; ++d)
+      for (std::int64_t i = 0; i < b.chains; ++i) {
+        const std::size_t at = std::size_t((b.first_chain + i) * draws + b.first_draw + d);
+        const std::size_t from = std::size_t(d * b.chains + i);
+        for (int c = 0; c < dof; ++c) q[at * std::size_t(dof) + std::size_t(c)] = b.q[(std::size_t(d) * dof + c) * std::size_t(b.chains) + std::size_t(i)];
+        potential[at] = b.potential[from];
+        acceptance[at] = b.acceptance[from];
+        energy[at] = b.energy[from];
+        step_size[at] = b.step_size[from];
+        outcome[at] = b.outcome[from];
+      }
+  }
+};
+
+std::string sample_json(const std::string& system, const std::string& method, const std::string& sample) {
+  return R"({"system": )" + system + R"(, "method": )" + method + R"(, "sample": )" + sample + "}";
+}
+const std::string kSphere = R"({"name": "spherical_pendulum"})";
+const std::string kRattle = R"({"name": "rattle", "dt": 0.15, "steps": 8})";
+
+SampleResult sample_into(const std::string& json, MemoryDraws& out, const std::string& backend = "cpu") {
+  SampleConfig c = parse_sample_config(json, "test");
+  c.run.backend = backend;
+  SampleOptions opt;
+  opt.draws = &out;
+  return sample(c, opt);
+}
+
+// 4. Bitwise the same draws whatever the thread count and batch size (each
+// chain's stream is keyed by (seed, chain, iteration)); warm-up and thinning
+// included, and every draw written exactly once.
+TEST(HmcEngine, DrawsDoNotDependOnThreadsOrBatches) {
+  const std::string base = R"({"chains": 300, "draws": 40, "warmup": 30, "thin": 2, "seed": 9, "temperature": 3,
+                              "jitter": {"dt": 0.2, "steps": 0.25}BATCH})";
+  auto run = [&](int threads, const std::string& batch) {
+    omp_set_num_threads(threads);
+    std::string s = base;
+    s.replace(s.find("BATCH"), 5, batch);
+    MemoryDraws out(300, 40, 3);
+    const SampleResult r = sample_into(sample_json(kSphere, kRattle, s), out);
+    EXPECT_EQ(r.outcomes[0] + r.outcomes[1] + r.outcomes[2] + r.outcomes[3], 300 * 40);
+    return out;
+  };
+  const int all = omp_get_max_threads();
+  const MemoryDraws a = run(1, ""), b = run(std::max(2, all), R"(, "batch_size": 64)"), c = run(2, R"(, "batch_size": 7)");
+  omp_set_num_threads(all);
+  EXPECT_EQ(a.q, b.q);
+  EXPECT_EQ(a.q, c.q);
+  EXPECT_EQ(a.outcome, c.outcome);
+  EXPECT_EQ(a.step_size, c.step_size);
+  EXPECT_EQ(*std::min_element(a.outcome.begin(), a.outcome.end()), 0);  // every draw written
+  for (std::size_t k = 0; k < a.q.size(); k += 3) {  // and on the sphere
+    const Real r = std::sqrt(a.q[k] * a.q[k] + a.q[k + 1] * a.q[k + 1] + a.q[k + 2] * a.q[k + 2]);
+    ASSERT_NEAR(r, 1, 1e-12);
+  }
+}
+
+// The reference backend (each step solved from RATTLE's equations by a
+// generic dense Newton) takes the same decisions and agrees to its
+// tolerance over a short run (a long one would amplify roundoff through the
+// chaotic flow and the accept/reject thresholds).
+TEST(HmcEngine, ReferenceAgreesWithCpu) {
+  const std::string json = sample_json(kSphere, R"({"name": "rattle", "dt": 0.05, "steps": 8})",
+                                       R"({"chains": 20, "draws": 6, "seed": 4, "temperature": 3})");
+  MemoryDraws cpu(20, 6, 3), ref(20, 6, 3);
+  sample_into(json, cpu, "cpu");
+  sample_into(json, ref, "reference");
+  EXPECT_EQ(cpu.outcome, ref.outcome);
+  for (std::size_t k = 0; k < cpu.q.size(); ++k) EXPECT_NEAR(cpu.q[k], ref.q[k], 1e-8) << k;
+}
+
+// 5. Dual averaging (HG14): after warm-up the chains' mean acceptance
+// probability is near the target. The averaged step size lands somewhat
+// above it in acceptance (hbar averages log h over the warm-up), so the
+// bounds are loose, but a target of 0.6 and of 0.95 must give clearly
+// different step sizes and acceptances on either side of 0.8.
+TEST(HmcEngine, DualAveragingReachesItsTarget) {
+  auto run = [&](Real target) {
+    const std::string s = R"({"chains": 200, "draws": 100, "warmup": 300, "seed": 2, "temperature": 2,
+                              "target_acceptance": )" + std::to_string(target) + "}";
+    MemoryDraws out(200, 100, 3);
+    return sample_into(sample_json(kSphere, R"({"name": "rattle", "dt": 0.05, "steps": 8})", s), out);
+  };
+  const SampleResult low = run(0.6), high = run(0.95);
+  EXPECT_NEAR(low.mean_acceptance, 0.6, 0.15);
+  EXPECT_NEAR(high.mean_acceptance, 0.95, 0.04);
+  EXPECT_GT(low.step_size_min, high.step_size_max);
+}
+
+// 6. Bad sampling configs: ConfigError at the JSON path, naming the problem.
+void expect_sample_error(const std::string& json, const std::string& path, const std::string& words) {
+  try {
+    parse_sample_config(json, "test");
+    ADD_FAILURE() << "accepted: " << json;
+  } catch (const ConfigError& e) {
+    EXPECT_EQ(e.path(), path) << e.what();
+    EXPECT_NE(std::string(e.what()).find(words), std::string::npos) << e.what();
+  }
+}
+
+TEST(HmcConfig, BadInputIsNamedByItsPath) {
+  const std::string ok = R"({"chains": 10, "draws": 10})";
+  expect_sample_error(sample_json(R"({"name": "heisenberg"})", R"({"name": "gauss_legendre", "dt": 0.1, "steps": 2})", ok),
+                      "system.name", "holonomic");
+  expect_sample_error(sample_json(R"({"name": "magnetic_sphere"})", R"({"name": "variational", "dt": 0.1, "steps": 2})", ok),
+                      "system.name", "holonomic");
+  expect_sample_error(sample_json(kSphere, R"({"name": "symplectic_euler_a", "dt": 0.1, "steps": 2})", ok), "method.name",
+                      "symmetric, symplectic one-step");
+  expect_sample_error(sample_json(kSphere, R"({"name": "shake", "dt": 0.1, "steps": 2})", ok), "method.name",
+                      "symmetric, symplectic one-step");
+  expect_sample_error(sample_json(kSphere, kRattle, R"({"draws": 10})"), "sample.chains", "missing");
+  expect_sample_error(sample_json(kSphere, kRattle, R"({"chains": 10, "draws": 10, "thin": 0})"), "sample.thin", "between");
+  expect_sample_error(sample_json(kSphere, kRattle, R"({"chains": 10, "draws": 10, "refresh_angle": 2})"),
+                      "sample.refresh_angle", "pi/2");
+  expect_sample_error(sample_json(kSphere, kRattle, R"({"chains": 10, "draws": 10, "target_acceptance": 1})"),
+                      "sample.target_acceptance", "(0, 1)");
+  expect_sample_error(sample_json(kSphere, kRattle, R"({"chains": 10, "draws": 10, "jitter": {"dt": 1}})"),
+                      "sample.jitter.dt", "below 1");
+  expect_sample_error(sample_json(kSphere, kRattle, R"({"chains": 10, "draws": 10, "temperature": -1})"),
+                      "sample.temperature", "positive");
+  expect_sample_error(sample_json(kSphere, kRattle, R"({"chains": 10, "draws": 10, "warmpu": 5})"), "sample.warmpu",
+                      "unknown");
+  expect_sample_error(sample_json(kSphere, R"({"name": "rattle", "dt": 0.1})", ok), "method.steps", "missing");
+  // theta_retraction is symmetric only at theta = 1/2: refused by the engine, before anything runs.
+  SampleConfig c = parse_sample_config(
+      sample_json(R"({"name": "kepler"})", R"({"name": "theta_retraction", "theta": 0.3, "dt": 0.1, "steps": 2})", ok),
+      "test");
+  c.run.backend = "cpu";
+  try {
+    sample(c, SampleOptions{});
+    ADD_FAILURE() << "theta 0.3 accepted";
+  } catch (const ConfigError& e) {
+    EXPECT_EQ(e.path(), "method");
+    EXPECT_NE(std::string(e.what()).find("not symmetric"), std::string::npos) << e.what();
+  }
+}
+
+// 7. draws.nc read back with the netCDF C library: the groups, dimensions and
+// variables ArviZ's from_netcdf reads, and every value as the sampler gave it.
+TEST(HmcOutput, DrawsFileHoldsEveryDrawInArvizLayout) {
+  const std::string json = sample_json(kSphere, kRattle, R"({"chains": 70, "draws": 30, "warmup": 5, "seed": 1,
+                                                               "temperature": 3, "batch_size": 64})");
+  SampleConfig c = parse_sample_config(json, "test");
+  c.run.backend = "cpu";
+  MemoryDraws memory(70, 30, 3);
+  const std::filesystem::path file = std::filesystem::temp_directory_path() / ("tether_draws_" + std::to_string(::getpid()) + ".nc");
+  {
+    NetcdfDraws netcdf(file, c, 3);
+    struct Both final : DrawSink {
+      DrawSink *a, *b;
+      void write(const DrawBlock& block) override { a->write(block), b->write(block); }
+    } both;
+    both.a = &memory;
+    both.b = &netcdf;
+    SampleOptions opt;
+    opt.draws = &both;
+    sample(c, opt);
+    netcdf.close();
+  }
+  int file_id, post, stats, var;
+  ASSERT_EQ(nc_open(file.c_str(), NC_NOWRITE, &file_id), NC_NOERR);
+  ASSERT_EQ(nc_inq_grp_ncid(file_id, "posterior", &post), NC_NOERR);
+  ASSERT_EQ(nc_inq_grp_ncid(file_id, "sample_stats", &stats), NC_NOERR);
+  auto dim = [](int group, const char* name) {
+    int id;
+    std::size_t n = 0;
+    EXPECT_EQ(nc_inq_dimid(group, name, &id), NC_NOERR) << name;
+    EXPECT_EQ(nc_inq_dimlen(group, id, &n), NC_NOERR) << name;
+    return n;
+  };
+  EXPECT_EQ(dim(post, "chain"), 70u);
+  EXPECT_EQ(dim(post, "draw"), 30u);
+  EXPECT_EQ(dim(post, "q_dim"), 3u);
+  EXPECT_EQ(dim(stats, "chain"), 70u);
+  std::vector<double> q(70 * 30 * 3), potential(70 * 30), acceptance(70 * 30), step(70 * 30);
+  ASSERT_EQ(nc_inq_varid(post, "q", &var), NC_NOERR);
+  ASSERT_EQ(nc_get_var_double(post, var, q.data()), NC_NOERR);
+  ASSERT_EQ(nc_inq_varid(post, "potential", &var), NC_NOERR);
+  ASSERT_EQ(nc_get_var_double(post, var, potential.data()), NC_NOERR);
+  ASSERT_EQ(nc_inq_varid(stats, "acceptance_rate", &var), NC_NOERR);
+  ASSERT_EQ(nc_get_var_double(stats, var, acceptance.data()), NC_NOERR);
+  ASSERT_EQ(nc_inq_varid(stats, "step_size", &var), NC_NOERR);
+  ASSERT_EQ(nc_get_var_double(stats, var, step.data()), NC_NOERR);
+  std::vector<unsigned char> outcome(70 * 30);
+  std::vector<signed char> diverging(70 * 30);
+  ASSERT_EQ(nc_inq_varid(stats, "outcome", &var), NC_NOERR);
+  ASSERT_EQ(nc_get_var_uchar(stats, var, outcome.data()), NC_NOERR);
+  ASSERT_EQ(nc_inq_varid(stats, "diverging", &var), NC_NOERR);
+  ASSERT_EQ(nc_get_var_schar(stats, var, diverging.data()), NC_NOERR);
+  for (const char* name : {"energy", "n_steps"}) EXPECT_EQ(nc_inq_varid(stats, name, &var), NC_NOERR) << name;
+  nc_close(file_id);
+  std::filesystem::remove(file);
+  EXPECT_EQ(q, memory.q);
+  EXPECT_EQ(potential, memory.potential);
+  EXPECT_EQ(acceptance, memory.acceptance);
+  EXPECT_EQ(step, memory.step_size);
+  for (std::size_t k = 0; k < outcome.size(); ++k) {
+    ASSERT_EQ(int(outcome[k]), memory.outcome[k]) << k;
+    ASSERT_EQ(diverging[k], outcome[k] == std::uint8_t(HmcOutcome::newton)) << k;
+  }
+  // potential is V(q) of the stored q: m g z.
+  for (std::size_t k = 0; k < potential.size(); ++k) ASSERT_NEAR(potential[k], 9.81 * q[3 * k + 2], 1e-12);
+}
+
+}  // namespace
+}  // namespace tether
