@@ -13,6 +13,7 @@
 #include "tether/engine/catalog.hpp"       // systems, methods, their parameter schemas
 #include "tether/engine/config.hpp"        // RunConfig, ShootConfig, parse_config, load_config_file
 #include "tether/engine/config_error.hpp"  // ConfigError: what is wrong and where
+#include "tether/engine/diagnostics.hpp"   // R-hat and ESS of chains (VGSCB21)
 #include "tether/engine/output.hpp"        // summary.json, final.csv, timeseries.csv, shots.csv
 #include "tether/engine/run.hpp"           // run, RunResult, RunOptions, FinalStateSink, resolve_backend
 #include "tether/engine/sample.hpp"        // sample, SampleConfig, SampleResult, DrawSink

@@ -2,6 +2,7 @@
 #include <CLI/CLI.hpp>
 #include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <cstdio>
 #include <filesystem>
 #include <iostream>
@@ -180,18 +181,22 @@ int do_sample(const std::string& config_path, const std::string& out, const std:
     }
     draws.close();
   }
+  const tether::DrawsDiagnostics diagnostics = tether::diagnose_draws_file(folder.partial("draws.nc"));
   folder.commit("draws.nc");
-  tether::write_sample_summary(folder.partial("summary.json"), cfg, r);
+  tether::write_sample_summary(folder.partial("summary.json"), cfg, r, diagnostics);
   folder.commit("summary.json");
   if (!quiet) {
     const double proposals = double(r.chains) * double(r.draws);
     std::printf("%s / %s on %s: %lld chains x %lld draws (warm-up %lld, thin %lld) in %.3g s (%.3g chain-iterations/s)\n"
-                "  acceptance %.3f; rejected: metropolis %lld, newton %lld, reversibility %lld\n  wrote %s\n",
+                "  acceptance %.3f; rejected: metropolis %lld, newton %lld, reversibility %lld\n"
+                "  max R-hat %.4g, min bulk ESS %.4g over %lld chains (summary.json diagnostics)\n  wrote %s\n",
                 r.system.c_str(), r.method.c_str(), r.backend.c_str(), (long long)r.chains, (long long)r.draws,
                 (long long)r.warmup, (long long)r.thin, r.wall_seconds,
                 r.sampling_seconds > 0 ? r.chain_iterations / r.sampling_seconds : 0.0,
                 proposals > 0 ? double(r.outcomes[0]) / proposals : 0.0, (long long)r.outcomes[1],
-                (long long)r.outcomes[2], (long long)r.outcomes[3], folder.dir().string().c_str());
+                (long long)r.outcomes[2], (long long)r.outcomes[3], diagnostics.max_rhat(), diagnostics.min_ess_bulk(),
+                (long long)diagnostics.chains_used,
+                folder.dir().string().c_str());
   }
   return 0;
 }

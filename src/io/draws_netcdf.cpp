@@ -6,7 +6,9 @@
 // flag values). Written through the netCDF C library, block by block.
 #include <netcdf.h>
 
+#include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <ctime>
 #include <stdexcept>
 #include <string>
@@ -156,6 +158,70 @@ void NetcdfDraws::write(const DrawBlock& b) {
 void NetcdfDraws::close() {
   open_ = false;
   check(nc_close(ids_->file), "close", file_);
+}
+
+namespace {
+
+// pick folded over every diagnosed scalar: the potential and each q component.
+template <class F>
+double fold(const DrawsDiagnostics& d, double start, F&& pick) {
+  double r = pick(start, d.potential);
+  for (const auto& x : d.q) r = pick(r, x);
+  return r;
+}
+
+}  // namespace
+
+double DrawsDiagnostics::max_rhat() const {
+  return fold(*this, 0.0, [](double r, const ChainDiagnostics& x) { return std::isfinite(x.rhat) ? std::max(r, x.rhat) : r; });
+}
+double DrawsDiagnostics::min_ess_bulk() const {
+  return fold(*this, INFINITY, [](double r, const ChainDiagnostics& x) {
+    return std::isfinite(x.ess_bulk) ? std::min(r, x.ess_bulk) : r;
+  });
+}
+double DrawsDiagnostics::min_ess_tail() const {
+  return fold(*this, INFINITY, [](double r, const ChainDiagnostics& x) {
+    return std::isfinite(x.ess_tail) ? std::min(r, x.ess_tail) : r;
+  });
+}
+
+DrawsDiagnostics diagnose_draws_file(const std::filesystem::path& file, std::int64_t max_values) {
+  const auto ok = [&](int status, const char* what) {
+    if (status != NC_NOERR) throw std::runtime_error("cannot read " + file.string() + " (" + what + "): " + nc_strerror(status));
+  };
+  int id, post;
+  ok(nc_open(file.c_str(), NC_NOWRITE, &id), "open");
+  DrawsDiagnostics r;
+  try {
+    ok(nc_inq_grp_ncid(id, "posterior", &post), "posterior");
+    auto dim = [&](const char* name) {
+      int d;
+      std::size_t n;
+      ok(nc_inq_dimid(post, name, &d), name);
+      ok(nc_inq_dimlen(post, d, &n), name);
+      return std::int64_t(n);
+    };
+    const std::int64_t chains = dim("chain"), draws = dim("draw"), dof = dim("q_dim");
+    r.chains_used = std::max<std::int64_t>(1, std::min(chains, max_values / std::max<std::int64_t>(1, draws)));
+    std::vector<double> x(std::size_t(r.chains_used * draws));
+    int q, potential;
+    ok(nc_inq_varid(post, "q", &q), "q");
+    ok(nc_inq_varid(post, "potential", &potential), "potential");
+    for (std::int64_t c = 0; c < dof; ++c) {
+      const std::size_t start[3] = {0, 0, std::size_t(c)}, count[3] = {std::size_t(r.chains_used), std::size_t(draws), 1};
+      ok(nc_get_vara_double(post, q, start, count, x.data()), "q");
+      r.q.push_back(diagnose_chains(x, r.chains_used, draws));
+    }
+    const std::size_t start[2] = {0, 0}, count[2] = {std::size_t(r.chains_used), std::size_t(draws)};
+    ok(nc_get_vara_double(post, potential, start, count, x.data()), "potential");
+    r.potential = diagnose_chains(x, r.chains_used, draws);
+  } catch (...) {
+    nc_close(id);
+    throw;
+  }
+  nc_close(id);
+  return r;
 }
 
 std::int64_t draws_file_bytes(const SampleSpec& s, int dof) {

@@ -296,7 +296,8 @@ void write_shoot_summary(const fs::path& file, const ShootConfig& c, const Shoot
   write_json(file, j);
 }
 
-void write_sample_summary(const fs::path& file, const SampleConfig& c, const SampleResult& r) {
+void write_sample_summary(const fs::path& file, const SampleConfig& c, const SampleResult& r,
+                          const DrawsDiagnostics& d) {
   const SampleSpec& s = c.sample;
   nlohmann::ordered_json j;
   j["command"] = "sample";
@@ -326,6 +327,26 @@ void write_sample_summary(const fs::path& file, const SampleConfig& c, const Sam
                              "(a step's solve failed, forwards or backwards), reversibility (the backward "
                              "integration from (q', -p') did not return to q)";
   j["draws_file"] = "draws.nc";
+  // NaN (fewer than 4 draws, or one chain for R-hat) is written as null.
+  auto number = [](double x) { return std::isfinite(x) ? nlohmann::ordered_json(x) : nlohmann::ordered_json(); };
+  auto one = [&](const ChainDiagnostics& x) {
+    return nlohmann::ordered_json{{"mean", number(x.mean)}, {"sd", number(x.sd)}, {"rhat", number(x.rhat)},
+                                  {"ess_bulk", number(x.ess_bulk)}, {"ess_tail", number(x.ess_tail)}};
+  };
+  nlohmann::ordered_json q = nlohmann::ordered_json::array();
+  for (const auto& x : d.q) q.push_back(one(x));
+  const double scale = d.chains_used > 0 ? double(r.chains) / double(d.chains_used) : 0.0;
+  j["diagnostics"] = {
+      {"chains_used", d.chains_used},
+      {"q", q},
+      {"potential", one(d.potential)},
+      {"max_rhat", number(d.max_rhat())},
+      {"min_ess_bulk", number(d.min_ess_bulk())},
+      {"min_ess_tail", number(d.min_ess_tail())},
+      {"min_ess_bulk_per_second", number(r.sampling_seconds > 0 ? d.min_ess_bulk() * scale / r.sampling_seconds : NAN)},
+      {"definition", "rank-normalised split R-hat and bulk/tail ESS (VGSCB21), as ArviZ computes them, over the "
+                     "first chains_used chains; ESS per second scales the minimum bulk ESS of q and V to all "
+                     "chains (they are independent) and divides by the sampling seconds"}};
   j["wall_seconds"] = r.wall_seconds;
   j["sampling_seconds"] = r.sampling_seconds;
   j["chain_iterations"] = r.chain_iterations;

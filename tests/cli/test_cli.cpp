@@ -940,6 +940,11 @@ TEST_F(CliTest, SampleWritesDrawsAndASummary) {
   const double rate = s["acceptance"]["rate"].get<double>();
   EXPECT_NEAR(double(proposals), (1 - rate) * 6 * 25, 1e-6);
   EXPECT_EQ(s["chain_iterations"].get<double>(), 6.0 * (10 + 25 * 2));
+  const json& d = s["diagnostics"];
+  EXPECT_EQ(d["chains_used"], 6);
+  ASSERT_EQ(d["q"].size(), 3u);
+  for (const char* key : {"mean", "sd", "rhat", "ess_bulk", "ess_tail"}) EXPECT_TRUE(d["q"][2][key].is_number()) << key;
+  EXPECT_GE(d["max_rhat"].get<double>(), d["q"][2]["rhat"].get<double>());
   const Cli v = tether("validate " + quote(dir_ / "sample.json"));
   EXPECT_EQ(v.code, 0) << v.err;
   EXPECT_NE(v.out.find("sample: spherical_pendulum, rattle, 6 chains x 25 draws"), std::string::npos) << v.out;

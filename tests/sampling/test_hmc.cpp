@@ -13,7 +13,8 @@
 //     the reference backend agrees with cpu;
 //  5. dual averaging reaches its target acceptance;
 //  6. bad sampling configs, each named by its JSON path;
-//  7. draws.nc read back through the netCDF library: ArviZ's layout, every value.
+//  7. draws.nc read back through the netCDF library: ArviZ's layout, every value;
+//  8. R-hat and ESS against ArviZ's on fixed draws (tests/fixtures).
 // Every expected value is derived from the mathematics, not read off output.
 #include <netcdf.h>
 #include <omp.h>
@@ -26,6 +27,9 @@
 #include <vector>
 
 #include <unistd.h>
+
+#include <fstream>
+#include <nlohmann/json.hpp>
 
 #include "support.hpp"
 #include "tether/engine/output.hpp"
@@ -514,6 +518,31 @@ TEST(HmcOutput, DrawsFileHoldsEveryDrawInArvizLayout) {
   }
   // potential is V(q) of the stored q: m g z.
   for (std::size_t k = 0; k < potential.size(); ++k) ASSERT_NEAR(potential[k], 9.81 * q[3 * k + 2], 1e-12);
+}
+
+// 8. VGSCB21's diagnostics against ArviZ's on the same draws: the fixture
+// (tests/fixtures/make_arviz_diagnostics.py) holds six sets of 4 x 301 draws
+// (odd, so the split drops a middle draw) built to exercise each part: iid,
+// strong and negative autocorrelation (Geyer's sequences), one shifted chain
+// (R-hat 1.20), a heavy tail and ties (average ranks), with ArviZ's values.
+// ArviZ sums the autocovariances by FFT, tether directly: they agree to
+// roundoff, so 1e-9 relative is a tight bound; a wrong split, rank offset or
+// truncation moves them by percents.
+TEST(HmcDiagnostics, RhatAndEssMatchArviz) {
+  std::ifstream in(std::string(TETHER_SOURCE_DIR) + "/tests/fixtures/arviz_diagnostics.json");
+  ASSERT_TRUE(in) << "missing fixture";
+  const nlohmann::json j = nlohmann::json::parse(in);
+  const std::int64_t chains = j["chains"], draws = j["draws"];
+  for (const auto& [name, c] : j["cases"].items()) {
+    const std::vector<double> x = c["x"];
+    const ChainDiagnostics d = diagnose_chains(x, chains, draws);
+    EXPECT_NEAR(d.rhat, c["rhat"].get<double>(), 1e-9 * c["rhat"].get<double>()) << name;
+    EXPECT_NEAR(d.ess_bulk, c["ess_bulk"].get<double>(), 1e-9 * c["ess_bulk"].get<double>()) << name;
+    EXPECT_NEAR(d.ess_tail, c["ess_tail"].get<double>(), 1e-9 * c["ess_tail"].get<double>()) << name;
+  }
+  // Fewer than 4 draws, or R-hat of one chain: NaN, as ArviZ.
+  EXPECT_TRUE(std::isnan(diagnose_chains({1, 2, 3}, 1, 3).ess_bulk));
+  EXPECT_TRUE(std::isnan(diagnose_chains({1, 2, 3, 4, 5}, 1, 5).rhat));
 }
 
 }  // namespace

@@ -8,6 +8,7 @@
 #include <string>
 
 #include "tether/engine/config.hpp"
+#include "tether/engine/diagnostics.hpp"
 #include "tether/engine/run.hpp"
 #include "tether/engine/sample.hpp"
 #include "tether/engine/shooting.hpp"
@@ -71,6 +72,20 @@ class NetcdfDraws final : public DrawSink {
 };
 // What draws.nc will take on disk, uncompressed.
 std::int64_t draws_file_bytes(const SampleSpec& s, int dof);
-void write_sample_summary(const std::filesystem::path& file, const SampleConfig& c, const SampleResult& r);
+// R-hat and ESS (VGSCB21) of every q component and of the potential in a
+// draws file, over its first chains_used chains: as many as keep
+// chains_used x draws within max_values (memory, and the sorts' time).
+struct DrawsDiagnostics {
+  std::int64_t chains_used = 0;
+  std::vector<ChainDiagnostics> q;
+  ChainDiagnostics potential;
+  // Over q and the potential, skipping NaN (a coordinate the constraints fix has none).
+  double max_rhat() const;
+  double min_ess_bulk() const;
+  double min_ess_tail() const;
+};
+DrawsDiagnostics diagnose_draws_file(const std::filesystem::path& file, std::int64_t max_values = std::int64_t(1) << 22);
+void write_sample_summary(const std::filesystem::path& file, const SampleConfig& c, const SampleResult& r,
+                          const DrawsDiagnostics& d);
 
 }  // namespace tether

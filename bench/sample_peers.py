@@ -1,0 +1,163 @@
+#!/usr/bin/env python3
+"""`tether sample` beside Mici on the same target, and tether's backends side by side.
+
+    bench/sample_peers.py --tether build-cpu/tether          # saves bench/results/<date>-<host>-sample-peers.json
+    bench/sample_peers.py --tether build-cpu/tether --quick  # a smaller run, not saved
+
+Target: the planar double pendulum in Cartesian coordinates (tether's
+`double_pendulum`; masses and lengths 1, gravity 1, kT = 1), exp(-V(q))
+on N = {|x1| = 1, |x2 - x1| = 1} with V = g (y1 + y2). With M = I the measure
+M induces on N is the Hausdorff measure, which Mici's `dens_wrt_hausdorff`
+samples against, so both sample the same distribution.
+
+Same algorithm, same accuracy: static-length HMC (L = 20 steps of h = 0.1,
+no jitter, no adaptation) with RATTLE (Mici's ConstrainedLeapfrogIntegrator
+is RATTLE, Reich 1996), a full momentum refresh, Metropolis on H, and a
+reverse check (tether: the whole trajectory, 1e-8; Mici: every step, its
+default 2e-8); Newton to 1e-12 in both. Every chain starts from the same
+state; the first `--burn` draws are dropped before any statistic.
+
+Measured in one run: Mici (its own best practice for many chains: n_process
+worker processes, one chain each), tether cpu and tether reference, each
+sampling seconds, and the bulk ESS of y1, y2 and the relative angle (ArviZ on
+both draw sets, the same estimator) per second. Equal distribution: two-sample
+Kolmogorov-Smirnov tests between tether's and Mici's draws of V and of the
+relative angle, on draws thinned to about one per effective sample.
+"""
+import argparse
+import json
+import math
+import os
+import subprocess
+import sys
+import tempfile
+import time
+import warnings
+
+import numpy as np
+
+warnings.filterwarnings("ignore")
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from run_shoot_bench import ROOT, provenance, save_result  # noqa: E402
+
+G, H, STEPS, TOL = 1.0, 0.1, 20, 1e-12
+START = np.array([1.0, 0.0, 1.0, -1.0])  # t1 = pi/2, t2 = 0
+
+
+def relative_angle(q):
+    t1 = np.arctan2(q[..., 0], -q[..., 1])
+    t2 = np.arctan2(q[..., 2] - q[..., 0], -(q[..., 3] - q[..., 1]))
+    return np.angle(np.exp(1j * (t1 - t2)))
+
+
+def potential(q):
+    return G * (q[..., 1] + q[..., 3])
+
+
+def run_tether(binary, backend, chains, draws, threads):
+    config = {
+        "system": {"name": "double_pendulum",
+                   "parameters": {"mass1": 1.0, "mass2": 1.0, "length1": 1.0, "length2": 1.0, "gravity": G}},
+        "method": {"name": "rattle", "dt": H, "steps": STEPS, "newton": {"tolerance": TOL}},
+        "sample": {"chains": chains, "draws": draws, "seed": 17, "temperature": 1.0,
+                   "initial": {"states": [{"q": START.tolist(), "p": [0, 0, 0, 0]}] * chains}},
+        "backend": backend,
+    }
+    import arviz as az
+    with tempfile.TemporaryDirectory() as tmp:
+        path = os.path.join(tmp, "sample.json")
+        with open(path, "w") as f:
+            json.dump(config, f)
+        out = os.path.join(tmp, "out")
+        subprocess.run([binary, "sample", path, "--out", out, "--threads", str(threads), "--quiet"], check=True)
+        with open(os.path.join(out, "summary.json")) as f:
+            summary = json.load(f)
+        idata = az.from_netcdf(os.path.join(out, "draws.nc"))
+        q = idata.posterior["q"].values.copy()  # (chain, draw, 4)
+        accept = float(idata.sample_stats["acceptance_rate"].values.mean())
+    return q, summary["sampling_seconds"], accept, summary
+
+
+def run_mici(chains, draws, processes):
+    import mici
+    system = mici.systems.DenseConstrainedEuclideanMetricSystem(
+        neg_log_dens=lambda q: G * (q[1] + q[3]),
+        grad_neg_log_dens=lambda q: np.array([0.0, G, 0.0, G]),
+        constr=lambda q: np.array([q[0] ** 2 + q[1] ** 2 - 1.0, (q[2] - q[0]) ** 2 + (q[3] - q[1]) ** 2 - 1.0]),
+        jacob_constr=lambda q: np.array([[2 * q[0], 2 * q[1], 0.0, 0.0],
+                                         [-2 * (q[2] - q[0]), -2 * (q[3] - q[1]), 2 * (q[2] - q[0]), 2 * (q[3] - q[1])]]),
+        dens_wrt_hausdorff=True)
+    integrator = mici.integrators.ConstrainedLeapfrogIntegrator(
+        system, step_size=H, projection_solver_kwargs={"constraint_tol": TOL, "position_tol": TOL})
+    sampler = mici.samplers.StaticMetropolisHMC(system, integrator, np.random.default_rng(17), n_step=STEPS)
+    init = [mici.states.ChainState(pos=START.copy(), mom=None, dir=1) for _ in range(chains)]
+    start = time.perf_counter()
+    _, traces, stats = sampler.sample_chains(0, draws, init, trace_funcs=[lambda s: {"q": s.pos}],
+                                             n_process=processes, display_progress=False)
+    seconds = time.perf_counter() - start
+    q = np.stack([np.asarray(t["q"]) for t in traces])  # (chain, draw, 4)
+    accept = float(np.mean([np.mean(s["accept_stat"]) for s in stats]))
+    return q, seconds, accept
+
+
+def ess_per_second(q, burn, seconds):
+    import arviz as az
+    q = q[:, burn:]
+    ess = {name: float(az.ess(x, method="bulk"))
+           for name, x in (("y1", q[..., 1]), ("y2", q[..., 3]), ("relative_angle", relative_angle(q)))}
+    return ess, min(ess.values()) / seconds
+
+
+def thinned(x, ess):
+    """About one draw per effective sample, from every chain."""
+    step = max(1, int(math.ceil(x.size / ess)))
+    return x[:, ::step].ravel()
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--tether", default=os.path.join(ROOT, "build", "tether"))
+    ap.add_argument("--threads", type=int, default=os.cpu_count())
+    ap.add_argument("--quick", action="store_true", help="a small run, not saved")
+    ap.add_argument("--no-save", action="store_true")
+    args = ap.parse_args()
+    from scipy import stats
+    chains_t, chains_m, chains_ref = (200, 2, 4) if args.quick else (2000, 4, 8)
+    draws, burn = (300, 50) if args.quick else (2000, 200)
+
+    result = {"provenance": provenance(), "target": "double_pendulum, masses and lengths 1, gravity 1, kT 1",
+              "algorithm": {"h": H, "L": STEPS, "newton_tolerance": TOL, "draws": draws, "burn": burn}, "runs": {}}
+    q_mici, s_mici, a_mici = run_mici(chains_m, draws, min(chains_m, args.threads))
+    q_cpu, s_cpu, a_cpu, _ = run_tether(args.tether, "cpu", chains_t, draws, args.threads)
+    q_ref, s_ref, a_ref, _ = run_tether(args.tether, "reference", chains_ref, draws, 1)
+    for name, q, seconds, accept, chains in (("mici", q_mici, s_mici, a_mici, chains_m),
+                                             ("tether_cpu", q_cpu, s_cpu, a_cpu, chains_t),
+                                             ("tether_reference", q_ref, s_ref, a_ref, chains_ref)):
+        ess, rate = ess_per_second(q, burn, seconds)
+        result["runs"][name] = {"chains": chains, "seconds": seconds, "acceptance": accept,
+                                "chain_iterations_per_second": chains * draws / seconds,
+                                "ess_bulk": ess, "min_ess_bulk_per_second": rate}
+    runs = result["runs"]
+    result["ratios"] = {
+        "tether_cpu_over_mici_ess_per_second": runs["tether_cpu"]["min_ess_bulk_per_second"] /
+        runs["mici"]["min_ess_bulk_per_second"],
+        "tether_cpu_over_reference_iterations_per_second": runs["tether_cpu"]["chain_iterations_per_second"] /
+        runs["tether_reference"]["chain_iterations_per_second"]}
+    # Same distribution: two-sample KS on roughly independent draws.
+    tests = {}
+    for label, f in (("potential", potential), ("relative_angle", relative_angle)):
+        a, b = f(q_cpu[:, burn:]), f(q_mici[:, burn:])
+        ta = thinned(a, runs["tether_cpu"]["ess_bulk"]["relative_angle"])
+        tb = thinned(b, runs["mici"]["ess_bulk"]["relative_angle"])
+        ks = stats.ks_2samp(ta, tb)
+        tests[label] = {"tether_draws": int(ta.size), "mici_draws": int(tb.size), "ks_statistic": float(ks.statistic),
+                        "p_value": float(ks.pvalue), "tether_mean": float(a.mean()), "mici_mean": float(b.mean())}
+    result["two_sample"] = tests
+    text = json.dumps(result, indent=2)
+    print(text)
+    if not args.quick and not args.no_save:
+        print("saved bench/results/" + save_result(text, "sample-peers"), file=sys.stderr)
+
+
+if __name__ == "__main__":
+    main()
