@@ -14,7 +14,8 @@
 //  5. dual averaging reaches its target acceptance;
 //  6. bad sampling configs, each named by its JSON path;
 //  7. draws.nc read back through the netCDF library: ArviZ's layout, every value;
-//  8. R-hat and ESS against ArviZ's on fixed draws (tests/fixtures).
+//  8. R-hat and ESS against ArviZ's on fixed draws (tests/fixtures);
+//  9. every (system, method) pair of the registry that can sample does.
 // Every expected value is derived from the mathematics, not read off output.
 #include <netcdf.h>
 #include <omp.h>
@@ -543,6 +544,39 @@ TEST(HmcDiagnostics, RhatAndEssMatchArviz) {
   // Fewer than 4 draws, or R-hat of one chain: NaN, as ArviZ.
   EXPECT_TRUE(std::isnan(diagnose_chains({1, 2, 3}, 1, 3).ess_bulk));
   EXPECT_TRUE(std::isnan(diagnose_chains({1, 2, 3, 4, 5}, 1, 5).rhat));
+}
+
+// 9. Every holonomic system of the registry can be sampled, with every
+// method that can run a chain: a short sample from its example config's
+// parameters, step size and start (tests/registry_cases: the registry's one
+// case list) writes every draw, finite, and its chains move.
+TEST(HmcRegistry, EverySamplerPairSamples) {
+  int pairs = 0;
+  for (const RegistryCase& rc : registry_cases(std::string(TETHER_SOURCE_DIR) + "/configs")) {
+    const SystemInfo& sys = system_infos()[std::size_t(rc.system)];
+    const MethodInfo& method = method_infos()[std::size_t(rc.method)];
+    if (sys.family != Family::holonomic || !sys.reversed_by_momentum_flip || !method.symmetric ||
+        !method.symplectic || method.two_step)
+      continue;
+    nlohmann::json j;
+    j["system"] = rc.config["system"];
+    j["method"] = rc.config["method"];
+    j["method"]["steps"] = 5;
+    const nlohmann::json& initial = rc.config["ensemble"]["initial"];
+    const std::int64_t chains = initial.contains("states") ? std::int64_t(initial["states"].size()) : 6;
+    j["sample"] = {{"chains", chains}, {"draws", 8}, {"seed", 1}, {"temperature", 1.0}, {"initial", initial}};
+    SampleConfig c = parse_sample_config(j.dump(), rc.system_label + "/" + rc.method_label);
+    c.run.backend = "cpu";
+    MemoryDraws out(chains, 8, sys.dof);
+    const SampleResult r = sample(c, SampleOptions{&out});
+    const std::string label = rc.system_label + " / " + rc.method_label;
+    EXPECT_EQ(*std::min_element(out.outcome.begin(), out.outcome.end()), 0) << label;  // written, some accepted
+    for (Real x : out.q) ASSERT_TRUE(std::isfinite(x)) << label;
+    for (Real x : out.energy) ASSERT_TRUE(std::isfinite(x)) << label;
+    EXPECT_GT(r.mean_acceptance, 0.5) << label;
+    ++pairs;
+  }
+  EXPECT_GE(pairs, 20);  // every holonomic system, with rattle at least
 }
 
 }  // namespace
