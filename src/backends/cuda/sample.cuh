@@ -24,13 +24,17 @@ class CudaChainRunner final : public ChainRunner {
   void run(HostChains& h, const SamplePlan& plan) override {
     SampleView d = h.view();
     std::vector<void*> owned;
-    auto copy_in = [&](auto*& dev, const auto& host) {
+    auto allocate = [&](auto*& dev, const auto& host) {
       using T = std::decay_t<decltype(*host.data())>;
       T* ptr = nullptr;
       cuda_check(cudaMalloc(&ptr, host.size() * sizeof(T)), "cudaMalloc");
       owned.push_back(ptr);
-      cuda_check(cudaMemcpy(ptr, host.data(), host.size() * sizeof(T), cudaMemcpyHostToDevice), "cudaMemcpy to device");
       dev = ptr;
+    };
+    auto copy_in = [&](auto*& dev, const auto& host) {
+      allocate(dev, host);
+      cuda_check(cudaMemcpy(dev, host.data(), host.size() * sizeof(*host.data()), cudaMemcpyHostToDevice),
+                 "cudaMemcpy to device");
     };
     auto copy_out = [](auto& host, const auto* dev) {
       using T = std::decay_t<decltype(*host.data())>;
@@ -38,10 +42,12 @@ class CudaChainRunner final : public ChainRunner {
     };
     try {
       copy_in(d.q, h.q), copy_in(d.p, h.p), copy_in(d.step_size, h.step_size);
-      copy_in(d.log_h_bar, h.log_h_bar), copy_in(d.h_bar, h.h_bar), copy_in(d.draw_q, h.draw_q);
-      copy_in(d.draw_potential, h.draw_potential), copy_in(d.draw_acceptance, h.draw_acceptance);
-      copy_in(d.draw_energy, h.draw_energy), copy_in(d.draw_step_size, h.draw_step_size);
-      copy_in(d.draw_steps, h.draw_steps), copy_in(d.draw_outcome, h.draw_outcome);
+      copy_in(d.log_h_bar, h.log_h_bar), copy_in(d.h_bar, h.h_bar);
+      // The draws are only written by the kernel.
+      allocate(d.draw_q, h.draw_q), allocate(d.draw_potential, h.draw_potential);
+      allocate(d.draw_acceptance, h.draw_acceptance), allocate(d.draw_energy, h.draw_energy);
+      allocate(d.draw_step_size, h.draw_step_size), allocate(d.draw_steps, h.draw_steps);
+      allocate(d.draw_outcome, h.draw_outcome);
       constexpr int threads = 128;
       chain_kernel<S, M><<<unsigned((h.count + threads - 1) / threads), threads>>>(sys_, method_, ctl_, plan, d);
       cuda_check(cudaGetLastError(), "chain_kernel launch");
