@@ -33,6 +33,32 @@ struct MemorySink final : FinalStateSink {
   }
 };
 
+// Keeps every draw of a `tether sample` in memory, (chain, draw) in row-major order.
+struct MemoryDraws final : DrawSink {
+  std::int64_t chains = 0, draws = 0;
+  int dof = 0;
+  std::vector<Real> q, potential, acceptance, energy, step_size;
+  std::vector<int> outcome;
+  MemoryDraws(std::int64_t c, std::int64_t d, int n)
+      : chains(c), draws(d), dof(n), q(std::size_t(c * d * n)), potential(std::size_t(c * d)),
+        acceptance(std::size_t(c * d)), energy(std::size_t(c * d)), step_size(std::size_t(c * d)),
+        outcome(std::size_t(c * d), -1) {}
+  void write(const DrawBlock& b) override {
+    for (std::int64_t d = 0; d < b.draws; ++d)
+      for (std::int64_t i = 0; i < b.chains; ++i) {
+        const std::size_t at = std::size_t((b.first_chain + i) * draws + b.first_draw + d);
+        const std::size_t from = std::size_t(d * b.chains + i);
+        for (int c = 0; c < dof; ++c)
+          q[at * std::size_t(dof) + std::size_t(c)] = b.q[(std::size_t(d) * dof + c) * std::size_t(b.chains) + std::size_t(i)];
+        potential[at] = b.potential[from];
+        acceptance[at] = b.acceptance[from];
+        energy[at] = b.energy[from];
+        step_size[at] = b.step_size[from];
+        outcome[at] = b.outcome[from];
+      }
+  }
+};
+
 // Runs a config given as JSON text and returns the result; final states go to `sink` when given.
 inline RunResult run_json(const std::string& json, MemorySink* sink = nullptr) {
   RunOptions opt;

@@ -402,25 +402,24 @@ SampleConfig parse_sample_config(const std::string& text, const std::string& sou
   const Node sys = top.object("system");
   parse_system(sys, c);
   const SystemInfo& info = system_infos()[std::size_t(c.system)];
-  if (info.family != Family::holonomic || !info.reversed_by_momentum_flip) {
-    std::string allowed;
+  if (!can_sample(info)) {
+    std::vector<std::string> allowed;  // names, once each (chain has three variants)
     for (const auto& other : system_infos())
-      if (other.family == Family::holonomic && other.reversed_by_momentum_flip)
-        allowed += (allowed.empty() ? "" : ", ") + other.name;
+      if (can_sample(other) && std::find(allowed.begin(), allowed.end(), other.name) == allowed.end())
+        allowed.push_back(other.name);
     throw ConfigError(sys.at("name"), "sampling applies to the holonomic systems, whose chains move on "
-                                      "N = {g(q) = 0} by RATTLE-type steps: " + allowed + "; got \"" +
+                                      "N = {g(q) = 0} by RATTLE-type steps: " + join(allowed) + "; got \"" +
                                           c.system_name + "\", a " + family_name(info.family) + " system");
   }
 
   const Node m = top.object("method");
   parse_method(m, c, {"name", "dt", "steps", "newton"});
   const MethodInfo& method = method_infos()[std::size_t(c.method)];
-  if (!method.symmetric || !method.symplectic || method.two_step) {
+  if (!can_sample(method)) {
     std::vector<std::string> allowed;
     for (int k : info.methods) {
       const MethodInfo& other = method_infos()[std::size_t(k)];
-      if (other.symmetric && other.symplectic && !other.two_step &&
-          std::find(allowed.begin(), allowed.end(), other.name) == allowed.end())
+      if (can_sample(other) && std::find(allowed.begin(), allowed.end(), other.name) == allowed.end())
         allowed.push_back(other.name);
     }
     throw ConfigError(m.at("name"), "\"" + c.method_name + "\" cannot run a Monte Carlo chain: its proposals must "

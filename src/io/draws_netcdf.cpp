@@ -21,8 +21,10 @@ namespace tether {
 
 namespace {
 
-void check(int status, const std::string& what, const std::filesystem::path& file) {
-  if (status != NC_NOERR) throw std::runtime_error("cannot write " + file.string() + " (" + what + "): " + nc_strerror(status));
+// action: "write" or "read".
+void check(int status, const char* action, const std::string& what, const std::filesystem::path& file) {
+  if (status != NC_NOERR)
+    throw std::runtime_error(std::string("cannot ") + action + " " + file.string() + " (" + what + "): " + nc_strerror(status));
 }
 
 std::string utc_now() {
@@ -42,7 +44,7 @@ struct NetcdfDraws::Ids {
 NetcdfDraws::NetcdfDraws(const std::filesystem::path& file, const SampleConfig& c, int dof)
     : file_(file), ids_(std::make_unique<Ids>()), dof_(dof) {
   Ids& id = *ids_;
-  const auto ok = [&](int status, const char* what) { check(status, what, file_); };
+  const auto ok = [&](int status, const char* what) { check(status, "write", what, file_); };
   ok(nc_create(file_.c_str(), NC_CLOBBER | NC_NETCDF4, &id.file), "create");
   open_ = true;
   const std::string created = utc_now();
@@ -125,7 +127,7 @@ NetcdfDraws::~NetcdfDraws() {
 
 void NetcdfDraws::write(const DrawBlock& b) {
   const Ids& id = *ids_;
-  const auto ok = [&](int status, const char* what) { check(status, what, file_); };
+  const auto ok = [&](int status, const char* what) { check(status, "write", what, file_); };
   const std::size_t n = std::size_t(b.chains), m = std::size_t(b.draws), dof = std::size_t(dof_);
   // The block is [draw][component][chain]; the file's order is [chain][draw][component].
   std::vector<double> q(n * m * dof);
@@ -157,7 +159,7 @@ void NetcdfDraws::write(const DrawBlock& b) {
 
 void NetcdfDraws::close() {
   open_ = false;
-  check(nc_close(ids_->file), "close", file_);
+  check(nc_close(ids_->file), "write", "close", file_);
 }
 
 namespace {
@@ -187,9 +189,7 @@ double DrawsDiagnostics::min_ess_tail() const {
 }
 
 DrawsDiagnostics diagnose_draws_file(const std::filesystem::path& file, std::int64_t max_values) {
-  const auto ok = [&](int status, const char* what) {
-    if (status != NC_NOERR) throw std::runtime_error("cannot read " + file.string() + " (" + what + "): " + nc_strerror(status));
-  };
+  const auto ok = [&](int status, const char* what) { check(status, "read", what, file); };
   int id, post;
   ok(nc_open(file.c_str(), NC_NOWRITE, &id), "open");
   DrawsDiagnostics r;

@@ -162,22 +162,14 @@ TEST(CudaShoot, AgreesWithCpu) {
 // streams are keyed by (seed, chain, iteration)), to roundoff over a short run.
 TEST(CudaSample, AgreesWithCpu) {
   TETHER_REQUIRE_DEVICE();
-  struct Keep final : DrawSink {
-    std::vector<Real> q;
-    std::vector<int> outcome;
-    void write(const DrawBlock& b) override {
-      for (std::int64_t k = 0; k < b.chains * b.draws * b.dof; ++k) q.push_back(b.q[k]);
-      for (std::int64_t k = 0; k < b.chains * b.draws; ++k) outcome.push_back(b.outcome[k]);
-    }
-  };
   for (const char* system : {R"({"name": "spherical_pendulum"})", R"({"name": "double_pendulum"})"}) {
-    Keep cpu, gpu;
+    SampleConfig c = parse_sample_config(std::string(R"({"system": )") + system +
+                                             R"(, "method": {"name": "rattle", "dt": 0.05, "steps": 8},
+        "sample": {"chains": 300, "draws": 10, "warmup": 5, "seed": 3, "temperature": 2,
+                   "jitter": {"dt": 0.1, "steps": 0.25}}})",
+                                         "test");
+    test::MemoryDraws cpu(300, 10, system_dof(c.run)), gpu(300, 10, system_dof(c.run));
     for (auto [backend, keep] : {std::pair{"cpu", &cpu}, std::pair{"cuda", &gpu}}) {
-      SampleConfig c = parse_sample_config(std::string(R"({"system": )") + system +
-                                               R"(, "method": {"name": "rattle", "dt": 0.05, "steps": 8},
-          "sample": {"chains": 300, "draws": 10, "warmup": 5, "seed": 3, "temperature": 2,
-                     "jitter": {"dt": 0.1, "steps": 0.25}}})",
-                                           "test");
       c.run.backend = backend;
       SampleOptions opt;
       opt.draws = keep;

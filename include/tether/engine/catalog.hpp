@@ -41,6 +41,12 @@ struct MethodInfo {
 const std::vector<SystemInfo>& system_infos();
 const std::vector<MethodInfo>& method_infos();
 
+// What `tether sample` can run, at run time (the concept SamplerMethodFor of
+// tether/sampling/hmc.hpp at compile time): a holonomic system that p -> -p
+// reverses, with a symmetric, symplectic, one-step method.
+inline bool can_sample(const SystemInfo& s) { return s.family == Family::holonomic && s.reversed_by_momentum_flip; }
+inline bool can_sample(const MethodInfo& m) { return m.symmetric && m.symplectic && !m.two_step; }
+
 // Names, each once, in registry order.
 std::vector<std::string> unique_system_names();
 std::vector<std::string> unique_method_names();
