@@ -17,6 +17,7 @@ Raw results (machine, commit, command, every run's summary numbers) are saved
 to bench/results/<date>-<host>-shoot.json.
 """
 import argparse
+import contextlib
 import csv
 import datetime
 import json
@@ -72,16 +73,23 @@ def provenance():
             "command": " ".join([os.path.relpath(sys.argv[0], ROOT)] + sys.argv[1:])}
 
 
-def tether_shoot(binary, config, threads):
-    """`tether shoot` on config (a dict) in a scratch folder: its summary.json and shots.csv rows."""
+@contextlib.contextmanager
+def tether_output(binary, command, config, threads):
+    """`tether COMMAND` (shoot, sample) on config (a dict) in a scratch folder; yields its output
+    folder and its summary.json, both gone when the block ends."""
     with tempfile.TemporaryDirectory() as tmp:
-        path = os.path.join(tmp, "shoot.json")
+        path = os.path.join(tmp, "config.json")
         with open(path, "w") as f:
             json.dump(config, f)
         out = os.path.join(tmp, "out")
-        subprocess.run([binary, "shoot", path, "--out", out, "--threads", str(threads), "--quiet"], check=True)
+        subprocess.run([binary, command, path, "--out", out, "--threads", str(threads), "--quiet"], check=True)
         with open(os.path.join(out, "summary.json")) as f:
-            summary = json.load(f)
+            yield out, json.load(f)
+
+
+def tether_shoot(binary, config, threads):
+    """`tether shoot` on config (a dict): its summary.json and shots.csv rows."""
+    with tether_output(binary, "shoot", config, threads) as (out, summary):
         with open(os.path.join(out, "shots.csv")) as f:
             rows = list(csv.DictReader(f))
     return summary, rows

@@ -28,9 +28,7 @@ import argparse
 import json
 import math
 import os
-import subprocess
 import sys
-import tempfile
 import time
 import warnings
 
@@ -38,7 +36,7 @@ import numpy as np
 
 warnings.filterwarnings("ignore")
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from run_shoot_bench import ROOT, provenance, save_result  # noqa: E402
+from run_shoot_bench import ROOT, provenance, save_result, tether_output  # noqa: E402
 
 G, H, STEPS, TOL = 1.0, 0.1, 20, 1e-12
 START = np.array([1.0, 0.0, 1.0, -1.0])  # t1 = pi/2, t2 = 0
@@ -64,14 +62,7 @@ def run_tether(binary, backend, chains, draws, threads):
         "backend": backend,
     }
     import arviz as az
-    with tempfile.TemporaryDirectory() as tmp:
-        path = os.path.join(tmp, "sample.json")
-        with open(path, "w") as f:
-            json.dump(config, f)
-        out = os.path.join(tmp, "out")
-        subprocess.run([binary, "sample", path, "--out", out, "--threads", str(threads), "--quiet"], check=True)
-        with open(os.path.join(out, "summary.json")) as f:
-            summary = json.load(f)
+    with tether_output(binary, "sample", config, threads) as (out, summary):
         idata = az.from_netcdf(os.path.join(out, "draws.nc"))
         q = idata.posterior["q"].values.copy()  # (chain, draw, 4)
         accept = float(idata.sample_stats["acceptance_rate"].values.mean())
