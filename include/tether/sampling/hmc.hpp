@@ -134,23 +134,26 @@ TETHER_HD HmcDraw hmc_transition(const S& sys, const Stepper& stepper, const Hmc
   s.p = p;
   const Real energy0 = total_energy(sys, s.q, s.p);
 
-  // 2. L steps forwards.
-  PhaseState<S> moved = s;
-  const bool forwards = hmc_integrate(sys, stepper, moved, d.step_size, d.steps, ctl.newton);
-  const Real energy1 = forwards ? total_energy(sys, moved.q, moved.p) : Real(0);
-  bool ok = forwards && is_finite(energy1);
+  // 2. L steps forwards; 3. the same L steps back from (q', -p') must return
+  // to q. Both passes go through one call of hmc_integrate, so a kernel holds
+  // one copy of the step, not two.
+  PhaseState<S> x = s, moved = s;
+  Real energy1 = 0;
+  bool ok = true;
   HmcOutcome why = HmcOutcome::newton;
-
-  // 3. The same L steps back from (q', -p') must return to q.
-  if (ok && ctl.check_reversibility) {
-    PhaseState<S> back = moved;
-    back.p = -back.p;
-    if (!hmc_integrate(sys, stepper, back, d.step_size, d.steps, ctl.newton)) {
-      ok = false;
-    } else if (!(max_abs(Vec<n>(back.q - s.q)) <= ctl.reversibility_tolerance * sys.length_scale())) {
-      ok = false;
-      why = HmcOutcome::reversibility;
+  const int passes = ctl.check_reversibility ? 2 : 1;
+  for (int pass = 0; ok && pass < passes; ++pass) {
+    ok = hmc_integrate(sys, stepper, x, d.step_size, d.steps, ctl.newton);
+    if (ok && pass == 0) {
+      energy1 = total_energy(sys, x.q, x.p);
+      ok = is_finite(energy1);
+      moved = x;
+      x.p = -x.p;
     }
+  }
+  if (ok && passes == 2 && !(max_abs(Vec<n>(x.q - s.q)) <= ctl.reversibility_tolerance * sys.length_scale())) {
+    ok = false;
+    why = HmcOutcome::reversibility;
   }
 
   // 4. Metropolis on H; 5. momentum reversal on rejection.
