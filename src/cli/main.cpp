@@ -262,7 +262,10 @@ void do_list(bool as_json) {
     nlohmann::ordered_json j = tether::catalog_json();
     j["backends"] = {{{"name", "reference"}, {"built", true}},
                      {{"name", "cpu"}, {"built", true}, {"threads", threads}},
-                     {{"name", "cuda"}, {"built", tether::cuda_built()}, {"devices", devices}}};
+                     {{"name", "cuda"},
+                      {"built", tether::cuda_built()},
+                      {"compile_check_only", tether::cuda_compile_check_only()},
+                      {"devices", devices}}};
     std::printf("%s\n", j.dump(2).c_str());
     return;
   }
@@ -308,6 +311,8 @@ void do_list(bool as_json) {
   std::printf("  %-22s the GPU step code on %d threads\n", "cpu", threads);
   if (!tether::cuda_built())
     std::printf("  %-22s not built (no nvcc at configure time)\n", "cuda");
+  else if (tether::cuda_compile_check_only())
+    std::printf("  %-22s kernels compiled to check them only (TETHER_CUDA_COMPILE_CHECK=ON), not runnable\n", "cuda");
   else
     std::printf("  %-22s built; %d device(s) present\n", "cuda", devices);
   std::printf("(`tether list --json` gives each one's parameters: type, default, bounds, meaning)\n");

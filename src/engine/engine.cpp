@@ -41,6 +41,14 @@ bool cuda_built() {
 #endif
 }
 
+bool cuda_compile_check_only() {
+#ifdef TETHER_CUDA_COMPILE_CHECK
+  return true;
+#else
+  return false;
+#endif
+}
+
 int cuda_device_count() {
 #ifdef TETHER_HAVE_CUDA
   return cuda_runtime_device_count();
@@ -50,9 +58,12 @@ int cuda_device_count() {
 }
 
 std::string resolve_backend(const std::string& requested) {
-  if (requested == "auto") return cuda_device_count() > 0 ? "cuda" : "cpu";
+  if (requested == "auto") return !cuda_compile_check_only() && cuda_device_count() > 0 ? "cuda" : "cpu";
   if (requested == "cuda") {
     if (!cuda_built()) throw ConfigError("backend", "\"cuda\" is not available: this build has no CUDA support");
+    if (cuda_compile_check_only())
+      throw ConfigError("backend", "\"cuda\" is not available: this build compiled its kernels only to check them "
+                                   "(TETHER_CUDA_COMPILE_CHECK=ON); build with scripts/build.sh to run them");
     if (cuda_device_count() == 0) throw ConfigError("backend", "\"cuda\" is not available: no CUDA device is present");
   }
   if (requested != "cpu" && requested != "reference" && requested != "cuda")

@@ -15,6 +15,7 @@ namespace {
 // Why no device can be used, or nullptr when one can.
 const char* missing_device() {
   if (!cuda_built()) return "built without CUDA";
+  if (cuda_compile_check_only()) return "kernels compiled to check them only (TETHER_CUDA_COMPILE_CHECK=ON)";
   if (cuda_device_count() == 0) return "no CUDA device present";
   return nullptr;
 }

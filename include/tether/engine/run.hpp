@@ -59,8 +59,12 @@ struct RunOptions {
 // Number of CUDA devices usable by this build (0 when not built with CUDA).
 int cuda_device_count();
 bool cuda_built();
+// A build configured with TETHER_CUDA_COMPILE_CHECK=ON (scripts/test.sh on a
+// machine without a GPU) compiles its kernels with little optimisation, only
+// to check that they compile: it never runs them.
+bool cuda_compile_check_only();
 
-// "auto" -> cuda when built and a device is present, else cpu. Throws
+// "auto" -> cuda when built to run and a device is present, else cpu. Throws
 // ConfigError when the requested backend is not available.
 std::string resolve_backend(const std::string& requested);
 
