@@ -26,6 +26,7 @@
 #include "tether/methods/variational.hpp"
 #include "tether/systems/chain.hpp"
 #include "tether/systems/double_pendulum.hpp"
+#include "tether/systems/fisher_bingham.hpp"
 #include "tether/systems/four_bar.hpp"
 #include "tether/systems/heisenberg.hpp"
 #include "tether/systems/heisenberg_vakonomic.hpp"
@@ -64,7 +65,8 @@ using Systems = TypeList<
     Martinet,
     MartinetLagrangian,
     ParallelParking,
-    SphereContact
+    SphereContact,
+    FisherBingham
     // registry systems end
     >;
 

@@ -147,6 +147,8 @@ int do_shoot(const std::string& config_path, const std::string& out, const std::
 
 int do_sample(const std::string& config_path, const std::string& out, const std::string& backend, long threads,
               bool quiet) {
+  if (tether::is_shoot_config_file(config_path))
+    throw tether::ConfigError("shoot", "this is a shooting config: run it with `tether shoot " + config_path + " --out DIR`");
   tether::SampleConfig cfg = tether::load_sample_config_file(config_path);
   if (!backend.empty()) cfg.run.backend = backend;
 #ifdef _OPENMP

@@ -13,6 +13,7 @@
 #include "config/json_node.hpp"
 #include "registry/catalog.hpp"
 #include "tether/core/random.hpp"
+#include "tether/engine/output.hpp"
 #include "tether/engine/sample.hpp"
 #include "tether/shooting/shoot.hpp"
 
@@ -66,12 +67,36 @@ InitialSpec parse_initial(const Node& ini, int system) {
     spec.tolerance = ini.positive("tolerance", spec.tolerance);
     return spec;
   }
-  static const std::vector<std::string> samplers{"thermal", "around"};
+  // The canonical starts run or reuse RATTLE-HMC: what tether sample can sample.
+  const auto needs_sampler = [&](const std::string& key, const std::string& what) {
+    if (!can_sample(info))
+      throw ConfigError(ini.at(key), what + " applies to the systems tether sample can sample (holonomic, reversed by "
+                                     "p -> -p); for " + system_name + " use \"around\" or explicit states");
+  };
+  if (ini.has("draws")) {
+    ini.only({"draws"});
+    needs_sampler("draws", "a start from draws");
+    spec.kind = InitialSpec::Kind::draws;
+    spec.draws_file = ini.text("draws");  // read once the ensemble's size is known (load_start_draws)
+    return spec;
+  }
+  static const std::vector<std::string> samplers{"thermal", "around", "canonical"};
   const std::string sampler = ini.string("sampler", samplers);
   if (sampler == "thermal" && nonholonomic)
     throw ConfigError(ini.at("sampler"), "\"thermal\" applies to holonomic systems; for " + system_name +
                                              " use \"around\" or explicit states");
-  if (sampler == "thermal") {
+  if (sampler == "canonical") {
+    needs_sampler("sampler", "\"canonical\"");
+    ini.only({"sampler", "temperature", "warmup", "steps", "dt", "target_acceptance"});
+    spec.kind = InitialSpec::Kind::canonical;
+    spec.temperature = ini.positive("temperature");
+    spec.warmup = ini.integer("warmup", 1, std::int64_t(1) << 30, spec.warmup);
+    spec.steps = static_cast<int>(ini.integer("steps", 1, 1 << 20, spec.steps));
+    spec.dt = ini.has("dt") ? ini.positive("dt") : 0;  // 0: the run's method.dt
+    spec.target_acceptance = ini.positive("target_acceptance", spec.target_acceptance);
+    if (!(spec.target_acceptance < 1))
+      throw ConfigError(ini.at("target_acceptance"), "must be in (0, 1), got " + show(json(spec.target_acceptance)));
+  } else if (sampler == "thermal") {
     ini.only({"sampler", "temperature"});
     spec.kind = InitialSpec::Kind::thermal;
     spec.temperature = ini.non_negative("temperature");
@@ -83,6 +108,26 @@ InitialSpec parse_initial(const Node& ini, int system) {
     spec.momentum_spread = ini.non_negative("momentum_spread", 0.0);
   }
   return spec;
+}
+
+// ensemble.initial.draws: the positions of c.size trajectories from a
+// tether sample's draws.nc of the same system with the same parameters.
+void load_start_draws(RunConfig& c) {
+  const std::string where = c.initial.path + ".draws";
+  // Held in memory until the run ends, as explicit states are: refused up front beyond 2 GiB.
+  const int dof = system_infos()[std::size_t(c.system)].dof;
+  if (double(c.size) * dof * sizeof(Real) > double(std::int64_t(1) << 31))
+    throw ConfigError(where, "would hold " + std::to_string(c.size) + " x " + std::to_string(dof) +
+                                 " start positions in memory, over 2 GiB: run fewer trajectories per run");
+  StartDraws d = read_start_draws(c.initial.draws_file, c.size, dof, where);
+  if (d.system != c.system_name)
+    throw ConfigError(where, "holds draws of " + d.system + ", not of " + c.system_name);
+  const json own = system_parameter_values(c.system, c.system_parameters);
+  if (d.system_parameters != own)
+    throw ConfigError(where, "was sampled with system parameters " + d.system_parameters.dump() + "; this run's are " +
+                                 own.dump());
+  c.initial.temperature = d.temperature;
+  c.initial.draw_q = std::move(d.q);
 }
 
 json parse_json(const std::string& text, const std::string& source) {
@@ -141,6 +186,8 @@ RunConfig parse_config(const std::string& text, const std::string& source) {
   } else {
     c.size = ens.integer("size", 1, std::int64_t(1) << 34);
   }
+  if (c.initial.kind == InitialSpec::Kind::draws) load_start_draws(c);
+  if (c.initial.kind == InitialSpec::Kind::canonical && c.initial.dt == 0) c.initial.dt = c.dt;
   c.seed = static_cast<std::uint64_t>(ens.integer("seed", 0, INT64_MAX, 0));
   c.batch_size = ens.integer("batch_size", 1, std::int64_t(1) << 30, c.batch_size);
 
@@ -394,6 +441,9 @@ ShootConfig load_shoot_config_file(const std::string& path) {
 SampleConfig parse_sample_config(const std::string& text, const std::string& source) {
   const json j = parse_json(text, source);
   const Node top(j, "");
+  if (top.has("ensemble") && !top.has("sample"))
+    throw ConfigError("sample", "is missing: this is a run config, for `tether run` (a sampling config has \"sample\" "
+                                "where a run config has \"ensemble\")");
   top.only({"system", "method", "sample", "backend", "precision"});
   SampleConfig cfg;
   RunConfig& c = cfg.run;
@@ -459,6 +509,9 @@ SampleConfig parse_sample_config(const std::string& text, const std::string& sou
   c.batch_size = sm.integer("batch_size", 1, std::int64_t(1) << 30, c.batch_size);
   if (sm.has("initial")) {
     c.initial = parse_initial(sm.object("initial"), c.system);
+    if (c.initial.kind == InitialSpec::Kind::canonical || c.initial.kind == InitialSpec::Kind::draws)
+      throw ConfigError(sm.at("initial"), "starts tether run from a sample; tether sample itself starts from "
+                                          "\"thermal\", \"around\" or explicit states and runs its own warm-up");
   } else {
     c.initial.kind = InitialSpec::Kind::thermal;
     c.initial.temperature = s.temperature;

@@ -63,6 +63,15 @@ class Node {
     return s;
   }
 
+  // A non-empty string of the user's choosing (a file name).
+  std::string text(const std::string& key) const {
+    if (!has(key)) throw ConfigError(at(key), "is missing");
+    const nlohmann::json& v = j_.at(key);
+    if (!v.is_string() || v.get_ref<const std::string&>().empty())
+      throw ConfigError(at(key), "must be a non-empty string, got " + show(v));
+    return v.get<std::string>();
+  }
+
   Real number(const std::string& key, std::optional<Real> fallback = std::nullopt) const {
     if (!has(key)) {
       if (fallback) return *fallback;

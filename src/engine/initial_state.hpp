@@ -7,7 +7,9 @@
 #include "tether/engine/config.hpp"
 #include "tether/core/random.hpp"
 #include "tether/methods/projection.hpp"
+#include "tether/methods/rattle.hpp"
 #include "tether/methods/rattle_midpoint.hpp"
+#include "tether/sampling/hmc.hpp"
 #include "tether/systems/generalized_hamiltonian.hpp"
 
 namespace tether {
@@ -63,6 +65,68 @@ Status project_state(const S& sys, const NewtonOptions& opt, PhaseState<S>& s) {
     return project_onto_manifold(sys, opt, s);
 }
 
+// Momenta ~ N(0, kT M), projected onto the cotangent space at s.q: exact
+// given q (LRS19: the canonical measure's conditional on T*_q N).
+template <class S>
+Status canonical_momentum(const S& sys, Real kT, CounterRng& rng, PhaseState<S>& s) {
+  Vec<S::dof> xi;
+  for (int c = 0; c < S::dof; ++c) xi[c] = rng.normal();
+  s.p = std::sqrt(kT) * sys.sqrt_mass_times(xi);
+  return project_momentum(sys, s.q, s.p);
+}
+
+// The one draw of trajectory id's own RATTLE-HMC chain (sampling/hmc.hpp)
+// after the warm-up, started from the thermal state: the chain `tether
+// sample` runs for chain id with this seed, temperature, dt, L and warm-up,
+// and a thermal start. HMC with a full momentum refresh leaves the canonical
+// measure on T*N invariant (LRS19), so the chain's (q, p) is the state.
+template <class S>
+Status canonical_state(const S& sys, const RunConfig& c, std::int64_t id, PhaseState<S>& s) {
+  if constexpr (!SamplerMethodFor<Rattle, S>) {
+    throw std::logic_error(c.system_name + " cannot be sampled");  // the config parser refuses it
+  } else {
+    constexpr int n = S::dof;
+    const InitialSpec& ini = c.initial;
+    CounterRng rng(c.seed, static_cast<std::uint64_t>(id));
+    s.q = sys.thermal_configuration(rng, ini.temperature);
+    if (const Status st = canonical_momentum(sys, ini.temperature, rng, s); st != Status::ok) return st;
+    HmcControl ctl;
+    ctl.steps = ini.steps;
+    ctl.temperature = ini.temperature;
+    ctl.newton = c.newton;
+    ctl.seed = c.seed;
+    SamplePlan plan;
+    plan.iterations = ini.warmup + 1;
+    plan.warmup = ini.warmup;
+    plan.mu = std::log(10 * ini.dt);
+    plan.target_acceptance = ini.target_acceptance;
+    // One chain in SampleView's layout, with room for its one draw.
+    Vec<n> q = s.q, p = s.p, draw_q;
+    Real h = ini.dt, log_h_bar = 0, h_bar = 0, potential, acceptance, energy, step_size;
+    std::int32_t steps;
+    std::uint8_t outcome;
+    const SampleView v{.count = 1,
+                       .first_chain = id,
+                       .q = q.data(),
+                       .p = p.data(),
+                       .step_size = &h,
+                       .log_h_bar = &log_h_bar,
+                       .h_bar = &h_bar,
+                       .draw_count = 1,
+                       .draw_q = draw_q.data(),
+                       .draw_potential = &potential,
+                       .draw_acceptance = &acceptance,
+                       .draw_energy = &energy,
+                       .draw_step_size = &step_size,
+                       .draw_steps = &steps,
+                       .draw_outcome = &outcome};
+    run_chain(sys, Rattle{}, ctl, plan, v, 0);
+    s.q = q;
+    s.p = p;
+    return Status::ok;
+  }
+}
+
 // `moved` receives how far an explicit state was projected (max-norm over q and p).
 template <class S>
 Status initial_state(const S& sys, const RunConfig& c, std::int64_t id, PhaseState<S>& s, Real& moved) {
@@ -94,12 +158,14 @@ Status initial_state(const S& sys, const RunConfig& c, std::int64_t id, PhaseSta
   } else if constexpr (!is_nonholonomic<S>) {
     if (ini.kind == InitialSpec::Kind::thermal) {
       // Positions: the system's thermal configuration on N (see each system
-      // for how far it follows the Boltzmann weight). Momenta: Gaussian with
-      // covariance kT M, projected onto the cotangent space at q.
+      // for how far it follows the Boltzmann weight).
       s.q = sys.thermal_configuration(rng, ini.temperature);
-      for (int c2 = 0; c2 < S::dof; ++c2) xi[c2] = rng.normal();
-      s.p = std::sqrt(ini.temperature) * sys.sqrt_mass_times(xi);
-      return project_momentum(sys, s.q, s.p);
+      return canonical_momentum(sys, ini.temperature, rng, s);
+    }
+    if (ini.kind == InitialSpec::Kind::canonical) return canonical_state(sys, c, id, s);
+    if (ini.kind == InitialSpec::Kind::draws) {
+      s.q = Eigen::Map<const Vec<S::dof>>(ini.draw_q.data() + id * S::dof);
+      return canonical_momentum(sys, ini.temperature, rng, s);
     }
   }
   // around: a Gaussian cloud about one state, projected onto T*N when there

@@ -17,8 +17,9 @@ void prepare_batch(const S& sys, const M& method, const RunConfig& c, std::int64
   const EnsembleView v = h.view();
   std::int64_t projected = 0;
   Real farthest = 0;
-#pragma omp parallel for schedule(static) reduction(+ : projected) reduction(max : farthest) \
-    if (h.count >= parallel_threshold)
+  // A canonical start runs a whole chain per trajectory: worth threads at any count.
+  const bool parallel = h.count >= parallel_threshold || c.initial.kind == InitialSpec::Kind::canonical;
+#pragma omp parallel for schedule(dynamic, 8) reduction(+ : projected) reduction(max : farthest) if (parallel)
   for (std::int64_t j = 0; j < h.count; ++j) {
     PhaseState<S> s;
     Real moved = 0;

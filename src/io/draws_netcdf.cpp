@@ -14,6 +14,8 @@
 #include <string>
 #include <vector>
 
+#include "tether/engine/catalog.hpp"
+#include "tether/engine/config_error.hpp"
 #include "tether/engine/output.hpp"
 #include "tether/sampling/hmc.hpp"
 
@@ -75,6 +77,11 @@ NetcdfDraws::NetcdfDraws(const std::filesystem::path& file, const SampleConfig& 
   for (const auto& [key, value] : {std::pair<const char*, const std::string*>{"system", &c.run.system_name},
                                    std::pair<const char*, const std::string*>{"method", &c.run.method_name}})
     ok(nc_put_att_text(id.posterior, NC_GLOBAL, key, value->size(), value->c_str()), key);
+  // What a run starting from these draws checks and needs (read_start_draws).
+  const std::string parameters = system_parameter_values(c.run.system, c.run.system_parameters).dump();
+  ok(nc_put_att_text(id.posterior, NC_GLOBAL, "system_parameters", parameters.size(), parameters.c_str()),
+     "system_parameters");
+  ok(nc_put_att_double(id.posterior, NC_GLOBAL, "temperature", NC_DOUBLE, 1, &c.sample.temperature), "temperature");
   int q_dim, q_dim_var;
   ok(nc_def_dim(id.posterior, "q_dim", std::size_t(dof), &q_dim), "q_dim");
   ok(nc_def_var(id.posterior, "q_dim", NC_INT64, 1, &q_dim, &q_dim_var), "q_dim");
@@ -216,6 +223,73 @@ DrawsDiagnostics diagnose_draws_file(const std::filesystem::path& file, std::int
     const std::size_t start[2] = {0, 0}, count[2] = {std::size_t(r.chains_used), std::size_t(draws)};
     ok(nc_get_vara_double(post, potential, start, count, x.data()), "potential");
     r.potential = diagnose_chains(x, r.chains_used, draws);
+  } catch (...) {
+    nc_close(id);
+    throw;
+  }
+  nc_close(id);
+  return r;
+}
+
+StartDraws read_start_draws(const std::filesystem::path& file, std::int64_t count, int dof, const std::string& where) {
+  // Every netCDF failure is the config's: the file it names is not a draws.nc.
+  const auto ok = [&](int status, const char* what) {
+    if (status != NC_NOERR)
+      throw ConfigError(where, "names " + file.string() + ", which is not a draws.nc of tether sample (" + what +
+                                   ": " + nc_strerror(status) + ")");
+  };
+  std::error_code ec;
+  if (!std::filesystem::is_regular_file(file, ec)) throw ConfigError(where, "names " + file.string() + ", which does not exist");
+  int id, post;
+  ok(nc_open(file.c_str(), NC_NOWRITE, &id), "open");
+  StartDraws r;
+  try {
+    ok(nc_inq_grp_ncid(id, "posterior", &post), "group posterior");
+    auto text = [&](const char* name) {
+      std::size_t n = 0;
+      ok(nc_inq_attlen(post, NC_GLOBAL, name, &n), name);
+      std::string s(n, '\0');
+      ok(nc_get_att_text(post, NC_GLOBAL, name, s.data()), name);
+      return s;
+    };
+    r.system = text("system");
+    try {
+      r.system_parameters = nlohmann::json::parse(text("system_parameters"));
+    } catch (const nlohmann::json::exception&) {
+      throw ConfigError(where, "names " + file.string() + ", whose system_parameters attribute is not JSON");
+    }
+    ok(nc_get_att_double(post, NC_GLOBAL, "temperature", &r.temperature), "temperature");
+    auto dim = [&](const char* name) {
+      int d;
+      std::size_t n;
+      ok(nc_inq_dimid(post, name, &d), name);
+      ok(nc_inq_dimlen(post, d, &n), name);
+      return std::int64_t(n);
+    };
+    r.chains = dim("chain");
+    r.draws = dim("draw");
+    if (dim("q_dim") != dof)
+      throw ConfigError(where, "names " + file.string() + ", whose q has " + std::to_string(dim("q_dim")) +
+                                   " coordinates, not " + std::to_string(dof));
+    if (r.chains < 1 || count > r.chains * r.draws)
+      throw ConfigError(where, "names " + file.string() + ", which holds " + std::to_string(r.chains) + " chains x " +
+                                   std::to_string(r.draws) + " draws, fewer than the " + std::to_string(count) +
+                                   " trajectories of this run");
+    // The last `rows` draws of every chain: trajectory i is chain i mod C at
+    // draw D - 1 - i / C.
+    const std::int64_t rows = (count + r.chains - 1) / r.chains;
+    std::vector<double> block(std::size_t(r.chains * rows * dof));
+    int q;
+    ok(nc_inq_varid(post, "q", &q), "q");
+    const std::size_t start[3] = {0, std::size_t(r.draws - rows), 0};
+    const std::size_t extent[3] = {std::size_t(r.chains), std::size_t(rows), std::size_t(dof)};
+    ok(nc_get_vara_double(post, q, start, extent, block.data()), "q");
+    r.q.resize(std::size_t(count * dof));
+    for (std::int64_t i = 0; i < count; ++i) {
+      const std::int64_t chain = i % r.chains, row = rows - 1 - i / r.chains;
+      for (int k = 0; k < dof; ++k)
+        r.q[std::size_t(i * dof + k)] = Real(block[std::size_t((chain * rows + row) * dof + k)]);
+    }
   } catch (...) {
     nc_close(id);
     throw;

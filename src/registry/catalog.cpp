@@ -143,6 +143,17 @@ std::vector<std::string> unique_method_names() {
   return v;
 }
 
+nlohmann::json system_parameter_values(int system, const nlohmann::json& given) {
+  const SystemInfo& info = system_infos()[std::size_t(system)];
+  nlohmann::json values = nlohmann::json::object();
+  if (!info.variant.key.empty()) values[info.variant.key] = info.variant.value;
+  for (const auto& p : info.parameters) {
+    const std::string name = p.at("name").get<std::string>();
+    values[name] = given.contains(name) ? given.at(name) : p.value("default", nlohmann::json());
+  }
+  return values;
+}
+
 int choose_system(const Node& sys) {
   sys.only({"name", "parameters"});
   const std::string name = sys.string("name", unique_system_names());

@@ -7,6 +7,8 @@
 //     b. the double pendulum's relative angle, whose surface measure is NOT
 //        uniform in the angles (derived below); uniform angles fail;
 //     c. a free rigid body's rotation angle under the Haar measure;
+//     d. a statistical target: the Fisher-Bingham density on S^2, axially
+//        symmetric and in a rotated frame (general mean and matrix A);
 //  2. the reversibility check fires where Newton finds another root backwards;
 //  3. a Newton failure is a rejection with its reason, the chain unharmed;
 //  4. the draws do not depend on threads, batch size or backend scheduling;
@@ -15,7 +17,10 @@
 //  6. bad sampling configs, each named by its JSON path;
 //  7. draws.nc read back through the netCDF library: ArviZ's layout, every value;
 //  8. R-hat and ESS against ArviZ's on fixed draws (tests/fixtures);
-//  9. every (system, method) pair of the registry that can sample does.
+//  9. every (system, method) pair of the registry that can sample does;
+// 10. `tether run` from canonical states: "canonical" gives the draws of
+//     tether sample's chains and the exact marginal where "thermal" does not;
+//     "draws" starts from a draws.nc; bad starts named by their path.
 // Every expected value is derived from the mathematics, not read off output.
 #include <netcdf.h>
 #include <omp.h>
@@ -30,6 +35,7 @@
 #include <unistd.h>
 
 #include <fstream>
+#include <Eigen/Geometry>
 #include <nlohmann/json.hpp>
 
 #include "support.hpp"
@@ -38,6 +44,7 @@
 #include "tether/sampling/hmc.hpp"
 #include "tether/systems/chain.hpp"
 #include "tether/systems/double_pendulum.hpp"
+#include "tether/systems/fisher_bingham.hpp"
 #include "tether/systems/four_bar.hpp"
 #include "tether/systems/rigid_body.hpp"
 #include "tether/systems/spherical_pendulum.hpp"
@@ -162,29 +169,32 @@ Real relative_angle(const Vec<4>& q) {
   return d;
 }
 
-TEST(HmcMarginal, DoublePendulumRelativeAngleFollowsTheSurfaceMeasure) {
-  DoublePendulum sys;
-  sys.prm.gravity = 0;
-  sys.prm.mass1 = 1;
-  sys.prm.mass2 = 16;  // density from 1 to sqrt(17): far from uniform
-  const Real m1 = sys.prm.mass1, m2 = sys.prm.mass2;
-  // The CDF of d on (-pi, pi] by Simpson's rule on a fine grid (error ~1e-12).
+// The CDF of d on (-pi, pi] by Simpson's rule on a fine grid (error ~1e-12).
+std::function<Real(Real)> relative_angle_cdf(Real m1, Real m2) {
   constexpr int grid = 4000;
-  std::vector<Real> cumulative(grid + 1, 0);
-  auto density = [&](Real d) { return std::sqrt(m1 + m2 * std::sin(d) * std::sin(d)); };
+  auto density = [=](Real d) { return std::sqrt(m1 + m2 * std::sin(d) * std::sin(d)); };
   const Real dx = 2 * kPi / grid;
+  std::vector<Real> cumulative(grid + 1, 0);
   for (int i = 0; i < grid; ++i) {
     const Real x0 = -kPi + i * dx;
     cumulative[std::size_t(i + 1)] =
         cumulative[std::size_t(i)] + dx / 6 * (density(x0) + 4 * density(x0 + dx / 2) + density(x0 + dx));
   }
-  auto cdf = [&](Real d) {
+  return [=](Real d) {
     const Real u = (d + kPi) / dx;
     const int i = std::clamp(int(u), 0, grid - 1);
     const Real x0 = -kPi + i * dx, t = d - x0;  // within the cell: Simpson again from x0 to d
     const Real part = t / 6 * (density(x0) + 4 * density(x0 + t / 2) + density(d));
     return (cumulative[std::size_t(i)] + part) / cumulative[grid];
   };
+}
+
+TEST(HmcMarginal, DoublePendulumRelativeAngleFollowsTheSurfaceMeasure) {
+  DoublePendulum sys;
+  sys.prm.gravity = 0;
+  sys.prm.mass1 = 1;
+  sys.prm.mass2 = 16;  // density from 1 to sqrt(17): far from uniform
+  const auto cdf = relative_angle_cdf(sys.prm.mass1, sys.prm.mass2);
   const Vec<4> start(1, 0, 1, -1);  // t1 = pi/2, t2 = 0
   std::vector<Real> d;
   for (const auto& s : final_states(sys, control(1.0, 20, 33), 0.05, 4000, 60, start)) d.push_back(relative_angle(s.q));
@@ -229,6 +239,78 @@ TEST(HmcMarginal, RigidBodyRotationAngleIsHaar) {
   std::vector<Real> uniform;
   for (std::uint64_t i = 0; i < w.size(); ++i) uniform.push_back(kPi * CounterRng(98, i).uniform());
   EXPECT_LT(ks_p_value(ks_statistic(uniform, cdf), uniform.size()), kPowerP) << "the test cannot tell uniform angles";
+}
+
+// ===========================================================================
+// 1d. Fisher-Bingham on the unit sphere (M = I, so sigma_N is the round
+// measure), density exp(kappa mu.q + q^T A q). With mu = e_z and A = beta e_z e_z^T
+// it depends on z alone and, the area element being uniform in z
+// (Archimedes), z has density proportional to exp(kappa z + beta z^2) on
+// [-1, 1]; its CDF by Simpson's rule. In a rotated frame, mu' = R e_z and
+// A' = R A R^T, the draws q' rotated back, R^T q', have the same z-marginal:
+// that covers a general mean and a full matrix A.
+// Power: the von Mises-Fisher draws (A = 0, the quadratic term dropped) fail
+// the axial test, and the unrotated heights q'_z fail the rotated one.
+std::function<Real(Real)> fisher_bingham_height_cdf(Real kappa, Real beta) {
+  constexpr int grid = 4000;
+  auto density = [=](Real z) { return std::exp(kappa * z + beta * z * z); };
+  const Real dz = Real(2) / grid;
+  std::vector<Real> cumulative(grid + 1, 0);
+  for (int i = 0; i < grid; ++i) {
+    const Real z0 = -1 + i * dz;
+    cumulative[std::size_t(i + 1)] =
+        cumulative[std::size_t(i)] + dz / 6 * (density(z0) + 4 * density(z0 + dz / 2) + density(z0 + dz));
+  }
+  return [=](Real z) {
+    const int i = std::clamp(int((z + 1) / dz), 0, grid - 1);
+    const Real z0 = -1 + i * dz, t = z - z0;
+    return (cumulative[std::size_t(i)] + t / 6 * (density(z0) + 4 * density(z0 + t / 2) + density(z))) /
+           cumulative[grid];
+  };
+}
+
+FisherBingham fisher_bingham(const Vec3& mean, Real kappa, const Mat<3, 3>& a) {
+  FisherBingham sys;
+  sys.prm.kappa = kappa;
+  for (int k = 0; k < 3; ++k) sys.prm.mean[k] = mean[k];
+  const Real b[6] = {a(0, 0), a(1, 1), a(2, 2), a(0, 1), a(0, 2), a(1, 2)};
+  std::copy(b, b + 6, sys.prm.bingham);
+  return sys;
+}
+
+TEST(HmcMarginal, FisherBinghamHeight) {
+  const Real kappa = 3, beta = 2;
+  const auto cdf = fisher_bingham_height_cdf(kappa, beta);
+  Mat<3, 3> a = Mat<3, 3>::Zero();
+  a(2, 2) = beta;
+  const Vec3 equator(1, 0, 0);
+  std::vector<Real> z;
+  for (const auto& s : final_states(fisher_bingham(Vec3(0, 0, 1), kappa, a), control(1, 10, 41), 0.15, 4000, 80, equator))
+    z.push_back(s.q[2]);
+  EXPECT_GT(ks_p_value(ks_statistic(z, cdf), z.size()), kAlpha) << "D = " << ks_statistic(z, cdf);
+
+  std::vector<Real> vmf;
+  for (const auto& s : final_states(fisher_bingham(Vec3(0, 0, 1), kappa, Mat<3, 3>::Zero()), control(1, 10, 41), 0.15,
+                                    4000, 80, equator))
+    vmf.push_back(s.q[2]);
+  EXPECT_LT(ks_p_value(ks_statistic(vmf, cdf), vmf.size()), kPowerP) << "the test cannot tell the A term";
+}
+
+TEST(HmcMarginal, FisherBinghamInARotatedFrame) {
+  const Real kappa = 1.5, beta = 3;  // bimodal in z: exp(1.5 z + 3 z^2)
+  const auto cdf = fisher_bingham_height_cdf(kappa, beta);
+  const Mat<3, 3> r = Eigen::AngleAxis<Real>(2.1, Vec3(1, 2, 3).normalized()).toRotationMatrix();
+  Mat<3, 3> a = Mat<3, 3>::Zero();
+  a(2, 2) = beta;
+  // A' = R A R^T, plus a multiple of I, which changes nothing on the sphere.
+  const FisherBingham sys = fisher_bingham(Vec3(r * Vec3(0, 0, 2)), kappa, r * a * r.transpose() + Mat<3, 3>::Identity());
+  std::vector<Real> z, unrotated;
+  for (const auto& s : final_states(sys, control(1, 10, 43), 0.15, 4000, 80, Vec3(1, 0, 0))) {
+    z.push_back((r.transpose() * s.q)[2]);
+    unrotated.push_back(s.q[2]);
+  }
+  EXPECT_GT(ks_p_value(ks_statistic(z, cdf), z.size()), kAlpha) << "D = " << ks_statistic(z, cdf);
+  EXPECT_LT(ks_p_value(ks_statistic(unrotated, cdf), unrotated.size()), kPowerP) << "the test cannot tell the frame";
 }
 
 // ===========================================================================
@@ -553,6 +635,147 @@ TEST(HmcRegistry, EverySamplerPairSamples) {
     ++pairs;
   }
   EXPECT_GE(pairs, 20);  // every holonomic system, with rattle at least
+}
+
+// ===========================================================================
+// 10. tether run from canonical states (ensemble.initial).
+
+std::string run_config(const std::string& system, const std::string& method, const std::string& ensemble) {
+  return R"({"system": )" + system + R"(, "method": )" + method + R"(, "ensemble": )" + ensemble + "}";
+}
+
+// Trajectory states of a run of 0 steps: its start, by trajectory id.
+std::vector<test::MemorySink::Row> start_states(const std::string& json) {
+  test::MemorySink sink;
+  run_json(json, &sink);
+  std::sort(sink.rows.begin(), sink.rows.end(), [](const auto& a, const auto& b) { return a.id < b.id; });
+  return sink.rows;
+}
+
+// |G(q) M^-1 p| of a double pendulum state: zero on T*N.
+Real hidden_constraint(const DoublePendulum& sys, const std::vector<Real>& q, const std::vector<Real>& p) {
+  const Vec<4> qv(q[0], q[1], q[2], q[3]), pv(p[0], p[1], p[2], p[3]);
+  return max_abs(sys.constraint_jacobian_times(qv, sys.inverse_mass_times(pv)));
+}
+
+// "canonical" is, trajectory by trajectory, the one draw that tether sample
+// gives chain id after the same warm-up from the same thermal start: bitwise
+// the same q (the momenta are the chain's, on T*N).
+TEST(CanonicalStart, IsTheDrawOfTetherSample) {
+  const std::string system = R"({"name": "double_pendulum"})";
+  MemoryDraws draws(50, 1, 4);
+  sample_into(sample_json(system, R"({"name": "rattle", "dt": 0.04, "steps": 10})",
+                          R"({"chains": 50, "draws": 1, "warmup": 40, "seed": 5, "temperature": 2})"),
+              draws);
+  const auto rows = start_states(run_config(system, R"({"name": "rattle", "dt": 0.04, "steps": 0})",
+                                            R"({"size": 50, "seed": 5, "batch_size": 7, "initial":
+                                                {"sampler": "canonical", "temperature": 2, "warmup": 40, "steps": 10}})"));
+  ASSERT_EQ(rows.size(), 50u);
+  for (std::size_t i = 0; i < rows.size(); ++i) {
+    for (int c = 0; c < 4; ++c) EXPECT_EQ(rows[i].q[std::size_t(c)], draws.q[i * 4 + std::size_t(c)]) << i;
+    EXPECT_LT(hidden_constraint(DoublePendulum{}, rows[i].q, rows[i].p), 1e-10) << i;
+  }
+}
+
+// 1b's exact marginal, now of a run's start: "canonical" passes the relative-
+// angle test, and "thermal" (uniform angles) fails it: the README's reason to
+// prefer the canonical starts where the thermal one is not exact.
+TEST(CanonicalStart, HasTheExactMarginalWhereThermalDoesNot) {
+  const std::string system = R"({"name": "double_pendulum", "parameters": {"gravity": 0, "mass1": 1, "mass2": 16}})";
+  const std::string method = R"({"name": "rattle", "dt": 0.05, "steps": 0})";
+  const auto cdf = relative_angle_cdf(1, 16);
+  auto p_value = [&](const std::string& initial) {
+    std::vector<Real> d;
+    for (const auto& row : start_states(run_config(system, method, R"({"size": 4000, "seed": 3, "initial": )" + initial + "}")))
+      d.push_back(relative_angle(Vec<4>(row.q[0], row.q[1], row.q[2], row.q[3])));
+    return ks_p_value(ks_statistic(d, cdf), d.size());
+  };
+  EXPECT_GT(p_value(R"({"sampler": "canonical", "temperature": 1, "warmup": 60, "steps": 20})"), kAlpha);
+  EXPECT_LT(p_value(R"({"sampler": "thermal", "temperature": 1})"), kPowerP) << "the test cannot tell the thermal start";
+}
+
+// A sample's draws.nc, written as tether sample writes it.
+void write_draws(const std::string& json, const std::filesystem::path& file) {
+  SampleConfig c = parse_sample_config(json, "test");
+  c.run.backend = "cpu";
+  NetcdfDraws netcdf(file, c, system_infos()[std::size_t(c.run.system)].dof);
+  SampleOptions opt;
+  opt.draws = &netcdf;
+  sample(c, opt);
+  netcdf.close();
+}
+
+struct DrawsStart : ::testing::Test {
+  const std::filesystem::path dir = std::filesystem::temp_directory_path() / ("tether_start_" + std::to_string(::getpid()));
+  const std::filesystem::path file = dir / "draws.nc";
+  const std::string system = R"({"name": "double_pendulum", "parameters": {"mass2": 2}})";
+  void SetUp() override {
+    std::filesystem::create_directories(dir);
+    write_draws(sample_json(system, R"({"name": "rattle", "dt": 0.04, "steps": 6})",
+                            R"({"chains": 7, "draws": 5, "seed": 2, "temperature": 1.5})"),
+                file);
+  }
+  void TearDown() override { std::filesystem::remove_all(dir); }
+  std::string config(const std::string& sys, std::int64_t size, const std::string& path) const {
+    return run_config(sys, R"({"name": "rattle", "dt": 0.04, "steps": 0})",
+                      R"({"size": )" + std::to_string(size) + R"(, "seed": 4, "batch_size": 6, "initial": {"draws": ")" +
+                          path + R"("}})");
+  }
+};
+
+// Trajectory i starts at chain i mod 7's draw 4 - i / 7 (the last draws
+// first), exactly; its momentum is on T*N.
+TEST_F(DrawsStart, TakesTheLastDrawsOfEveryChain) {
+  MemoryDraws memory(7, 5, 4);
+  sample_into(sample_json(system, R"({"name": "rattle", "dt": 0.04, "steps": 6})",
+                          R"({"chains": 7, "draws": 5, "seed": 2, "temperature": 1.5})"),
+              memory);
+  DoublePendulum sys;
+  sys.prm.mass2 = 2;
+  const auto rows = start_states(config(system, 20, file.string()));
+  ASSERT_EQ(rows.size(), 20u);
+  for (std::size_t i = 0; i < rows.size(); ++i) {
+    const std::size_t chain = i % 7, draw = 4 - i / 7;
+    for (std::size_t c = 0; c < 4; ++c) EXPECT_EQ(rows[i].q[c], memory.q[(chain * 5 + draw) * 4 + c]) << i;
+    EXPECT_LT(hidden_constraint(sys, rows[i].q, rows[i].p), 1e-10) << i;
+  }
+}
+
+void expect_run_error(const std::string& json, const std::string& path, const std::string& words) {
+  try {
+    parse_config(json, "test");
+    ADD_FAILURE() << "accepted: " << json;
+  } catch (const ConfigError& e) {
+    EXPECT_EQ(e.path(), path) << e.what();
+    EXPECT_NE(std::string(e.what()).find(words), std::string::npos) << e.what();
+  }
+}
+
+TEST_F(DrawsStart, BadStartsAreNamedByTheirPath) {
+  const std::string at = "ensemble.initial.draws";
+  expect_run_error(config(system, 20, (dir / "missing.nc").string()), at, "does not exist");
+  std::ofstream(dir / "text.nc") << "not netCDF";
+  expect_run_error(config(system, 20, (dir / "text.nc").string()), at, "not a draws.nc");
+  expect_run_error(config(system, 36, file.string()), at, "fewer than the 36 trajectories");
+  expect_run_error(config(R"({"name": "double_pendulum"})", 20, file.string()), at, "was sampled with system parameters");
+  expect_run_error(config(R"({"name": "chain", "parameters": {"beads": 4}})", 20, file.string()), at, "q has 4 coordinates, not 12");
+  expect_run_error(config(system, 20, ""), at, "non-empty string");
+
+  const std::string rattle = R"({"name": "rattle", "dt": 0.04, "steps": 0})";
+  expect_run_error(run_config(R"({"name": "heisenberg"})", R"({"name": "gauss_legendre", "stages": 2, "dt": 0.1, "steps": 1})",
+                              R"({"size": 2, "initial": {"sampler": "canonical", "temperature": 1}})"),
+                   "ensemble.initial.sampler", "holonomic");
+  expect_run_error(run_config(R"({"name": "magnetic_sphere"})", R"({"name": "variational", "layer": "rk4", "dt": 0.1, "steps": 1})",
+                              R"({"size": 2, "initial": {"sampler": "canonical", "temperature": 1}})"),
+                   "ensemble.initial.sampler", "reversed by p -> -p");
+  expect_run_error(run_config(system, rattle, R"({"size": 2, "initial": {"sampler": "canonical"}})"),
+                   "ensemble.initial.temperature", "missing");
+  expect_run_error(run_config(system, rattle, R"({"size": 2, "initial": {"sampler": "canonical", "temperature": 1, "warmup": 0}})"),
+                   "ensemble.initial.warmup", "");
+  expect_sample_error(sample_json(system, kRattle, R"({"chains": 2, "draws": 2, "initial": {"draws": "x.nc"}})"),
+                      "sample.initial", "runs its own warm-up");
+  expect_sample_error(run_config(system, rattle, R"({"size": 2, "initial": {"sampler": "thermal", "temperature": 1}})"),
+                      "sample", "this is a run config");
 }
 
 }  // namespace

@@ -16,7 +16,8 @@
 //   reals(key, Real (&)[N], meaning)                exactly N numbers
 //   choice(key, T&, {{"name", value}, ...}, meaning[, required])
 //   tableau(key, ExplicitTableau&, {{"name", tableau}, ...}, meaning)
-//   rule(ok, key, message)                          a check across fields, after them
+//   check(problem, key)                             a check across fields, after them:
+//                                                   problem is what is wrong, or nullptr
 #include <limits>
 
 namespace tether {

@@ -51,6 +51,12 @@ inline bool can_sample(const MethodInfo& m) { return m.symmetric && m.symplectic
 std::vector<std::string> unique_system_names();
 std::vector<std::string> unique_method_names();
 
+// Every parameter of system `system` as a config with `given` would set it:
+// the given value, else the default; with the variant's key. Two configs with
+// equal values describe the same system (draws.nc keeps them, so that a run
+// starting from a sample's draws can check it is of the same system).
+nlohmann::json system_parameter_values(int system, const nlohmann::json& given);
+
 // "composition (base rattle, scheme kahan_li8)": a method with its variant and parameters.
 std::string describe_method(int method, const nlohmann::ordered_json& parameters);
 

@@ -17,15 +17,28 @@ struct ExplicitState {
   std::vector<Real> q, p;
 };
 
+// How a run's trajectories start (README, "ensemble.initial"; which to use when).
 struct InitialSpec {
-  enum class Kind { thermal, around, states } kind = Kind::thermal;
-  Real temperature = 0;                                // thermal
+  enum class Kind { thermal, around, states, canonical, draws } kind = Kind::thermal;
+  Real temperature = 0;                                // thermal, canonical; draws: the file's
   ExplicitState center;                                // around
   Real position_spread = 0, momentum_spread = 0;       // around
   std::vector<ExplicitState> states;                   // states
   bool project = false;                                // states: project onto T*N instead of rejecting
   Real tolerance = 1e-10;                              // states: allowed |g| and |G M^-1 p| without projection
   std::string path = "ensemble.initial";               // where the config gives it (error messages)
+  // canonical: each trajectory is the one draw of its own RATTLE-HMC chain
+  // after `warmup` adapting iterations of `steps` steps from dt (0: the
+  // run's dt), i.e. what `tether sample` with draws = 1 gives chain `id`.
+  std::int64_t warmup = 200;
+  int steps = 10;
+  Real dt = 0;
+  Real target_acceptance = Real(0.8);
+  // draws: positions read from a `tether sample` draws.nc, trajectory i from
+  // chain i mod C, draw D - 1 - i / C (the last draws first); its momenta
+  // ~ N(0, kT M) projected onto T*_q N.
+  std::string draws_file;
+  std::vector<Real> draw_q;  // trajectory-major, dof each
 };
 
 struct RunConfig {

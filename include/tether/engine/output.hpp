@@ -70,6 +70,19 @@ class NetcdfDraws final : public DrawSink {
   int dof_;
   bool open_ = false;
 };
+// The positions a run starts from (ensemble.initial.draws): `count` draws of
+// the draws.nc of a `tether sample`, trajectory i from chain i mod C at draw
+// D - 1 - i / C (the last draws first), with the file's system, its
+// parameters and temperature. Errors are ConfigErrors at `where`.
+struct StartDraws {
+  std::string system;
+  nlohmann::json system_parameters;
+  double temperature = 0;
+  std::int64_t chains = 0, draws = 0;
+  std::vector<Real> q;  // count x dof, trajectory-major
+};
+StartDraws read_start_draws(const std::filesystem::path& file, std::int64_t count, int dof, const std::string& where);
+
 // What draws.nc will take on disk, uncompressed.
 std::int64_t draws_file_bytes(const SampleSpec& s, int dof);
 // R-hat and ESS (VGSCB21) of every q component and of the potential in a
