@@ -15,8 +15,14 @@ if ! command -v nvcc >/dev/null 2>&1 && [ -x /usr/local/cuda/bin/nvcc ]; then
 fi
 arch=90
 scripts/has-gpu.sh || arch=90-virtual
+# Ninja compiles every object as soon as its sources are there, libraries' and
+# tests' alike (make waits for a target's dependencies first), which keeps both
+# cores busy to the end. A build/ made by another generator is started afresh.
+if [ -f build/CMakeCache.txt ] && ! grep -q "^CMAKE_GENERATOR:INTERNAL=Ninja$" build/CMakeCache.txt; then
+  rm -rf build
+fi
 log=$(mktemp)
-cmake -S . -B build -DCMAKE_BUILD_TYPE=Release -DTETHER_ENABLE_CUDA=ON -DCMAKE_CUDA_ARCHITECTURES="$arch" \
+cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=Release -DTETHER_ENABLE_CUDA=ON -DCMAKE_CUDA_ARCHITECTURES="$arch" \
   -DTETHER_CUDA_COMPILE_CHECK=OFF "$@" >"$log" 2>&1 || { cat "$log"; rm -f "$log"; exit 1; }
 grep "^-- tether:" "$log" || true  # says whether the cuda backend is built
 rm -f "$log"

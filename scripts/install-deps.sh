@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Installs what tether needs from Debian's packages, only what is missing.
 set -euo pipefail
-packages=(cmake make g++ ccache pkg-config libeigen3-dev nlohmann-json3-dev libcli11-dev libgtest-dev libnetcdf-dev)
+packages=(cmake make ninja-build g++ ccache pkg-config libeigen3-dev nlohmann-json3-dev libcli11-dev libgtest-dev libnetcdf-dev)
 missing=()
 for p in "${packages[@]}"; do
   dpkg -s "$p" >/dev/null 2>&1 || missing+=("$p")

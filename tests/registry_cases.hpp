@@ -4,6 +4,7 @@
 // (test_cuda). Built by registry_cases from each system's example config in
 // configs/ and each method's declared defaults.
 #include <cctype>
+#include <cstdlib>
 #include <ostream>
 #include <string>
 #include <vector>
@@ -20,8 +21,15 @@ inline void PrintTo(const RegistryCase& c, std::ostream* os) { *os << c.system_l
 
 namespace test {
 
+// configs/ of the source tree, or $TETHER_CONFIGS where the tests run away
+// from the tree they were built in (scripts/gpu-check.sh).
+inline std::string configs_dir() {
+  const char* env = std::getenv("TETHER_CONFIGS");
+  return env && *env ? std::string(env) : std::string(TETHER_SOURCE_DIR "/configs");
+}
+
 inline const std::vector<RegistryCase>& all_registry_cases() {
-  static const std::vector<RegistryCase> cases = registry_cases(TETHER_SOURCE_DIR "/configs");
+  static const std::vector<RegistryCase> cases = registry_cases(configs_dir());
   return cases;
 }
 
