@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <filesystem>
 #include <fstream>
+#include <optional>
+#include <vector>
 
 #include "tether/engine/config_error.hpp"
 #include "registry/catalog.hpp"
@@ -33,28 +35,61 @@ std::string label(const std::string& name, const VariantInfo& v) {
 
 }  // namespace
 
+namespace {
+
+// A system's example config: configs/<name>.json, else the first run config
+// of that system in name order. The folder is listed, and each file parsed,
+// at most once per index: the test binaries build every case at start-up,
+// once per test process.
+class ExampleConfigs {
+ public:
+  explicit ExampleConfigs(std::string dir) : dir_(std::move(dir)) {}
+
+  std::string path(const std::string& name) {
+    namespace fs = std::filesystem;
+    const fs::path own = fs::path(dir_) / (name + ".json");
+    if (fs::exists(own)) return own.string();
+    list();
+    for (std::size_t i = 0; i < files_.size(); ++i) {
+      if (!parsed_[i]) parsed_[i] = read_json(files_[i].string());
+      if (is_run_config_of(*parsed_[i], name)) return files_[i].string();
+    }
+    throw ConfigError(dir_, "has no example config for system \"" + name + "\": add " + own.string());
+  }
+
+ private:
+  void list() {
+    namespace fs = std::filesystem;
+    if (listed_) return;
+    std::error_code ec;
+    for (const auto& e : fs::directory_iterator(dir_, ec))
+      if (e.path().extension() == ".json") files_.push_back(e.path());
+    if (ec) throw ConfigError(dir_, "cannot be listed: " + ec.message());
+    std::sort(files_.begin(), files_.end());
+    parsed_.resize(files_.size());
+    listed_ = true;
+  }
+
+  std::string dir_;
+  bool listed_ = false;
+  std::vector<std::filesystem::path> files_;
+  std::vector<std::optional<nlohmann::json>> parsed_;
+};
+
+}  // namespace
+
 std::string example_config_path(const std::string& configs_dir, const std::string& name) {
-  namespace fs = std::filesystem;
-  const fs::path own = fs::path(configs_dir) / (name + ".json");
-  if (fs::exists(own)) return own.string();
-  std::vector<fs::path> files;
-  std::error_code ec;
-  for (const auto& e : fs::directory_iterator(configs_dir, ec))
-    if (e.path().extension() == ".json") files.push_back(e.path());
-  if (ec) throw ConfigError(configs_dir, "cannot be listed: " + ec.message());
-  std::sort(files.begin(), files.end());
-  for (const auto& f : files)
-    if (is_run_config_of(read_json(f.string()), name)) return f.string();
-  throw ConfigError(configs_dir, "has no example config for system \"" + name + "\": add " + own.string());
+  return ExampleConfigs(configs_dir).path(name);
 }
 
 std::vector<RegistryCase> registry_cases(const std::string& configs_dir) {
+  ExampleConfigs examples(configs_dir);
   std::vector<RegistryCase> cases;
   const auto& systems = system_infos();
   const auto& methods = method_infos();
   for (std::size_t s = 0; s < systems.size(); ++s) {
     const SystemInfo& si = systems[s];
-    const std::string example = example_config_path(configs_dir, si.name);
+    const std::string example = examples.path(si.name);
     const nlohmann::json ex = read_json(example);
     nlohmann::json system = ex["system"];
     std::string system_label = si.name;
