@@ -59,6 +59,18 @@ struct MemoryDraws final : DrawSink {
   }
 };
 
+// parse(json, "test") must throw a ConfigError at `path` whose message holds `words`.
+template <class Parse>
+void expect_config_error(Parse parse, const std::string& json, const std::string& path, const std::string& words) {
+  try {
+    parse(json, "test");
+    ADD_FAILURE() << "accepted: " << json;
+  } catch (const ConfigError& e) {
+    EXPECT_EQ(e.path(), path) << e.what();
+    EXPECT_NE(std::string(e.what()).find(words), std::string::npos) << e.what();
+  }
+}
+
 // Runs a config given as JSON text and returns the result; final states go to `sink` when given.
 inline RunResult run_json(const std::string& json, MemorySink* sink = nullptr) {
   RunOptions opt;

@@ -50,12 +50,22 @@ class Progress {
 
 std::string method_label(const tether::RunConfig& c) { return tether::describe_method(c); }
 
+// A config written for another command is named as such, not reported as a
+// list of keys this command does not know.
+void refuse_other_commands_config(const std::string& config_path, const std::string& command) {
+  const struct {
+    const char *name, *kind;
+    bool (*is)(const std::string&);
+  } others[] = {{"shoot", "shooting", tether::is_shoot_config_file}, {"sample", "sampling", tether::is_sample_config_file}};
+  for (const auto& o : others)
+    if (command != o.name && o.is(config_path))
+      throw tether::ConfigError(o.name, std::string("this is a ") + o.kind + " config: run it with `tether " + o.name +
+                                            " " + config_path + " --out DIR`");
+}
+
 int do_run(const std::string& config_path, const std::string& out, const std::string& backend, long threads,
            long batch_size, bool quiet) {
-  if (tether::is_shoot_config_file(config_path))
-    throw tether::ConfigError("shoot", "this is a shooting config: run it with `tether shoot " + config_path + " --out DIR`");
-  if (tether::is_sample_config_file(config_path))
-    throw tether::ConfigError("sample", "this is a sampling config: run it with `tether sample " + config_path + " --out DIR`");
+  refuse_other_commands_config(config_path, "run");
   tether::RunConfig cfg = tether::load_config_file(config_path);
   if (!backend.empty()) cfg.backend = backend;
   if (batch_size > 0) cfg.batch_size = batch_size;
@@ -147,8 +157,7 @@ int do_shoot(const std::string& config_path, const std::string& out, const std::
 
 int do_sample(const std::string& config_path, const std::string& out, const std::string& backend, long threads,
               bool quiet) {
-  if (tether::is_shoot_config_file(config_path))
-    throw tether::ConfigError("shoot", "this is a shooting config: run it with `tether shoot " + config_path + " --out DIR`");
+  refuse_other_commands_config(config_path, "sample");
   tether::SampleConfig cfg = tether::load_sample_config_file(config_path);
   if (!backend.empty()) cfg.run.backend = backend;
 #ifdef _OPENMP

@@ -29,6 +29,31 @@ void check(int status, const char* action, const std::string& what, const std::f
     throw std::runtime_error(std::string("cannot ") + action + " " + file.string() + " (" + what + "): " + nc_strerror(status));
 }
 
+// Opens `file`, calls read(group id of posterior), closes the file however
+// read ends. `ok(status, what)` turns a netCDF failure into the caller's error.
+template <class Ok, class Read>
+void read_posterior(const std::filesystem::path& file, const Ok& ok, Read&& read) {
+  int id, post;
+  ok(nc_open(file.c_str(), NC_NOWRITE, &id), "open");
+  try {
+    ok(nc_inq_grp_ncid(id, "posterior", &post), "posterior");
+    read(post);
+  } catch (...) {
+    nc_close(id);
+    throw;
+  }
+  nc_close(id);
+}
+
+template <class Ok>
+std::int64_t dimension(int group, const char* name, const Ok& ok) {
+  int d;
+  std::size_t n;
+  ok(nc_inq_dimid(group, name, &d), name);
+  ok(nc_inq_dimlen(group, d, &n), name);
+  return std::int64_t(n);
+}
+
 std::string utc_now() {
   const std::time_t t = std::time(nullptr);
   char buf[32];
@@ -197,19 +222,10 @@ double DrawsDiagnostics::min_ess_tail() const {
 
 DrawsDiagnostics diagnose_draws_file(const std::filesystem::path& file, std::int64_t max_values) {
   const auto ok = [&](int status, const char* what) { check(status, "read", what, file); };
-  int id, post;
-  ok(nc_open(file.c_str(), NC_NOWRITE, &id), "open");
   DrawsDiagnostics r;
-  try {
-    ok(nc_inq_grp_ncid(id, "posterior", &post), "posterior");
-    auto dim = [&](const char* name) {
-      int d;
-      std::size_t n;
-      ok(nc_inq_dimid(post, name, &d), name);
-      ok(nc_inq_dimlen(post, d, &n), name);
-      return std::int64_t(n);
-    };
-    const std::int64_t chains = dim("chain"), draws = dim("draw"), dof = dim("q_dim");
+  read_posterior(file, ok, [&](int post) {
+    const std::int64_t chains = dimension(post, "chain", ok), draws = dimension(post, "draw", ok);
+    const std::int64_t dof = dimension(post, "q_dim", ok);
     r.chains_used = std::max<std::int64_t>(1, std::min(chains, max_values / std::max<std::int64_t>(1, draws)));
     std::vector<double> x(std::size_t(r.chains_used * draws));
     int q, potential;
@@ -223,11 +239,7 @@ DrawsDiagnostics diagnose_draws_file(const std::filesystem::path& file, std::int
     const std::size_t start[2] = {0, 0}, count[2] = {std::size_t(r.chains_used), std::size_t(draws)};
     ok(nc_get_vara_double(post, potential, start, count, x.data()), "potential");
     r.potential = diagnose_chains(x, r.chains_used, draws);
-  } catch (...) {
-    nc_close(id);
-    throw;
-  }
-  nc_close(id);
+  });
   return r;
 }
 
@@ -240,11 +252,8 @@ StartDraws read_start_draws(const std::filesystem::path& file, std::int64_t coun
   };
   std::error_code ec;
   if (!std::filesystem::is_regular_file(file, ec)) throw ConfigError(where, "names " + file.string() + ", which does not exist");
-  int id, post;
-  ok(nc_open(file.c_str(), NC_NOWRITE, &id), "open");
   StartDraws r;
-  try {
-    ok(nc_inq_grp_ncid(id, "posterior", &post), "group posterior");
+  read_posterior(file, ok, [&](int post) {
     auto text = [&](const char* name) {
       std::size_t n = 0;
       ok(nc_inq_attlen(post, NC_GLOBAL, name, &n), name);
@@ -259,17 +268,11 @@ StartDraws read_start_draws(const std::filesystem::path& file, std::int64_t coun
       throw ConfigError(where, "names " + file.string() + ", whose system_parameters attribute is not JSON");
     }
     ok(nc_get_att_double(post, NC_GLOBAL, "temperature", &r.temperature), "temperature");
-    auto dim = [&](const char* name) {
-      int d;
-      std::size_t n;
-      ok(nc_inq_dimid(post, name, &d), name);
-      ok(nc_inq_dimlen(post, d, &n), name);
-      return std::int64_t(n);
-    };
-    r.chains = dim("chain");
-    r.draws = dim("draw");
-    if (dim("q_dim") != dof)
-      throw ConfigError(where, "names " + file.string() + ", whose q has " + std::to_string(dim("q_dim")) +
+    r.chains = dimension(post, "chain", ok);
+    r.draws = dimension(post, "draw", ok);
+    const std::int64_t coordinates = dimension(post, "q_dim", ok);
+    if (coordinates != dof)
+      throw ConfigError(where, "names " + file.string() + ", whose q has " + std::to_string(coordinates) +
                                    " coordinates, not " + std::to_string(dof));
     if (r.chains < 1 || count > r.chains * r.draws)
       throw ConfigError(where, "names " + file.string() + ", which holds " + std::to_string(r.chains) + " chains x " +
@@ -290,11 +293,7 @@ StartDraws read_start_draws(const std::filesystem::path& file, std::int64_t coun
       for (int k = 0; k < dof; ++k)
         r.q[std::size_t(i * dof + k)] = Real(block[std::size_t((chain * rows + row) * dof + k)]);
     }
-  } catch (...) {
-    nc_close(id);
-    throw;
-  }
-  nc_close(id);
+  });
   return r;
 }
 

@@ -75,4 +75,14 @@ class CounterRng {
   Real spare_ = 0;
 };
 
+// A direction uniform on the unit sphere S^2: z uniform on [-1, 1] (by
+// Archimedes' theorem the area element is uniform in z), then the azimuth.
+template <class Rng>
+TETHER_HD Vec<3> uniform_direction(Rng& rng) {
+  const Real z = 2 * rng.uniform() - 1;
+  const Real phi = Real(6.283185307179586476925286766559) * rng.uniform();
+  const Real r = sqrt(1 - z * z);
+  return Vec<3>(r * cos(phi), r * sin(phi), z);
+}
+
 }  // namespace tether

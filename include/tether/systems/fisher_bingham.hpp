@@ -12,6 +12,7 @@
 #include "tether/core/parameters.hpp"
 #include <cmath>
 
+#include "tether/core/random.hpp"
 #include "tether/core/small_solve.hpp"
 
 namespace tether {
@@ -88,10 +89,7 @@ struct FisherBingham {
   // Uniform on the sphere.
   template <class Rng>
   TETHER_HD Vec<3> random_configuration(Rng& rng) const {
-    const Real z = 2 * rng.uniform() - 1;
-    const Real phi = Real(6.283185307179586476925286766559) * rng.uniform();
-    const Real r = sqrt(1 - z * z);
-    return Vec<3>(r * cos(phi), r * sin(phi), z);
+    return uniform_direction(rng);
   }
   // The `thermal` start: uniform, not weighted by the density (a start for
   // `tether sample`'s warm-up; the canonical starts of `tether run` are exact).

@@ -21,6 +21,7 @@
 #include "tether/core/parameters.hpp"
 #include <math.h>
 
+#include "tether/core/random.hpp"
 #include "tether/core/status.hpp"
 #include "tether/core/types.hpp"
 
@@ -223,10 +224,7 @@ struct MagneticSphere {
   // Uniform direction on the sphere.
   template <class Rng>
   TETHER_HD Vec<3> random_configuration(Rng& rng) const {
-    const Real z = 2 * rng.uniform() - 1;
-    const Real phi = Real(6.283185307179586476925286766559) * rng.uniform();
-    const Real r = sqrt(1 - z * z);
-    return Vec<3>(r * cos(phi), r * sin(phi), z);
+    return uniform_direction(rng);
   }
   // A momentum on T*_q N with thermal velocity: v ~ N(0, kT m(q)^-1) in the
   // tangent plane, p = m(q) v + a(q).

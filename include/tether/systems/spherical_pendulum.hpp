@@ -5,6 +5,7 @@
 #include "tether/core/parameters.hpp"
 #include <cmath>
 
+#include "tether/core/random.hpp"
 #include "tether/core/small_solve.hpp"
 
 namespace tether {
@@ -66,10 +67,7 @@ struct SphericalPendulum {
   // A configuration on the sphere, uniform in direction.
   template <class Rng>
   TETHER_HD Vec<3> random_configuration(Rng& rng) const {
-    const Real z = 2 * rng.uniform() - 1;
-    const Real phi = Real(6.283185307179586476925286766559) * rng.uniform();
-    const Real r = sqrt(1 - z * z);
-    return prm.length * Vec<3>(r * cos(phi), r * sin(phi), z);
+    return prm.length * uniform_direction(rng);
   }
 
   // A configuration from the Boltzmann distribution exp(-m g z / kT) on the
