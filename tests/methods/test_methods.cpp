@@ -553,5 +553,63 @@ TEST(ConstrainedMidpointStage, NearCollinearBeadsFailLoudlyAndConvergeAtHalfTheS
   EXPECT_LT(max_abs(sys.constraints(m.q)), 1e-12);
 }
 
+
+// ---------------------------------------------------------------------------
+// First same as last: a loop that carries RATTLE's or SHAKE's end force
+// (ForceCarry) evaluates grad V once per step instead of twice and gives the
+// very same states, bit for bit; a failed step leaves state and carry as they
+// were.
+
+// Chain<8> that counts its force evaluations.
+struct CountingChain : Chain<8> {
+  int* evaluations = nullptr;
+  Vec<dof> potential_gradient(const Vec<dof>& q) const {
+    ++*evaluations;
+    return Chain<8>::potential_gradient(q);
+  }
+};
+
+template <class M>
+void expect_carry_is_exact_and_saves_a_force() {
+  int evaluations = 0;
+  CountingChain sys;
+  static_cast<Chain<8>&>(sys) = make_chain<8>();
+  sys.evaluations = &evaluations;
+  const Real h = 0.002;
+  PhaseState<CountingChain> plain, carried;
+  const auto x0 = chain_state(static_cast<const Chain<8>&>(sys));
+  plain.q = carried.q = x0.q;
+  plain.p = carried.p = x0.p;
+  M::start(sys, plain, h);
+  M::start(sys, carried, h);
+  const int steps = 200;
+  evaluations = 0;
+  for (int n = 0; n < steps; ++n) ASSERT_EQ(one_step<M>(sys, plain, h), Status::ok);
+  const int without = evaluations;
+  evaluations = 0;
+  ForceCarry<CountingChain> carry;
+  for (int n = 0; n < steps; ++n) {
+    int it = 0;
+    ASSERT_EQ(M::step(sys, carried, h, NewtonOptions{}, it, &carry), Status::ok);
+  }
+  EXPECT_EQ(without, 2 * steps) << M::name;
+  EXPECT_EQ(evaluations, steps + 1) << M::name;
+  EXPECT_EQ(plain.q, carried.q) << M::name;  // bitwise
+  EXPECT_EQ(plain.p, carried.p) << M::name;
+  EXPECT_EQ(carry.force, sys.Chain<8>::potential_gradient(carried.q)) << M::name;
+
+  // A step that cannot converge (no Newton iterations allowed) changes nothing.
+  const PhaseState<CountingChain> before = carried;
+  const Vec<CountingChain::dof> force = carry.force;
+  int it = 0;
+  EXPECT_EQ(M::step(sys, carried, h, NewtonOptions{1e-13, 0}, it, &carry), Status::newton_not_converged);
+  EXPECT_EQ(carried.q, before.q);
+  EXPECT_EQ(carried.p, before.p);
+  EXPECT_EQ(carry.force, force);
+}
+
+TEST(ForceCarry, RattleCarriedIsExactAndSavesAForcePerStep) { expect_carry_is_exact_and_saves_a_force<Rattle>(); }
+TEST(ForceCarry, ShakeCarriedIsExactAndSavesAForcePerStep) { expect_carry_is_exact_and_saves_a_force<Shake>(); }
+
 }  // namespace
 }  // namespace tether

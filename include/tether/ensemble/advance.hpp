@@ -2,6 +2,8 @@
 // The per-trajectory loop, written once for every backend: the cpu backend
 // calls it from an OpenMP loop, the cuda kernel from one thread per
 // trajectory. State stays in registers for all nsteps steps.
+#include <type_traits>
+
 #include "tether/ensemble/view.hpp"
 #include "tether/systems/generalized_hamiltonian.hpp"
 
@@ -12,9 +14,16 @@ struct StepControl {
   NewtonOptions newton;
 };
 
+// Methods whose step can keep its end force for the next step (ForceCarry).
+template <class M>
+constexpr bool carries_force = requires { requires M::carries_force; };
+
 // stepper.step does one step of method M (the method object itself, with its
 // parameters, or the reference backend's generic solve of M's equations).
-template <class S, class M, class Stepper = M>
+// With carry_force (a backend's choice: it saves a force evaluation per step
+// and costs S::dof registers on a GPU), a method that can carries its end
+// force from step to step; the states are bitwise the same either way.
+template <class S, class M, class Stepper = M, bool carry_force = false>
 TETHER_HD void advance_trajectory(const S& sys, const Stepper& stepper, const StepControl& ctl, const EnsembleView& v,
                                   std::int64_t i, int nsteps, std::int64_t steps_before) {
   if (v.status[i] != static_cast<std::uint8_t>(Status::ok)) return;
@@ -22,9 +31,15 @@ TETHER_HD void advance_trajectory(const S& sys, const Stepper& stepper, const St
   load_state<S, M>(v, i, s);
   std::uint64_t sum = 0;
   int most = v.iterations_max[i];
+  constexpr bool carry = carry_force && carries_force<M> && std::is_same_v<Stepper, M>;
+  [[maybe_unused]] ForceCarry<S> force;
   for (int n = 0; n < nsteps; ++n) {
     int it = 0;
-    const Status st = stepper.step(sys, s, ctl.dt, ctl.newton, it);
+    Status st;
+    if constexpr (carry)
+      st = stepper.step(sys, s, ctl.dt, ctl.newton, it, &force);
+    else
+      st = stepper.step(sys, s, ctl.dt, ctl.newton, it);
     sum += static_cast<std::uint64_t>(it);
     if (it > most) most = it;
     if (st != Status::ok) {  // s still holds the last good state

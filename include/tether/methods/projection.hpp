@@ -84,19 +84,46 @@ TETHER_HD Status finish_step(const System& sys, PhaseState<System>& s, const Vec
   return accept_step(s, q1, p1);
 }
 
+// First same as last: the force grad V(q) at the end of a RATTLE or SHAKE
+// step is the next step's first force. A loop that keeps it between steps
+// (ForceCarry) evaluates grad V once per step instead of twice: for a chain
+// with torsion that is most of a step. The carry is the loop's, not the
+// state's, so a state set from outside (a load, a rejected HMC proposal)
+// never meets a stale force; a loop that moves q itself drops its carry.
+template <class System>
+struct ForceCarry {
+  Vec<System::dof> force;  // grad V at the state's q, when valid
+  bool valid = false;
+};
+
+// grad V(q): the carried value when there is one.
+template <class System>
+TETHER_HD Vec<System::dof> start_force(const System& sys, const Vec<System::dof>& q, const ForceCarry<System>* carry) {
+  return carry != nullptr && carry->valid ? carry->force : sys.potential_gradient(q);
+}
+
 // The step shared by the SHAKE/RATTLE family, from a predicted position:
 //   q1 = q_pred + M^-1 G(q0)^T lambda,  g(q1) = 0,
 //   p1 = M (q1 - q0)/h - end_kick h grad V(q1) + G(q1)^T nu,  G(q1) M^-1 p1 = 0.
-// On failure the state is left as it was.
+// With a carry (end_kick != 0), grad V(q1) is left in it for the next step.
+// On failure the state and the carry are left as they were.
 template <class System>
 TETHER_HD Status project_and_recover(const System& sys, PhaseState<System>& s, const Vec<System::dof>& q_pred, Real h,
-                                     Real end_kick, const NewtonOptions& opt, int& iterations) {
+                                     Real end_kick, const NewtonOptions& opt, int& iterations,
+                                     ForceCarry<System>* carry = nullptr) {
   Vec<System::dof> q1;
-  const Status st = solve_position_multipliers(sys, q_pred, s.q, opt, q1, iterations);
+  Status st = solve_position_multipliers(sys, q_pred, s.q, opt, q1, iterations);
   if (st != Status::ok) return st;
   Vec<System::dof> p1 = sys.mass_times(q1 - s.q) / h;
-  if (end_kick != 0) p1 -= end_kick * h * sys.potential_gradient(q1);
-  return finish_step(sys, s, q1, p1);
+  if (end_kick == 0) return finish_step(sys, s, q1, p1);
+  const Vec<System::dof> force1 = sys.potential_gradient(q1);
+  p1 -= end_kick * h * force1;
+  st = finish_step(sys, s, q1, p1);
+  if (st == Status::ok && carry != nullptr) {
+    carry->force = force1;
+    carry->valid = true;
+  }
+  return st;
 }
 
 }  // namespace tether

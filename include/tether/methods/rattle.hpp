@@ -27,10 +27,13 @@ struct Rattle {
   template <class S>
   TETHER_HD static void start(const S&, PhaseState<S>&, Real) {}
 
+  static constexpr bool carries_force = true;  // grad V(q1) of the end kick is the next first kick
+
   template <class S>
-  TETHER_HD static Status step(const S& sys, PhaseState<S>& s, Real h, const NewtonOptions& opt, int& iterations) {
-    const Vec<S::dof> q_pred = s.q + h * sys.inverse_mass_times(s.p - Real(0.5) * h * sys.potential_gradient(s.q));
-    return project_and_recover(sys, s, q_pred, h, Real(0.5), opt, iterations);
+  TETHER_HD static Status step(const S& sys, PhaseState<S>& s, Real h, const NewtonOptions& opt, int& iterations,
+                               ForceCarry<S>* carry = nullptr) {
+    const Vec<S::dof> q_pred = s.q + h * sys.inverse_mass_times(s.p - Real(0.5) * h * start_force(sys, s.q, carry));
+    return project_and_recover(sys, s, q_pred, h, Real(0.5), opt, iterations, carry);
   }
 
   template <class S>

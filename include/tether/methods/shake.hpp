@@ -32,10 +32,13 @@ struct Shake {
     s.q_prev = s.q - h * sys.inverse_mass_times(s.p + Real(0.5) * h * sys.potential_gradient(s.q));
   }
 
+  static constexpr bool carries_force = true;  // grad V(q_{n+1}) of the recovery is the next step's force
+
   template <class S>
-  TETHER_HD static Status step(const S& sys, PhaseState<S>& s, Real h, const NewtonOptions& opt, int& iterations) {
-    const Vec<S::dof> q_pred = 2 * s.q - s.q_prev - h * h * sys.inverse_mass_times(sys.potential_gradient(s.q));
-    return project_and_recover(sys, s, q_pred, h, Real(0.5), opt, iterations);
+  TETHER_HD static Status step(const S& sys, PhaseState<S>& s, Real h, const NewtonOptions& opt, int& iterations,
+                               ForceCarry<S>* carry = nullptr) {
+    const Vec<S::dof> q_pred = 2 * s.q - s.q_prev - h * h * sys.inverse_mass_times(start_force(sys, s.q, carry));
+    return project_and_recover(sys, s, q_pred, h, Real(0.5), opt, iterations, carry);
   }
 
   // Unknowns (q_{n+1}, p_{n+1}, mu, nu); s0.q_prev is q_{n-1}.

@@ -1,5 +1,7 @@
 #pragma once
-// cpu: the very step code the GPU runs (advance_trajectory), on all cores.
+// cpu: the very step code the GPU runs (advance_trajectory), on all cores,
+// carrying the end-of-step force where the method can (registers are no
+// concern here; a force evaluation saved is).
 #include "backends/backend.hpp"
 
 namespace tether {
@@ -14,7 +16,7 @@ class CpuBackend final : public Backend {
   void advance(int nsteps, std::int64_t steps_before) override {
     const EnsembleView v = view_;
 #pragma omp parallel for schedule(dynamic, 64) if (v.count >= parallel_threshold)
-    for (std::int64_t i = 0; i < v.count; ++i) advance_trajectory<S, M>(sys_, method_, ctl_, v, i, nsteps, steps_before);
+    for (std::int64_t i = 0; i < v.count; ++i) advance_trajectory<S, M, M, true>(sys_, method_, ctl_, v, i, nsteps, steps_before);
   }
 
   Observation observe(std::vector<Real>& chunk_sums) override {
