@@ -25,7 +25,10 @@ Peers, each with its own best practice:
 - jax: `jit(vmap(...))` over trajectories on the CPU, `lax.fori_loop` over steps,
   `lax.while_loop` for Newton, `lax.linalg.tridiagonal_solve` (float64).
 Each is timed after a warm-up call that compiles it; the figure is trajectory-steps
-per second, best of --repeats interleaved runs, on --threads threads.
+per second, best of --repeats interleaved runs, on --threads threads. tether's is
+its own `integration_seconds` (summary.json); its build's instruction set
+(TETHER_CPU_ARCH, read from the build folder's CMakeCache.txt) is recorded, since it
+sets how many trajectories the cpu backend steps per vector instruction.
 """
 import argparse
 import json
@@ -385,6 +388,7 @@ def main():
     ap.add_argument("--quick", action="store_true", help="10x smaller ensembles and step counts; nothing saved")
     ap.add_argument("--peers", default="numba,numba_fsal,jax")
     ap.add_argument("--cases", default="spherical_pendulum,chain8,chain16")
+    ap.add_argument("--label", default="", help="appended to the result's name (e.g. native for a TETHER_CPU_ARCH build)")
     args = ap.parse_args()
     os.environ["NUMBA_NUM_THREADS"] = str(args.threads)
     peers = args.peers.split(",")
@@ -451,8 +455,11 @@ def main():
                       "each": rates, "max_abs_difference_from_tether": {}}
             for peer in runners:
                 Q, P, _ = finals[peer]
+                per_q = np.max(np.abs(Q - qt), axis=1)
                 record["max_abs_difference_from_tether"][peer] = {
-                    "q": float(np.max(np.abs(Q - qt))), "p": float(np.max(np.abs(P - pt)))}
+                    "q": float(np.max(per_q)), "p": float(np.max(np.abs(P - pt))),
+                    "q_median_over_trajectories": float(np.median(per_q)),
+                    "q_99th_percentile_over_trajectories": float(np.percentile(per_q, 99))}
             best_peer = max((v for k, v in record["trajectory_steps_per_second"].items() if k.startswith("numba")),
                             default=None)
             if best_peer:
@@ -460,11 +467,14 @@ def main():
             results.append(record)
             print(json.dumps(record), file=sys.stderr)
 
-    text = json.dumps({**provenance(), "threads": args.threads, "repeats": args.repeats, "statistic": "best",
+    with open(os.path.join(os.path.dirname(os.path.abspath(args.tether)), "CMakeCache.txt")) as f:
+        arch = next((line.split("=", 1)[1].strip() for line in f if line.startswith("TETHER_CPU_ARCH:")), "")
+    text = json.dumps({**provenance(), "tether": args.tether, "tether_cpu_arch": arch or "portable",
+                       "threads": args.threads, "repeats": args.repeats, "statistic": "best",
                        "numba": numba.__version__, "cases": results}, indent=2)
     print(text)
     if not args.quick:
-        print("saved bench/results/" + save_result(text, "rattle-peers"), file=sys.stderr)
+        print("saved bench/results/" + save_result(text, "rattle-peers" + (f"-{args.label}" if args.label else "")), file=sys.stderr)
 
 
 if __name__ == "__main__":

@@ -22,7 +22,7 @@ command -v nvcc >/dev/null 2>&1 || [ -n "${CUDACXX:-}" ] || { echo "gpu-bundle: 
 scripts/install-deps.sh
 
 log=$(mktemp)
-cmake -S . -B build-gpu -DCMAKE_BUILD_TYPE=Release -DTETHER_ENABLE_CUDA=ON -DCMAKE_CUDA_ARCHITECTURES=90-real \
+cmake -S . -B build-gpu -DCMAKE_BUILD_TYPE=Release -DTETHER_CPU_ARCH= -DTETHER_ENABLE_CUDA=ON -DCMAKE_CUDA_ARCHITECTURES=90-real \
   -DTETHER_CUDA_COMPILE_CHECK=OFF -DTETHER_BUILD_TESTS=ON -DTETHER_BUILD_BENCH=ON >"$log" 2>&1 ||
   { cat "$log"; rm -f "$log"; exit 1; }
 grep -q "cuda backend ON" "$log" || { cat "$log"; rm -f "$log"; echo "gpu-bundle: the cuda backend is not built" >&2; exit 1; }

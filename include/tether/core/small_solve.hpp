@@ -2,6 +2,9 @@
 // Small fixed-size linear solves used inside a step (register resident).
 // Closed-form / hand-rolled so that nothing here depends on which Eigen
 // decompositions happen to be device-safe.
+#include <type_traits>
+
+#include "tether/core/lanes.hpp"
 #include "tether/core/types.hpp"
 
 namespace tether {
@@ -73,13 +76,15 @@ struct DenseLU {
   }
 };
 
-// Dense K x K matrix, solved by LU with partial pivoting.
-template <int K>
+// Dense K x K matrix, solved by LU with partial pivoting. K = 1 runs in
+// lanes too (a pivot search is a branch per lane, so K > 1 is Real only).
+template <int K, class T = Real>
 struct DenseMatrix {
-  Mat<K, K> a;
+  static_assert(K == 1 || std::is_same_v<T, Real>, "a pivoted LU runs one trajectory at a time");
+  Mat<K, K, T> a;
 
   // Returns false when a pivot vanishes or the result is not finite.
-  TETHER_HD bool solve(const Vec<K>& rhs, Vec<K>& x) const {
+  TETHER_HD Mask<T> solve(const Vec<K, T>& rhs, Vec<K, T>& x) const {
     if constexpr (K == 1) {
       x[0] = rhs[0] / a(0, 0);
       return is_finite(x[0]);
@@ -93,19 +98,24 @@ struct DenseMatrix {
 // Tridiagonal K x K matrix (a bead chain's constraint Gram matrix), solved in
 // O(K) by the Thomas algorithm. lower[i] = A(i, i-1), upper[i] = A(i, i+1).
 // No pivoting: the chain Gram matrices are diagonally dominant.
-template <int K>
+template <int K, class T = Real>
 struct TridiagonalMatrix {
-  Vec<K> lower, diag, upper;
+  Vec<K, T> lower, diag, upper;
 
-  TETHER_HD bool solve(const Vec<K>& rhs, Vec<K>& x) const {
-    Vec<K> c, d;
-    Real den = diag[0];
-    if (den == 0) return false;
+  // False (per lane) when a pivot vanishes or the result is not finite. One
+  // trajectory stops at a zero pivot; in lanes it runs on to a non-finite x.
+  TETHER_HD Mask<T> solve(const Vec<K, T>& rhs, Vec<K, T>& x) const {
+    constexpr bool one = lane_count<T> == 1;
+    Vec<K, T> c, d;
+    T den = diag[0];
+    if constexpr (one)
+      if (den == 0) return false;
     c[0] = upper[0] / den;
     d[0] = rhs[0] / den;
     for (int i = 1; i < K; ++i) {
       den = diag[i] - lower[i] * c[i - 1];
-      if (den == 0) return false;
+      if constexpr (one)
+        if (den == 0) return false;
       c[i] = upper[i] / den;
       d[i] = (rhs[i] - lower[i] * d[i - 1]) / den;
     }

@@ -1,5 +1,6 @@
 #pragma once
 #include <Eigen/Core>
+#include <type_traits>
 
 #include "tether/core/hd.hpp"
 
@@ -7,12 +8,18 @@ namespace tether {
 
 using Real = double;
 
-// Fixed-size types only: they live in registers inside a GPU thread.
-template <int N>
-using Vec = Eigen::Matrix<Real, N, 1>;
-template <int R, int C>
-using Mat = Eigen::Matrix<Real, R, C>;
+// Fixed-size types only: they live in registers inside a GPU thread. The
+// scalar is Real but for step code run in lanes (core/lanes.hpp).
+template <int N, class T = Real>
+using Vec = Eigen::Matrix<T, N, 1>;
+template <int R, int C, class T = Real>
+using Mat = Eigen::Matrix<T, R, C>;
 using Vec3 = Vec<3>;
+
+// A parameter that takes part in no deduction (its scalar comes from another
+// one), so that an Eigen expression converts to it.
+template <class X>
+using Id = std::type_identity_t<X>;
 
 // (x - x) is 0 for every finite x and NaN for inf/NaN; works on host and device
 // without <cmath> overloads that nvcc may not accept in device code.

@@ -4,6 +4,7 @@
 // trajectory. State stays in registers for all nsteps steps.
 #include <type_traits>
 
+#include "tether/core/lanes.hpp"
 #include "tether/ensemble/view.hpp"
 #include "tether/systems/generalized_hamiltonian.hpp"
 
@@ -51,6 +52,107 @@ TETHER_HD void advance_trajectory(const S& sys, const Stepper& stepper, const St
   store_state<S, M>(v, i, s);
   v.iterations_sum[i] += sum;
   v.iterations_max[i] = most;
+}
+
+// Pairs the cpu backend steps W trajectories at a time (core/lanes.hpp): the
+// method and the system both declare that their step code takes any scalar.
+template <class S, class M>
+constexpr bool runs_in_lanes = requires {
+  requires M::runs_in_lanes;
+  requires S::runs_in_lanes;
+};
+
+// Lanes per group on this build's host: as many doubles as one of its vector
+// registers holds (a wider Lanes is split into several registers by the
+// compiler, through memory: measured slower).
+#if defined(__AVX512F__)
+constexpr int cpu_lanes = 8;
+#elif defined(__AVX__)
+constexpr int cpu_lanes = 4;
+#else
+constexpr int cpu_lanes = 2;
+#endif
+
+template <int N, int W>
+void copy_lane(Vec<N, Lanes<W>>& x, int to, int from) {
+  for (int c = 0; c < N; ++c) x[c].v[to] = x[c].v[from];
+}
+
+// Trajectories first .. first + W - 1 stepped in lockstep through the same
+// step code as advance_trajectory, with the same outcome per trajectory:
+// each lane computes what it would alone (a converged lane is frozen), and a
+// lane whose trajectory is past the end of the batch, had failed before, or
+// fails now follows a copy of a live lane (a ghost whose results are
+// dropped), so the group runs while any of its trajectories does.
+template <int W, class S, class M>
+void advance_lanes(const S& sys, const M& method, const StepControl& ctl, const EnsembleView& v, std::int64_t first,
+                   int nsteps, std::int64_t steps_before) {
+  static_assert(!M::two_step, "lanes carry no q_prev");
+  using T = Lanes<W>;
+  PhaseState<S, T> s;
+  bool live[W];
+  int source = -1;  // a live lane, for ghosts to copy
+  for (int l = 0; l < W; ++l) {
+    const std::int64_t i = first + l;
+    live[l] = i < v.count && v.status[i] == static_cast<std::uint8_t>(Status::ok);
+    if (!live[l]) continue;
+    source = l;
+    for (int c = 0; c < S::dof; ++c) {
+      s.q[c].v[l] = v.q[c * v.count + i];
+      s.p[c].v[l] = v.p[c * v.count + i];
+    }
+  }
+  if (source < 0) return;
+  for (int l = 0; l < W; ++l)
+    if (!live[l]) {
+      copy_lane(s.q, l, source);
+      copy_lane(s.p, l, source);
+    }
+  s.q_prev = s.q;
+  ForceCarry<S, T> carry;
+  std::uint64_t sum[W] = {};
+  int most[W];
+  for (int l = 0; l < W; ++l) most[l] = live[l] ? v.iterations_max[first + l] : 0;
+  const auto store = [&](int l) {
+    const std::int64_t i = first + l;
+    for (int c = 0; c < S::dof; ++c) {
+      v.q[c * v.count + i] = s.q[c].v[l];
+      v.p[c * v.count + i] = s.p[c].v[l];
+    }
+    v.iterations_sum[i] += sum[l];
+    v.iterations_max[i] = most[l];
+  };
+  for (int n = 0; n < nsteps; ++n) {
+    LaneInt<T> it = uniform<LaneInt<T>>(0);
+    const LaneStatus<T> st = method.step(sys, s, ctl.dt, ctl.newton, it, &carry);
+    bool lost = false;
+    source = -1;
+    for (int l = 0; l < W; ++l) {
+      if (!live[l]) continue;
+      sum[l] += static_cast<std::uint64_t>(it.v[l]);
+      if (it.v[l] > most[l]) most[l] = it.v[l];
+      if (st.v[l] == Status::ok) {
+        source = l;
+        continue;
+      }
+      // s still holds lane l's last good state
+      v.status[first + l] = static_cast<std::uint8_t>(st.v[l]);
+      v.failed_step[first + l] = steps_before + n + 1;
+      store(l);
+      live[l] = false;
+      lost = true;
+    }
+    if (source < 0) return;
+    if (lost)
+      for (int l = 0; l < W; ++l)
+        if (!live[l]) {
+          copy_lane(s.q, l, source);
+          copy_lane(s.p, l, source);
+          copy_lane(carry.force, l, source);
+        }
+  }
+  for (int l = 0; l < W; ++l)
+    if (live[l]) store(l);
 }
 
 // The energy of a state and the scale its relative error is taken against.

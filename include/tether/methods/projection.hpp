@@ -1,5 +1,12 @@
 #pragma once
 // The two constraint solves every holonomic method here is built from.
+//
+// Written once for a scalar T: Real on a GPU thread (and wherever one
+// trajectory is stepped), Lanes<W> for W trajectories in lockstep on the cpu
+// backend (core/lanes.hpp). With lanes every outcome is per lane, and a lane
+// that has converged, failed or been refused keeps its values (select), so
+// each lane computes what it would alone.
+#include "tether/core/lanes.hpp"
 #include "tether/core/newton.hpp"
 #include "tether/core/status.hpp"
 #include "tether/core/types.hpp"
@@ -8,20 +15,20 @@ namespace tether {
 
 // The state a method carries between steps: a point (q, p) of T*N, and for
 // two-step methods (SHAKE) the previous configuration.
-template <class System>
+template <class System, class T = Real>
 struct PhaseState {
-  Vec<System::dof> q, p, q_prev;
+  Vec<System::dof, T> q, p, q_prev;
 };
 
 // The bound on |g(q)| a solve must reach: the relative tolerance times the
 // system's length scale, or, far from the origin, the roundoff floor of
 // constraints computed from differences of positions (bond vectors), which
 // grows like eps |q|, whichever is larger.
-template <class System>
-TETHER_HD Real constraint_tolerance(const System& sys, const NewtonOptions& opt, const Vec<System::dof>& q) {
+template <class System, class T>
+TETHER_HD T constraint_tolerance(const System& sys, const NewtonOptions& opt, const Vec<System::dof, T>& q) {
   const Real wanted = opt.tolerance * sys.length_scale();
-  const Real floor = Real(16) * Real(2.220446049250313e-16) * max_abs(q);
-  return wanted > floor ? wanted : floor;
+  const T floor = Real(16) * Real(2.220446049250313e-16) * max_abs(q);
+  return select(floor < T(wanted), T(wanted), floor);
 }
 
 // Position stage: find multipliers lambda so that
@@ -30,58 +37,97 @@ TETHER_HD Real constraint_tolerance(const System& sys, const NewtonOptions& opt,
 // G(q) M^-1 G(q_dir)^T, the system's constraint Gram matrix, k x k and
 // structured (dense for small k, tridiagonal for chains).
 // `iterations` is increased by the number of Newton updates taken.
-template <class System>
-TETHER_HD Status solve_position_multipliers(const System& sys, const Vec<System::dof>& q_pred,
-                                            const Vec<System::dof>& q_dir, const NewtonOptions& opt,
-                                            Vec<System::dof>& q, int& iterations) {
+template <class System, class T>
+TETHER_HD LaneStatus<T> solve_position_multipliers(const System& sys, const Id<Vec<System::dof, T>>& q_pred,
+                                                   const Id<Vec<System::dof, T>>& q_dir, const NewtonOptions& opt,
+                                                   Vec<System::dof, T>& q, LaneInt<T>& iterations) {
   constexpr int k = System::constraint_count;
-  Vec<k> lambda = Vec<k>::Zero();
+  LaneStatus<T> status = uniform<LaneStatus<T>>(Status::ok);
+  Mask<T> active(true);
+  Vec<k, T> lambda = Vec<k, T>::Constant(T(Real(0)));
   q = q_pred;
   for (int it = 0;; ++it) {
-    const Vec<k> g = sys.constraints(q);
-    if (!all_finite(g)) return Status::non_finite;
-    if (max_abs(g) <= constraint_tolerance(sys, opt, q)) return Status::ok;
-    if (it >= opt.max_iterations) return Status::newton_not_converged;
-    Vec<k> step;
-    if (!sys.gram(q, q_dir).solve(-g, step)) return Status::singular_matrix;
-    lambda += step;
-    q = q_pred + sys.inverse_mass_times(sys.constraint_transpose_times(q_dir, lambda));
-    ++iterations;
+    const Vec<k, T> g = sys.constraints(q);
+    const Mask<T> finite = all_finite(g);
+    set_where(active & !finite, status, Status::non_finite);
+    active = active & finite;
+    active = active & !(max_abs(g) <= constraint_tolerance(sys, opt, q));
+    if (none(active)) return status;
+    if (it >= opt.max_iterations) {
+      set_where(active, status, Status::newton_not_converged);
+      return status;
+    }
+    Vec<k, T> step;
+    const Mask<T> solved = sys.gram(q, q_dir).solve(-g, step);
+    set_where(active & !solved, status, Status::singular_matrix);
+    active = active & solved;
+    if (none(active)) return status;
+    if constexpr (lane_count<T> == 1) {  // active: the plain update
+      lambda += step;
+      q = q_pred + sys.inverse_mass_times(sys.constraint_transpose_times(q_dir, lambda));
+      ++iterations;
+    } else {
+      lambda = select(active, Vec<k, T>(lambda + step), lambda);
+      q = select(active, Vec<System::dof, T>(q_pred + sys.inverse_mass_times(sys.constraint_transpose_times(q_dir, lambda))), q);
+      add_where(active, iterations, 1);
+    }
   }
 }
 
 // Momentum stage: the tangency condition G(q) M^-1 p = 0 is linear in the
 // multiplier, p <- p + G(q)^T nu with (G M^-1 G^T) nu = -G M^-1 p: the
 // M^-1-orthogonal projection onto the cotangent space of N at q.
-template <class System>
-TETHER_HD Status project_momentum(const System& sys, const Vec<System::dof>& q, Vec<System::dof>& p) {
+template <class System, class T>
+TETHER_HD LaneStatus<T> project_momentum(const System& sys, const Id<Vec<System::dof, T>>& q, Vec<System::dof, T>& p) {
   constexpr int k = System::constraint_count;
-  const Vec<k> rhs = -sys.constraint_jacobian_times(q, sys.inverse_mass_times(p));
-  Vec<k> nu;
-  if (!sys.gram(q, q).solve(rhs, nu)) return Status::singular_matrix;
-  p += sys.constraint_transpose_times(q, nu);
-  return all_finite(p) ? Status::ok : Status::non_finite;
+  const Vec<k, T> rhs = -sys.constraint_jacobian_times(q, sys.inverse_mass_times(p));
+  Vec<k, T> nu;
+  LaneStatus<T> status = uniform<LaneStatus<T>>(Status::ok);
+  const Mask<T> solved = sys.gram(q, q).solve(rhs, nu);
+  set_where(!solved, status, Status::singular_matrix);
+  if (none(solved)) return status;
+  p = select(solved, Vec<System::dof, T>(p + sys.constraint_transpose_times(q, nu)), p);
+  set_where(solved & !all_finite(p), status, Status::non_finite);
+  return status;
 }
 
 // Every method's last act: moves the state to (q1, p1), keeping q0 for
-// two-step methods; a non-finite result is refused and the state left as it was.
-template <class System>
-TETHER_HD Status accept_step(PhaseState<System>& s, const Vec<System::dof>& q1, const Vec<System::dof>& p1) {
-  if (!all_finite(q1) || !all_finite(p1)) return Status::non_finite;
-  s.q_prev = s.q;
-  s.q = q1;
-  s.p = p1;
-  return Status::ok;
+// two-step methods; a non-finite result is refused and the state left as it
+// was. Lanes outside `take` are left as they were too.
+template <class System, class T>
+TETHER_HD LaneStatus<T> accept_step(PhaseState<System, T>& s, const Id<Vec<System::dof, T>>& q1,
+                                    const Id<Vec<System::dof, T>>& p1, Id<Mask<T>> take = Mask<T>(true)) {
+  LaneStatus<T> status = uniform<LaneStatus<T>>(Status::ok);
+  const Mask<T> finite = all_finite(q1) & all_finite(p1);
+  set_where(take & !finite, status, Status::non_finite);
+  take = take & finite;
+  if constexpr (lane_count<T> == 1) {
+    if (!take) return status;
+    s.q_prev = s.q;
+    s.q = q1;
+    s.p = p1;
+  } else {
+    s.q_prev = select(take, s.q, s.q_prev);
+    s.q = select(take, q1, s.q);
+    s.p = select(take, p1, s.p);
+  }
+  return status;
 }
 
 // Ends a step: imposes the tangency condition G(q1) M^-1 p1 = 0 on p1 and
-// accepts (q1, p1).
-template <class System>
-TETHER_HD Status finish_step(const System& sys, PhaseState<System>& s, const Vec<System::dof>& q1,
-                             Vec<System::dof> p1) {
-  const Status st = project_momentum(sys, q1, p1);
-  if (st != Status::ok) return st;
-  return accept_step(s, q1, p1);
+// accepts (q1, p1), in the lanes whose step is still ok (`status`).
+template <class System, class T>
+TETHER_HD LaneStatus<T> finish_step(const System& sys, PhaseState<System, T>& s, const Id<Vec<System::dof, T>>& q1,
+                                    Id<Vec<System::dof, T>> p1,
+                                    LaneStatus<T> status = uniform<LaneStatus<T>>(Status::ok)) {
+  if constexpr (lane_count<T> == 1) {
+    if (status != Status::ok) return status;
+    status = project_momentum(sys, q1, p1);
+    return status != Status::ok ? status : accept_step(s, q1, p1);
+  } else {
+    status = first_failure(status, project_momentum(sys, q1, p1));
+    return first_failure(status, accept_step(s, q1, p1, is_ok(status)));
+  }
 }
 
 // First same as last: the force grad V(q) at the end of a RATTLE or SHAKE
@@ -90,16 +136,23 @@ TETHER_HD Status finish_step(const System& sys, PhaseState<System>& s, const Vec
 // with torsion that is most of a step. The carry is the loop's, not the
 // state's, so a state set from outside (a load, a rejected HMC proposal)
 // never meets a stale force; a loop that moves q itself drops its carry.
-template <class System>
+template <class System, class T = Real>
 struct ForceCarry {
-  Vec<System::dof> force;  // grad V at the state's q, when valid
+  Vec<System::dof, T> force;  // grad V at the state's q, when valid
   bool valid = false;
 };
 
-// grad V(q): the carried value when there is one.
-template <class System>
-TETHER_HD Vec<System::dof> start_force(const System& sys, const Vec<System::dof>& q, const ForceCarry<System>* carry) {
-  return carry != nullptr && carry->valid ? carry->force : sys.potential_gradient(q);
+// grad V(q): the carried value when there is one; a carry without one is
+// given it.
+template <class System, class T>
+TETHER_HD Vec<System::dof, T> start_force(const System& sys, const Vec<System::dof, T>& q,
+                                          ForceCarry<System, T>* carry) {
+  if (carry == nullptr) return sys.potential_gradient(q);
+  if (!carry->valid) {
+    carry->force = sys.potential_gradient(q);
+    carry->valid = true;
+  }
+  return carry->force;
 }
 
 // The step shared by the SHAKE/RATTLE family, from a predicted position:
@@ -107,23 +160,31 @@ TETHER_HD Vec<System::dof> start_force(const System& sys, const Vec<System::dof>
 //   p1 = M (q1 - q0)/h - end_kick h grad V(q1) + G(q1)^T nu,  G(q1) M^-1 p1 = 0.
 // With a carry (end_kick != 0), grad V(q1) is left in it for the next step.
 // On failure the state and the carry are left as they were.
-template <class System>
-TETHER_HD Status project_and_recover(const System& sys, PhaseState<System>& s, const Vec<System::dof>& q_pred, Real h,
-                                     Real end_kick, const NewtonOptions& opt, int& iterations,
-                                     ForceCarry<System>* carry = nullptr) {
-  Vec<System::dof> q1;
-  Status st = solve_position_multipliers(sys, q_pred, s.q, opt, q1, iterations);
-  if (st != Status::ok) return st;
-  Vec<System::dof> p1 = sys.mass_times(q1 - s.q) / h;
-  if (end_kick == 0) return finish_step(sys, s, q1, p1);
-  const Vec<System::dof> force1 = sys.potential_gradient(q1);
+template <class System, class T>
+TETHER_HD LaneStatus<T> project_and_recover(const System& sys, PhaseState<System, T>& s,
+                                            const Id<Vec<System::dof, T>>& q_pred, Real h, Real end_kick,
+                                            const NewtonOptions& opt, LaneInt<T>& iterations,
+                                            ForceCarry<System, T>* carry = nullptr) {
+  using V = Vec<System::dof, T>;
+  V q1;
+  const LaneStatus<T> st = solve_position_multipliers(sys, q_pred, s.q, opt, q1, iterations);
+  if (none(is_ok(st))) return st;
+  V p1 = sys.mass_times(V(q1 - s.q)) / h;
+  if (end_kick == 0) return finish_step(sys, s, q1, p1, st);
+  const V force1 = sys.potential_gradient(q1);
   p1 -= end_kick * h * force1;
-  st = finish_step(sys, s, q1, p1);
-  if (st == Status::ok && carry != nullptr) {
-    carry->force = force1;
-    carry->valid = true;
+  const LaneStatus<T> done = finish_step(sys, s, q1, p1, st);
+  if (carry != nullptr) {
+    if constexpr (lane_count<T> == 1) {
+      if (done == Status::ok) {
+        carry->force = force1;
+        carry->valid = true;
+      }
+    } else {
+      carry->force = select(is_ok(done), force1, carry->force);  // every lane's force is at its q
+    }
   }
-  return st;
+  return done;
 }
 
 }  // namespace tether

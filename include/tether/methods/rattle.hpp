@@ -28,11 +28,13 @@ struct Rattle {
   TETHER_HD static void start(const S&, PhaseState<S>&, Real) {}
 
   static constexpr bool carries_force = true;  // grad V(q1) of the end kick is the next first kick
+  static constexpr bool runs_in_lanes = true;  // written for any scalar T (core/lanes.hpp)
 
-  template <class S>
-  TETHER_HD static Status step(const S& sys, PhaseState<S>& s, Real h, const NewtonOptions& opt, int& iterations,
-                               ForceCarry<S>* carry = nullptr) {
-    const Vec<S::dof> q_pred = s.q + h * sys.inverse_mass_times(s.p - Real(0.5) * h * start_force(sys, s.q, carry));
+  template <class S, class T>
+  TETHER_HD static LaneStatus<T> step(const S& sys, PhaseState<S, T>& s, Real h, const NewtonOptions& opt,
+                                      LaneInt<T>& iterations, ForceCarry<S, T>* carry = nullptr) {
+    using V = Vec<S::dof, T>;
+    const V q_pred = s.q + h * sys.inverse_mass_times(V(s.p - Real(0.5) * h * start_force(sys, s.q, carry)));
     return project_and_recover(sys, s, q_pred, h, Real(0.5), opt, iterations, carry);
   }
 

@@ -43,6 +43,7 @@ struct Chain {
   static constexpr int beads = N;
   static constexpr int dof = 3 * N;
   static constexpr int constraint_count = N - 1;
+  static constexpr bool runs_in_lanes = true;  // its step functions take any scalar (core/lanes.hpp)
   // Bond i only shares beads with bonds i-1 and i+1.
   using Gram = TridiagonalMatrix<N - 1>;
 
@@ -50,10 +51,21 @@ struct Chain {
   Parameters prm;
 
   using Q = Vec<dof>;
+  // The step functions take any scalar (Real, or Lanes<W> on the cpu
+  // backend) and any Eigen expression of one.
+  template <class X>
+  using QOf = Vec<dof, typename X::Scalar>;
 
-  TETHER_HD static Vec3 bead(const Q& q, int i) { return Vec3(q[3 * i], q[3 * i + 1], q[3 * i + 2]); }
-  TETHER_HD static Vec3 bond(const Q& q, int i) { return bead(q, i + 1) - bead(q, i); }
-  TETHER_HD static void add_bead(Q& q, int i, const Vec3& v) {
+  template <class X>
+  TETHER_HD static Vec<3, typename X::Scalar> bead(const Eigen::MatrixBase<X>& q, int i) {
+    return Vec<3, typename X::Scalar>(q[3 * i], q[3 * i + 1], q[3 * i + 2]);
+  }
+  template <class X>
+  TETHER_HD static Vec<3, typename X::Scalar> bond(const Eigen::MatrixBase<X>& q, int i) {
+    return bead(q, i + 1) - bead(q, i);
+  }
+  template <class T>
+  TETHER_HD static void add_bead(Vec<dof, T>& q, int i, const Id<Vec<3, T>>& v) {
     q[3 * i] += v[0];
     q[3 * i + 1] += v[1];
     q[3 * i + 2] += v[2];
@@ -68,9 +80,10 @@ struct Chain {
     for (int n = 0; n < 6; ++n) { v += prm.torsion[n] * pw; pw *= c; }
     return v;
   }
-  TETHER_HD Real torsion_derivative(Real cos_phi) const {  // dV / d(cos phi)
-    const Real c = -cos_phi;
-    Real dv = 0, pw = 1;
+  template <class T>
+  TETHER_HD T torsion_derivative(const T& cos_phi) const {  // dV / d(cos phi)
+    const T c = -cos_phi;
+    T dv = Real(0), pw = Real(1);
     for (int n = 1; n < 6; ++n) { dv += n * prm.torsion[n] * pw; pw *= c; }
     return -dv;
   }
@@ -91,32 +104,36 @@ struct Chain {
     return v;
   }
 
-  TETHER_HD Q potential_gradient(const Q& q) const {
-    Q grad = Q::Zero();
+  template <class X>
+  TETHER_HD QOf<X> potential_gradient(const Eigen::MatrixBase<X>& q_in) const {
+    using T = typename X::Scalar;
+    using V3 = Vec<3, T>;
+    const auto& q = q_in.eval();
+    QOf<X> grad = QOf<X>::Constant(T(Real(0)));
     const Real c0 = cos(prm.bend_angle);
     // d(cos)/da = -b/(|a||b|) - cos a/|a|^2 for cos = -a.b/(|a||b|); likewise for b.
     for (int i = 0; i + 1 < N - 1; ++i) {
-      const Vec3 a = bond(q, i), b = bond(q, i + 1);
-      const Real na = a.norm(), nb = b.norm(), c = -a.dot(b) / (na * nb);
-      const Real f = prm.bend_stiffness * (c - c0);
-      const Vec3 ga = f * (-b / (na * nb) - c * a / (na * na));
-      const Vec3 gb = f * (-a / (na * nb) - c * b / (nb * nb));
+      const V3 a = bond(q, i), b = bond(q, i + 1);
+      const T na = a.norm(), nb = b.norm(), c = -a.dot(b) / (na * nb);
+      const T f = prm.bend_stiffness * (c - c0);
+      const V3 ga = f * (-b / (na * nb) - c * a / (na * na));
+      const V3 gb = f * (-a / (na * nb) - c * b / (nb * nb));
       add_bead(grad, i, -ga);
       add_bead(grad, i + 1, ga - gb);
       add_bead(grad, i + 2, gb);
     }
     if (prm.has_torsion) {
       for (int i = 0; i + 2 < N - 1; ++i) {
-        const Vec3 d0 = bond(q, i), d1 = bond(q, i + 1), d2 = bond(q, i + 2);
-        const Vec3 n1 = d0.cross(d1), n2 = d1.cross(d2);
-        const Real l1 = n1.norm(), l2 = n2.norm(), c = n1.dot(n2) / (l1 * l2);
-        const Real f = torsion_derivative(c);
-        const Vec3 g1 = f * (n2 / (l1 * l2) - c * n1 / (l1 * l1));  // dV/dn1
-        const Vec3 g2 = f * (n1 / (l1 * l2) - c * n2 / (l2 * l2));  // dV/dn2
+        const V3 d0 = bond(q, i), d1 = bond(q, i + 1), d2 = bond(q, i + 2);
+        const V3 n1 = d0.cross(d1), n2 = d1.cross(d2);
+        const T l1 = n1.norm(), l2 = n2.norm(), c = n1.dot(n2) / (l1 * l2);
+        const T f = torsion_derivative(c);
+        const V3 g1 = f * (n2 / (l1 * l2) - c * n1 / (l1 * l1));  // dV/dn1
+        const V3 g2 = f * (n1 / (l1 * l2) - c * n2 / (l2 * l2));  // dV/dn2
         // n1 = d0 x d1, n2 = d1 x d2; (x cross y) . g = x . (y cross g).
-        const Vec3 gd0 = d1.cross(g1);
-        const Vec3 gd1 = g1.cross(d0) + d2.cross(g2);
-        const Vec3 gd2 = g2.cross(d1);
+        const V3 gd0 = d1.cross(g1);
+        const V3 gd1 = g1.cross(d0) + d2.cross(g2);
+        const V3 gd2 = g2.cross(d1);
         add_bead(grad, i, -gd0);
         add_bead(grad, i + 1, gd0 - gd1);
         add_bead(grad, i + 2, gd1 - gd2);
@@ -135,41 +152,55 @@ struct Chain {
     return (N - 2) * prm.bend_stiffness + (prm.has_torsion ? (N - 3) * t : Real(0));
   }
 
-  TETHER_HD Q mass_times(const Q& v) const { return prm.mass * v; }
-  TETHER_HD Q inverse_mass_times(const Q& p) const { return p / prm.mass; }
+  template <class X>
+  TETHER_HD QOf<X> mass_times(const Eigen::MatrixBase<X>& v) const {
+    return prm.mass * v;
+  }
+  template <class X>
+  TETHER_HD QOf<X> inverse_mass_times(const Eigen::MatrixBase<X>& p) const {
+    return p / prm.mass;
+  }
   TETHER_HD Q sqrt_mass_times(const Q& v) const { return sqrt(prm.mass) * v; }
 
   // g_i = (|d_i|^2 - b^2) / (2b), in length units.
-  TETHER_HD Vec<N - 1> constraints(const Q& q) const {
-    Vec<N - 1> g;
+  template <class X>
+  TETHER_HD Vec<N - 1, typename X::Scalar> constraints(const Eigen::MatrixBase<X>& q) const {
+    Vec<N - 1, typename X::Scalar> g;
     const Real b = prm.bond_length;
     for (int i = 0; i < N - 1; ++i) g[i] = (bond(q, i).squaredNorm() - b * b) / (2 * b);
     return g;
   }
   // Row i of G has -d_i/b on bead i and +d_i/b on bead i+1.
-  TETHER_HD Vec<N - 1> constraint_jacobian_times(const Q& q, const Q& v) const {
-    Vec<N - 1> r;
+  template <class X, class Y>
+  TETHER_HD Vec<N - 1, typename X::Scalar> constraint_jacobian_times(const Eigen::MatrixBase<X>& q,
+                                                                      const Eigen::MatrixBase<Y>& v) const {
+    Vec<N - 1, typename X::Scalar> r;
     for (int i = 0; i < N - 1; ++i) r[i] = bond(q, i).dot(bond(v, i)) / prm.bond_length;
     return r;
   }
-  TETHER_HD Q constraint_transpose_times(const Q& q, const Vec<N - 1>& lambda) const {
-    Q r = Q::Zero();
+  template <class X, class Y>
+  TETHER_HD QOf<X> constraint_transpose_times(const Eigen::MatrixBase<X>& q, const Eigen::MatrixBase<Y>& lambda) const {
+    using T = typename X::Scalar;
+    QOf<X> r = QOf<X>::Constant(T(Real(0)));
     for (int i = 0; i < N - 1; ++i) {
-      const Vec3 f = bond(q, i) * (lambda[i] / prm.bond_length);
+      const Vec<3, T> f = bond(q, i) * (lambda[i] / prm.bond_length);
       add_bead(r, i, -f);
       add_bead(r, i + 1, f);
     }
     return r;
   }
   // G(qa) M^-1 G(qb)^T is tridiagonal.
-  TETHER_HD Gram gram(const Q& qa, const Q& qb) const {
-    Gram m;
+  template <class X, class Y>
+  TETHER_HD TridiagonalMatrix<N - 1, typename X::Scalar> gram(const Eigen::MatrixBase<X>& qa,
+                                                              const Eigen::MatrixBase<Y>& qb) const {
+    using T = typename X::Scalar;
+    TridiagonalMatrix<N - 1, T> m;
     const Real s = 1 / (prm.mass * prm.bond_length * prm.bond_length);
     for (int i = 0; i < N - 1; ++i) {
-      const Vec3 a = bond(qa, i);
+      const Vec<3, T> a = bond(qa, i);
       m.diag[i] = 2 * s * a.dot(bond(qb, i));
-      m.lower[i] = i > 0 ? -s * a.dot(bond(qb, i - 1)) : Real(0);
-      m.upper[i] = i + 1 < N - 1 ? -s * a.dot(bond(qb, i + 1)) : Real(0);
+      m.lower[i] = i > 0 ? T(-s * a.dot(bond(qb, i - 1))) : T(Real(0));
+      m.upper[i] = i + 1 < N - 1 ? T(-s * a.dot(bond(qb, i + 1))) : T(Real(0));
     }
     return m;
   }

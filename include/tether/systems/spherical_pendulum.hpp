@@ -16,6 +16,7 @@ struct SphericalPendulum {
   static constexpr const char* citation = "the classical spherical pendulum";
   static constexpr int dof = 3;               // ambient coordinates q
   static constexpr int constraint_count = 1;  // holonomic constraints g(q) = 0
+  static constexpr bool runs_in_lanes = true;  // its step functions take any scalar (core/lanes.hpp)
   using Gram = DenseMatrix<1>;
 
   struct Parameters {
@@ -33,7 +34,16 @@ struct SphericalPendulum {
   Parameters prm;
 
   TETHER_HD Real potential(const Vec<3>& q) const { return prm.mass * prm.gravity * q[2]; }
-  TETHER_HD Vec<3> potential_gradient(const Vec<3>&) const { return Vec<3>(0, 0, prm.mass * prm.gravity); }
+  // The step functions take any scalar (Real, or Lanes<W> on the cpu
+  // backend) and any Eigen expression of one.
+  template <class X>
+  using VecOf = Vec<3, typename X::Scalar>;
+
+  template <class X>
+  TETHER_HD VecOf<X> potential_gradient(const Eigen::MatrixBase<X>&) const {
+    using T = typename X::Scalar;
+    return VecOf<X>(T(Real(0)), T(Real(0)), T(prm.mass * prm.gravity));
+  }
 
   TETHER_HD Real length_scale() const { return prm.length; }
   TETHER_HD Real sphere_radius() const { return prm.length; }
@@ -42,24 +52,35 @@ struct SphericalPendulum {
   // for states whose energy is near zero.
   TETHER_HD Real energy_scale() const { return prm.mass * fabs(prm.gravity) * prm.length; }
 
-  TETHER_HD Vec<3> mass_times(const Vec<3>& v) const { return prm.mass * v; }
-  TETHER_HD Vec<3> inverse_mass_times(const Vec<3>& p) const { return p / prm.mass; }
+  template <class X>
+  TETHER_HD VecOf<X> mass_times(const Eigen::MatrixBase<X>& v) const {
+    return prm.mass * v;
+  }
+  template <class X>
+  TETHER_HD VecOf<X> inverse_mass_times(const Eigen::MatrixBase<X>& p) const {
+    return p / prm.mass;
+  }
   TETHER_HD Vec<3> sqrt_mass_times(const Vec<3>& v) const { return sqrt(prm.mass) * v; }
 
   // g(q) = (|q|^2 - L^2) / (2L): in length units, ~ |q| - L near the sphere.
-  TETHER_HD Vec<1> constraints(const Vec<3>& q) const {
-    return Vec<1>((q.squaredNorm() - prm.length * prm.length) / (2 * prm.length));
+  template <class X>
+  TETHER_HD Vec<1, typename X::Scalar> constraints(const Eigen::MatrixBase<X>& q) const {
+    return Vec<1, typename X::Scalar>((q.squaredNorm() - prm.length * prm.length) / (2 * prm.length));
   }
   // G(q) = q^T / L.
-  TETHER_HD Vec<1> constraint_jacobian_times(const Vec<3>& q, const Vec<3>& v) const {
-    return Vec<1>(q.dot(v) / prm.length);
+  template <class X, class Y>
+  TETHER_HD Vec<1, typename X::Scalar> constraint_jacobian_times(const Eigen::MatrixBase<X>& q,
+                                                                  const Eigen::MatrixBase<Y>& v) const {
+    return Vec<1, typename X::Scalar>(q.dot(v) / prm.length);
   }
-  TETHER_HD Vec<3> constraint_transpose_times(const Vec<3>& q, const Vec<1>& lambda) const {
+  template <class X, class Y>
+  TETHER_HD VecOf<X> constraint_transpose_times(const Eigen::MatrixBase<X>& q, const Eigen::MatrixBase<Y>& lambda) const {
     return q * (lambda[0] / prm.length);
   }
   // G(qa) M^-1 G(qb)^T.
-  TETHER_HD Gram gram(const Vec<3>& qa, const Vec<3>& qb) const {
-    Gram m;
+  template <class X, class Y>
+  TETHER_HD DenseMatrix<1, typename X::Scalar> gram(const Eigen::MatrixBase<X>& qa, const Eigen::MatrixBase<Y>& qb) const {
+    DenseMatrix<1, typename X::Scalar> m;
     m.a(0, 0) = qa.dot(qb) / (prm.mass * prm.length * prm.length);
     return m;
   }

@@ -1,7 +1,9 @@
 #pragma once
-// cpu: the very step code the GPU runs (advance_trajectory), on all cores,
-// carrying the end-of-step force where the method can (registers are no
-// concern here; a force evaluation saved is).
+// cpu: the very step code the GPU runs, on all cores: in lanes of cpu_lanes
+// trajectories (advance_lanes) where the system and method are written for
+// any scalar, else one trajectory at a time (advance_trajectory); carrying the
+// end-of-step force where the method can (registers are no concern here; a
+// force evaluation saved is).
 #include "backends/backend.hpp"
 
 namespace tether {
@@ -15,8 +17,16 @@ class CpuBackend final : public Backend {
 
   void advance(int nsteps, std::int64_t steps_before) override {
     const EnsembleView v = view_;
+    if constexpr (runs_in_lanes<S, M>) {
+      constexpr int W = cpu_lanes;
+      const std::int64_t groups = (v.count + W - 1) / W;
+#pragma omp parallel for schedule(dynamic, 64 / W) if (v.count >= parallel_threshold)
+      for (std::int64_t g = 0; g < groups; ++g) advance_lanes<W, S, M>(sys_, method_, ctl_, v, g * W, nsteps, steps_before);
+    } else {
 #pragma omp parallel for schedule(dynamic, 64) if (v.count >= parallel_threshold)
-    for (std::int64_t i = 0; i < v.count; ++i) advance_trajectory<S, M, M, true>(sys_, method_, ctl_, v, i, nsteps, steps_before);
+      for (std::int64_t i = 0; i < v.count; ++i)
+        advance_trajectory<S, M, M, true>(sys_, method_, ctl_, v, i, nsteps, steps_before);
+    }
   }
 
   Observation observe(std::vector<Real>& chunk_sums) override {

@@ -1,0 +1,298 @@
+#pragma once
+// Several trajectories in lockstep on one CPU core: a scalar type whose every
+// operation acts on W independent lanes, so that the step code, written once
+// for a scalar T, runs W trajectories per instruction stream on the cpu
+// backend (in the vector units, and with W independent dependency chains
+// where one trajectory's Newton solve is a serial chain of latencies) while
+// a GPU thread runs it with T = Real. The same source either way.
+//
+// Control flow that depends on values (Newton's convergence test, a failed
+// solve) is written with masks: Mask<T> is bool for Real and one flag per
+// lane for Lanes<W>; select(m, a, b) picks per lane; any/all reduce. A lane
+// that has converged is frozen by select, so its arithmetic is the very
+// sequence a lone trajectory would run (the number of iterations, the
+// updates), whatever its neighbours do.
+#include <Eigen/Core>
+#include <cmath>
+
+#include "tether/core/status.hpp"
+#include "tether/core/types.hpp"
+
+namespace tether {
+// The lane types and their arithmetic live in tether::simd, so that sqrt and
+// fabs on a Real in namespace tether keep resolving to the C library while
+// argument-dependent lookup finds these for lanes (as core/dual.hpp does).
+namespace simd {
+
+// GCC/Clang vector types: one operation is one instruction on W doubles
+// where the instruction set has them (two or four where it has narrower
+// ones). Host code only: a GPU thread runs the step code with Real.
+template <int W>
+struct Lanes {
+  static_assert(W == 2 || W == 4 || W == 8, "a power of two that fills whole vector registers");
+  typedef Real Vector __attribute__((vector_size(W * sizeof(Real))));
+  Vector v;
+  Lanes() = default;
+  Lanes(Real x) : v(Vector{} + x) {}  // a constant: the same in every lane
+  static Lanes of(Vector x) {
+    Lanes r;
+    r.v = x;
+    return r;
+  }
+};
+
+// A lane's flag is all ones or zero (what vector comparisons give); the
+// operations below read any non-zero as set.
+template <int W>
+struct LaneMask {
+  typedef long long Vector __attribute__((vector_size(W * sizeof(long long))));
+  Vector m;
+  LaneMask() = default;
+  LaneMask(bool b) : m(Vector{} - (long long)b) {}
+  static LaneMask of(Vector x) {
+    LaneMask r;
+    r.m = x;
+    return r;
+  }
+};
+
+#define TETHER_LANES_OP(op)                                                                                   \
+  template <int W>                                                                                            \
+  Lanes<W> operator op(const Lanes<W>& a, const Lanes<W>& b) {                                                \
+    return Lanes<W>::of(a.v op b.v);                                                                          \
+  }                                                                                                           \
+  template <int W>                                                                                            \
+  Lanes<W> operator op(const Lanes<W>& a, Real b) {                                                           \
+    return Lanes<W>::of(a.v op b);                                                                            \
+  }                                                                                                           \
+  template <int W>                                                                                            \
+  Lanes<W> operator op(Real a, const Lanes<W>& b) {                                                           \
+    return Lanes<W>::of(a op b.v);                                                                            \
+  }                                                                                                           \
+  template <int W>                                                                                            \
+  Lanes<W>& operator op##=(Lanes<W>& a, const Lanes<W>& b) {                                                  \
+    a.v = a.v op b.v;                                                                                         \
+    return a;                                                                                                 \
+  }
+TETHER_LANES_OP(+)
+TETHER_LANES_OP(-)
+TETHER_LANES_OP(*)
+TETHER_LANES_OP(/)
+#undef TETHER_LANES_OP
+
+template <int W>
+Lanes<W> operator-(const Lanes<W>& a) {
+  return Lanes<W>::of(-a.v);
+}
+
+#define TETHER_LANES_CMP(op)                                     \
+  template <int W>                                               \
+  LaneMask<W> operator op(const Lanes<W>& a, const Lanes<W>& b) { \
+    return LaneMask<W>::of(a.v op b.v);                          \
+  }
+TETHER_LANES_CMP(<)
+TETHER_LANES_CMP(<=)
+TETHER_LANES_CMP(==)
+#undef TETHER_LANES_CMP
+
+template <int W>
+LaneMask<W> operator&(const LaneMask<W>& a, const LaneMask<W>& b) {
+  return LaneMask<W>::of((a.m != 0) & (b.m != 0));
+}
+template <int W>
+LaneMask<W> operator!(const LaneMask<W>& a) {
+  return LaneMask<W>::of(a.m == 0);
+}
+
+template <int W>
+Lanes<W> sqrt(const Lanes<W>& a) {
+  Lanes<W> r;
+  for (int l = 0; l < W; ++l) r.v[l] = __builtin_sqrt(a.v[l]);
+  return r;
+}
+template <int W>
+Lanes<W> fabs(const Lanes<W>& a) {
+  return Lanes<W>::of(a.v < 0 ? -a.v : a.v);
+}
+template <int W>
+Lanes<W> abs(const Lanes<W>& a) {
+  return fabs(a);
+}
+
+}  // namespace simd
+using simd::LaneMask;
+using simd::Lanes;
+
+// --- What the step code is written against: one spelling for Real and lanes.
+
+template <int W>
+struct LaneInts {  // an iteration count per lane
+  int v[W];
+};
+template <int W>
+struct LaneStatuses {  // a step's outcome per lane
+  Status v[W];
+};
+
+template <class T>
+struct LaneTraits {  // T = Real: one lane
+  static constexpr int width = 1;
+  using Mask = bool;
+  using Int = int;
+  using StatusT = Status;
+};
+template <int W>
+struct LaneTraits<Lanes<W>> {
+  static constexpr int width = W;
+  using Mask = LaneMask<W>;
+  using Int = LaneInts<W>;
+  using StatusT = LaneStatuses<W>;
+};
+
+template <class T>
+using Mask = typename LaneTraits<T>::Mask;
+template <class T>
+using LaneInt = typename LaneTraits<T>::Int;
+template <class T>
+using LaneStatus = typename LaneTraits<T>::StatusT;
+template <class T>
+constexpr int lane_count = LaneTraits<T>::width;
+
+// The same value in every lane.
+template <class L, class V>
+TETHER_HD L uniform(const V& value) {
+  if constexpr (requires { L::v; }) {
+    L r;
+    for (auto& x : r.v) x = value;
+    return r;
+  } else {
+    return L(value);
+  }
+}
+
+TETHER_HD inline bool any(bool m) { return m; }
+TETHER_HD inline bool none(bool m) { return !m; }
+template <int W>
+bool any(const LaneMask<W>& a) {
+  bool r = false;
+  for (int l = 0; l < W; ++l) r = r || a.m[l] != 0;
+  return r;
+}
+template <int W>
+bool none(const LaneMask<W>& a) {
+  return !any(a);
+}
+
+TETHER_HD inline Real select(bool m, Real a, Real b) { return m ? a : b; }
+template <int W>
+Lanes<W> select(const LaneMask<W>& m, const Lanes<W>& a, const Lanes<W>& b) {
+  return Lanes<W>::of(m.m != 0 ? a.v : b.v);
+}
+template <int N, class T>
+TETHER_HD Vec<N, T> select(const Mask<T>& m, const Vec<N, T>& a, const Vec<N, T>& b) {
+  Vec<N, T> r;
+  for (int i = 0; i < N; ++i) r[i] = select(m, a[i], b[i]);
+  return r;
+}
+
+// Lane l of a value (Real has the one lane 0). A lane of Lanes<W> is read
+// and written as x.v[l] (a vector element has no address).
+TETHER_HD inline Real& lane(Real& x, int) { return x; }
+TETHER_HD inline Real lane(const Real& x, int) { return x; }
+template <int W>
+Real lane(const Lanes<W>& x, int l) {
+  return x.v[l];
+}
+TETHER_HD inline bool lane(bool m, int) { return m; }
+template <int W>
+bool lane(const LaneMask<W>& m, int l) {
+  return m.m[l] != 0;
+}
+TETHER_HD inline int& lane(int& x, int) { return x; }
+TETHER_HD inline Status& lane(Status& x, int) { return x; }
+template <int W>
+TETHER_HD int& lane(LaneInts<W>& x, int l) {
+  return x.v[l];
+}
+template <int W>
+TETHER_HD Status& lane(LaneStatuses<W>& x, int l) {
+  return x.v[l];
+}
+
+// The lanes whose outcome is ok.
+TETHER_HD inline bool is_ok(Status s) { return s == Status::ok; }
+template <int W>
+LaneMask<W> is_ok(const LaneStatuses<W>& s) {
+  LaneMask<W> r;
+  for (int l = 0; l < W; ++l) r.m[l] = s.v[l] == Status::ok ? -1 : 0;
+  return r;
+}
+
+// Per lane, the first of two outcomes that is not ok (a step's stages in order).
+TETHER_HD inline Status first_failure(Status a, Status b) { return a != Status::ok ? a : b; }
+template <int W>
+TETHER_HD LaneStatuses<W> first_failure(LaneStatuses<W> a, const LaneStatuses<W>& b) {
+  for (int l = 0; l < W; ++l)
+    if (a.v[l] == Status::ok) a.v[l] = b.v[l];
+  return a;
+}
+
+// Sets what a mask selects: per lane for lanes, the value itself for Real.
+template <class V>
+TETHER_HD void set_where(bool m, V& x, const V& value) {
+  if (m) x = value;
+}
+template <int W, class L, class V>
+void set_where(const LaneMask<W>& m, L& x, const V& value) {
+  for (int l = 0; l < W; ++l)
+    if (m.m[l]) x.v[l] = value;
+}
+TETHER_HD inline void add_where(bool m, int& x, int d) {
+  if (m) x += d;
+}
+template <int W>
+void add_where(const LaneMask<W>& m, LaneInts<W>& x, int d) {
+  for (int l = 0; l < W; ++l) x.v[l] += m.m[l] != 0 ? d : 0;
+}
+
+// The Real helpers of types.hpp, lane by lane.
+template <int W>
+LaneMask<W> is_finite(const Lanes<W>& x) {
+  return LaneMask<W>::of((x.v - x.v) == 0);
+}
+template <int N, int W>
+LaneMask<W> all_finite(const Vec<N, Lanes<W>>& v) {
+  LaneMask<W> r(true);
+  for (int i = 0; i < N; ++i) r = r & is_finite(v[i]);
+  return r;
+}
+template <int N, int W>
+Lanes<W> max_abs(const Vec<N, Lanes<W>>& v) {
+  Lanes<W> m(Real(0));
+  for (int i = 0; i < N; ++i) {
+    const auto a = v[i].v < 0 ? -v[i].v : v[i].v;
+    m.v = a <= m.v ? m.v : a;  // also propagates NaN
+  }
+  return m;
+}
+
+}  // namespace tether
+
+namespace Eigen {
+template <int W>
+struct NumTraits<tether::simd::Lanes<W>> : GenericNumTraits<double> {
+  using Real = tether::Lanes<W>;
+  using NonInteger = tether::Lanes<W>;
+  using Nested = tether::Lanes<W>;
+  using Literal = tether::Lanes<W>;
+  enum { IsComplex = 0, IsInteger = 0, IsSigned = 1, RequireInitialization = 0, ReadCost = W, AddCost = W, MulCost = W };
+};
+template <int W, typename Op>
+struct ScalarBinaryOpTraits<tether::simd::Lanes<W>, double, Op> {
+  using ReturnType = tether::Lanes<W>;
+};
+template <int W, typename Op>
+struct ScalarBinaryOpTraits<double, tether::simd::Lanes<W>, Op> {
+  using ReturnType = tether::Lanes<W>;
+};
+}  // namespace Eigen

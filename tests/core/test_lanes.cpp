@@ -1,0 +1,174 @@
+// Step code in lanes (core/lanes.hpp): W trajectories stepped in lockstep
+// must each get what the same step code gives it alone, and no lane may
+// depend on its neighbours, converged, failing or fast.
+#include <gtest/gtest.h>
+
+#include <array>
+#include <cmath>
+
+#include "holonomic_cases.hpp"
+#include "tether/core/lanes.hpp"
+#include "tether/ensemble/advance.hpp"
+#include "tether/methods/rattle.hpp"
+#include "tether/systems/chain.hpp"
+#include "tether/systems/spherical_pendulum.hpp"
+
+namespace tether {
+namespace {
+
+constexpr int W = 4;
+using L = Lanes<W>;
+
+TEST(Lanes, ArithmeticSelectAndMasksActLaneByLane) {
+  L a, b;
+  for (int l = 0; l < W; ++l) {
+    a.v[l] = 1 + l;
+    b.v[l] = 4 - 2 * l;
+  }
+  const L c = (a * b - 1) / 2 + sqrt(a * a);
+  const LaneMask<W> less = a < b;
+  const L pick = select(less, a, b);
+  for (int l = 0; l < W; ++l) {
+    EXPECT_EQ(c.v[l], ((1.0 + l) * (4 - 2 * l) - 1) / 2 + (1.0 + l));
+    EXPECT_EQ(lane(less, l), 1.0 + l < 4.0 - 2 * l);
+    EXPECT_EQ(pick.v[l], std::min(1.0 + l, 4.0 - 2 * l));
+  }
+  EXPECT_TRUE(any(less));
+  EXPECT_FALSE(none(less));
+  EXPECT_TRUE(none(a < L(0.5)));
+  Vec<2, L> v;
+  v[0] = a;
+  v[1] = b;
+  v[1].v[2] = std::nan("");
+  const LaneMask<W> finite = all_finite(v);
+  const L m = max_abs(v);
+  for (int l = 0; l < W; ++l) {
+    EXPECT_EQ(lane(finite, l), l != 2);
+    if (l != 2) EXPECT_EQ(m.v[l], std::max(std::fabs(a.v[l]), std::fabs(b.v[l])));
+  }
+  EXPECT_TRUE(std::isnan(m.v[2])) << "max_abs propagates NaN per lane";
+}
+
+// On the sphere at polar angle th (from the downward vertical) and azimuth
+// ph, moving at speed w along e_phi and 0.5 along e_theta.
+PhaseState<SphericalPendulum> pendulum(const SphericalPendulum& sys, Real th, Real ph, Real w) {
+  PhaseState<SphericalPendulum> s;
+  const Real L = sys.prm.length;
+  s.q = L * Vec3(std::sin(th) * std::cos(ph), std::sin(th) * std::sin(ph), -std::cos(th));
+  const Vec3 e_th(std::cos(th) * std::cos(ph), std::cos(th) * std::sin(ph), std::sin(th)), e_ph(-std::sin(ph), std::cos(ph), 0);
+  s.p = sys.prm.mass * (0.5 * e_th + w * e_ph);
+  test::put_on_manifold(sys, s);
+  return s;
+}
+
+template <class S>
+void put_lane(PhaseState<S, L>& g, int l, const PhaseState<S>& x) {
+  for (int c = 0; c < S::dof; ++c) {
+    g.q[c].v[l] = x.q[c];
+    g.p[c].v[l] = x.p[c];
+  }
+}
+
+template <class S>
+PhaseState<S> get_lane(const PhaseState<S, L>& g, int l) {
+  PhaseState<S> x;
+  for (int c = 0; c < S::dof; ++c) {
+    x.q[c] = g.q[c].v[l];
+    x.p[c] = g.p[c].v[l];
+  }
+  x.q_prev = x.q;
+  return x;
+}
+
+// Steps four states alone (Real) and together (lanes) with the force
+// carried in both; returns the largest difference, and the per-lane
+// outcome of the group's last step.
+template <class S>
+Real lanes_against_alone(const S& sys, const std::array<PhaseState<S>, W>& x0, Real h, int steps,
+                         const NewtonOptions& opt = {}) {
+  PhaseState<S, L> group;
+  for (int l = 0; l < W; ++l) put_lane(group, l, x0[l]);
+  group.q_prev = group.q;
+  ForceCarry<S, L> carry;
+  Real worst = 0;
+  std::array<PhaseState<S>, W> alone = x0;
+  std::array<ForceCarry<S>, W> carries;
+  for (int n = 0; n < steps; ++n) {
+    LaneInt<L> it = uniform<LaneInt<L>>(0);
+    const LaneStatus<L> st = Rattle::step(sys, group, h, opt, it, &carry);
+    for (int l = 0; l < W; ++l) {
+      int it1 = 0;
+      const Status s1 = Rattle::step(sys, alone[l], h, opt, it1, &carries[l]);
+      EXPECT_EQ(st.v[l], s1) << "lane " << l << " step " << n;
+      EXPECT_EQ(it.v[l], it1) << "lane " << l << " step " << n << ": Newton iterations";
+      const PhaseState<S> y = get_lane(group, l);
+      worst = std::max({worst, max_abs(Vec<S::dof>(y.q - alone[l].q)), max_abs(Vec<S::dof>(y.p - alone[l].p))});
+    }
+  }
+  return worst;
+}
+
+TEST(LanesRattle, EachLaneOfAChainIsTheTrajectoryAlone) {
+  const Chain<8> sys = test::make_chain<8>();
+  std::array<PhaseState<Chain<8>>, W> x0;
+  for (int l = 0; l < W; ++l)
+    x0[l] = test::chain_state(
+        sys, [&](int i) { return sys.prm.bend_angle + 0.1 * std::sin(1.3 * i + l); },
+        [&](int i) { return 3.14159265358979 + 0.5 * std::sin(2.1 * i + 0.7 * l); });
+  // Same iterations and outcomes every step; states equal to roundoff
+  // (Eigen may sum a Real dot product in another order than a lane's), grown
+  // over 300 steps of a chaotic chain: ~2e-12 in p, whose entries are O(10).
+  EXPECT_LT(lanes_against_alone(sys, x0, 0.002, 300), 1e-11);
+}
+
+TEST(LanesRattle, EachLaneOfASphericalPendulumIsTheTrajectoryAlone) {
+  const SphericalPendulum sys;
+  std::array<PhaseState<SphericalPendulum>, W> x0;
+  for (int l = 0; l < W; ++l) x0[l] = pendulum(sys, 0.3 + 0.4 * l, 0.7 * l, 1.5 - 0.3 * l);
+  EXPECT_LT(lanes_against_alone(sys, x0, 0.01, 500), 1e-12);
+}
+
+// The lanes of a group are independent: replacing one lane's trajectory by
+// one that fails (too fast for Newton to converge in 3 iterations) changes
+// no bit of the others, and the failing lane keeps its last good state.
+TEST(LanesRattle, AFailingLaneLeavesTheOthersBitForBit) {
+  const SphericalPendulum sys;
+  const NewtonOptions opt{1e-13, 3};
+  std::array<PhaseState<SphericalPendulum>, W> calm, mixed;
+  for (int l = 0; l < W; ++l) calm[l] = pendulum(sys, 0.3 + 0.4 * l, 0.7 * l, 1.0);
+  mixed = calm;
+  mixed[2] = pendulum(sys, 1.0, 0.2, 60.0);
+  PhaseState<SphericalPendulum, L> a, b;
+  for (int l = 0; l < W; ++l) {
+    put_lane(a, l, calm[l]);
+    put_lane(b, l, mixed[l]);
+  }
+  a.q_prev = a.q;
+  b.q_prev = b.q;
+  bool failed = false;
+  for (int n = 0; n < 50; ++n) {
+    LaneInt<L> ia = uniform<LaneInt<L>>(0), ib = uniform<LaneInt<L>>(0);
+    const LaneStatus<L> sa = Rattle::step(sys, a, 0.05, opt, ia);
+    const PhaseState<SphericalPendulum> before = get_lane(b, 2);
+    const LaneStatus<L> sb = Rattle::step(sys, b, 0.05, opt, ib);
+    for (int l : {0, 1, 3}) {
+      ASSERT_EQ(sa.v[l], Status::ok);
+      ASSERT_EQ(sb.v[l], Status::ok);
+      EXPECT_EQ(ia.v[l], ib.v[l]);
+      const PhaseState<SphericalPendulum> ya = get_lane(a, l), yb = get_lane(b, l);
+      ASSERT_EQ(ya.q, yb.q) << "lane " << l << " step " << n;
+      ASSERT_EQ(ya.p, yb.p) << "lane " << l << " step " << n;
+    }
+    if (sb.v[2] != Status::ok) {
+      EXPECT_EQ(sb.v[2], Status::newton_not_converged);
+      EXPECT_EQ(get_lane(b, 2).q, before.q) << "a failed lane keeps its last good state";
+      EXPECT_EQ(get_lane(b, 2).p, before.p);
+      failed = true;
+      break;
+    }
+  }
+  EXPECT_TRUE(failed) << "the fast lane was meant to fail";
+}
+
+}  // namespace
+}  // namespace tether
