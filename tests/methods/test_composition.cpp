@@ -100,7 +100,11 @@ TEST(Composition, RattleReachesOrders4To8) {
 TEST(Composition, ConstrainedMidpointReachesOrders4To8) {
   expect_order<ConstrainedMidpoint>(CompositionScheme::triple_jump, CompositionForm::intrinsic, {10, 20, 40});
   expect_order<ConstrainedMidpoint>(CompositionScheme::kahan_li6, CompositionForm::intrinsic, {10, 20, 40});
-  expect_order<ConstrainedMidpoint>(CompositionScheme::kahan_li8, CompositionForm::intrinsic, {7, 10, 14});
+  // Errors fall from 1e-8 at 6 steps to 1e-11 at 14, where the midpoint
+  // stage's fixed point (238 substeps) starts to set a floor: the local order
+  // sinks from 7.9 to 7.5-7.6 there, by how much depends on the instruction
+  // set (FMA). 5 -> 7 is not yet asymptotic (9.3). Hence 6, 8, 11.
+  expect_order<ConstrainedMidpoint>(CompositionScheme::kahan_li8, CompositionForm::intrinsic, {6, 8, 11});
 }
 
 TEST(Composition, SymplecticEulerPairReachesOrders4To8InBothForms) {
