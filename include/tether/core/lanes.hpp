@@ -112,7 +112,9 @@ Lanes<W> sqrt(const Lanes<W>& a) {
 }
 template <int W>
 Lanes<W> fabs(const Lanes<W>& a) {
-  return Lanes<W>::of(a.v < 0 ? -a.v : a.v);
+  Lanes<W> r;
+  for (int l = 0; l < W; ++l) r.v[l] = __builtin_fabs(a.v[l]);
+  return r;
 }
 template <int W>
 Lanes<W> abs(const Lanes<W>& a) {
@@ -271,7 +273,7 @@ Lanes<W> max_abs(const Vec<N, Lanes<W>>& v) {
   Lanes<W> m(Real(0));
   for (int i = 0; i < N; ++i) {
     const auto a = v[i].v < 0 ? -v[i].v : v[i].v;
-    m.v = a <= m.v ? m.v : a;  // also propagates NaN
+    m.v = a <= m.v ? m.v : a;  // as max_abs on Real, lane by lane
   }
   return m;
 }

@@ -37,7 +37,7 @@ TETHER_HD Real max_abs(const Vec<N>& v) {
   Real m = 0;
   for (int i = 0; i < N; ++i) {
     const Real a = v[i] < 0 ? -v[i] : v[i];
-    if (!(a <= m)) m = a;  // also propagates NaN
+    if (!(a <= m)) m = a;  // a NaN wins over what came before it (callers check finiteness first)
   }
   return m;
 }

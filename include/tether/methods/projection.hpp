@@ -170,7 +170,10 @@ TETHER_HD LaneStatus<T> project_and_recover(const System& sys, PhaseState<System
   const LaneStatus<T> st = solve_position_multipliers(sys, q_pred, s.q, opt, q1, iterations);
   if (none(is_ok(st))) return st;
   V p1 = sys.mass_times(V(q1 - s.q)) / h;
-  if (end_kick == 0) return finish_step(sys, s, q1, p1, st);
+  if (end_kick == 0) {  // no end force to carry: a carry given would go stale
+    if (carry != nullptr) carry->valid = false;
+    return finish_step(sys, s, q1, p1, st);
+  }
   const V force1 = sys.potential_gradient(q1);
   p1 -= end_kick * h * force1;
   const LaneStatus<T> done = finish_step(sys, s, q1, p1, st);
