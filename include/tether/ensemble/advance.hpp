@@ -1,7 +1,8 @@
 #pragma once
-// The per-trajectory loop, written once for every backend: the cpu backend
-// calls it from an OpenMP loop, the cuda kernel from one thread per
-// trajectory. State stays in registers for all nsteps steps.
+// The per-trajectory loop, written once for every backend: the cuda kernel
+// calls it from one thread per trajectory, the cpu backend from an OpenMP
+// loop (or advance_lanes below: the same loop for W trajectories in
+// lockstep). State stays in registers for all nsteps steps.
 #include <type_traits>
 
 #include "tether/core/lanes.hpp"
