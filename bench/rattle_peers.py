@@ -33,15 +33,13 @@ sets how many trajectories the cpu backend steps per vector instruction.
 import argparse
 import json
 import os
-import subprocess
 import sys
-import tempfile
 import time
 
 import numpy as np
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from run_shoot_bench import ROOT, provenance, save_result  # noqa: E402
+from run_shoot_bench import ROOT, provenance, save_result, tether_output  # noqa: E402
 
 EPS = 2.220446049250313e-16
 TOL, MAX_IT = 1e-13, 50
@@ -63,17 +61,12 @@ def cases(quick):
             ("chain16", chain_config(16), 10000 // k, 0.002, 500 // k)]
 
 
-def run_tether(binary, config, size, dt, steps, threads, out):
+def run_tether(binary, config, size, dt, steps, threads):
     config = dict(config, backend="cpu", output={"every": max(steps, 1), "final_states": True})
     config["method"] = dict(config["method"], dt=dt, steps=steps, newton={"tolerance": TOL, "max_iterations": MAX_IT})
     config["ensemble"] = dict(config["ensemble"], size=size)
-    path = out + ".json"
-    with open(path, "w") as f:
-        json.dump(config, f)
-    subprocess.run([binary, "run", path, "--out", out, "--threads", str(threads), "--quiet"], check=True)
-    with open(os.path.join(out, "summary.json")) as f:
-        summary = json.load(f)
-    table = np.genfromtxt(os.path.join(out, "final.csv"), delimiter=",", names=True, dtype=None, encoding="ascii")
+    with tether_output(binary, "run", config, threads) as (out, summary):
+        table = np.genfromtxt(os.path.join(out, "final.csv"), delimiter=",", names=True, dtype=None, encoding="ascii")
     dof = sum(1 for name in table.dtype.names if name.startswith("q"))
     q = np.stack([table[f"q{c}"] for c in range(dof)], axis=1).astype(np.float64)
     p = np.stack([table[f"p{c}"] for c in range(dof)], axis=1).astype(np.float64)
@@ -396,76 +389,74 @@ def main():
     numba.set_num_threads(args.threads)
 
     results = []
-    with tempfile.TemporaryDirectory() as tmp:
-        for name, config, size, dt, steps in cases(args.quick):
-            if name not in args.cases.split(","):
-                continue
-            prm = config["system"]["parameters"]
-            _, q0, p0, _ = run_tether(args.tether, config, size, dt, 0, args.threads, os.path.join(tmp, name + "-start"))
-            dof = q0.shape[1]
+    for name, config, size, dt, steps in cases(args.quick):
+        if name not in args.cases.split(","):
+            continue
+        prm = config["system"]["parameters"]
+        _, q0, p0, _ = run_tether(args.tether, config, size, dt, 0, args.threads)
+        dof = q0.shape[1]
 
-            def numba_call(fsal, Q, P, nsteps):
-                if name == "spherical_pendulum":
-                    return pendulum_run(Q, P, nsteps, prm["mass"], prm["length"], prm["gravity"], dt)
-                Q3, P3 = Q.reshape(len(Q), dof // 3, 3), P.reshape(len(P), dof // 3, 3)
-                tor = np.array(prm["torsion"], dtype=np.float64)
-                return chain_run(Q3, P3, nsteps, prm["mass"], prm["bond_length"], prm["bend_stiffness"],
-                                 np.cos(np.radians(prm["bend_angle_degrees"])), tor, bool(np.any(tor != 0)), dt, fsal)
+        def numba_call(fsal, Q, P, nsteps):
+            if name == "spherical_pendulum":
+                return pendulum_run(Q, P, nsteps, prm["mass"], prm["length"], prm["gravity"], dt)
+            Q3, P3 = Q.reshape(len(Q), dof // 3, 3), P.reshape(len(P), dof // 3, 3)
+            tor = np.array(prm["torsion"], dtype=np.float64)
+            return chain_run(Q3, P3, nsteps, prm["mass"], prm["bond_length"], prm["bend_stiffness"],
+                             np.cos(np.radians(prm["bend_angle_degrees"])), tor, bool(np.any(tor != 0)), dt, fsal)
 
-            runners = {}
-            if "numba" in peers or "numba_fsal" in peers:
-                for fsal in (False, True):
-                    numba_call(fsal, q0[:4].copy(), p0[:4].copy(), 2)  # compile
-            if "numba" in peers:
-                runners["numba"] = lambda Q, P: numba_call(False, Q, P, steps)
-            if "numba_fsal" in peers and name != "spherical_pendulum":
-                runners["numba_fsal"] = lambda Q, P: numba_call(True, Q, P, steps)
-            if "jax" in peers:
-                jf = jax_runner(name, prm, dt, steps)
-                shape = (size, dof // 3, 3) if name != "spherical_pendulum" else (size, 3)
+        runners = {}
+        if "numba" in peers or "numba_fsal" in peers:
+            for fsal in (False, True):
+                numba_call(fsal, q0[:4].copy(), p0[:4].copy(), 2)  # compile
+        if "numba" in peers:
+            runners["numba"] = lambda Q, P: numba_call(False, Q, P, steps)
+        if "numba_fsal" in peers and name != "spherical_pendulum":
+            runners["numba_fsal"] = lambda Q, P: numba_call(True, Q, P, steps)
+        if "jax" in peers:
+            jf = jax_runner(name, prm, dt, steps)
+            shape = (size, dof // 3, 3) if name != "spherical_pendulum" else (size, 3)
 
-                def jax_call(Q, P, jf=jf, shape=shape):
-                    q, p = jf(Q.reshape(shape), P.reshape(shape))
-                    q.block_until_ready()
-                    Q[:] = np.asarray(q).reshape(Q.shape)
-                    P[:] = np.asarray(p).reshape(P.shape)
-                jax_call(q0.copy(), p0.copy())  # compile (same shapes as the timed calls)
-                runners["jax"] = jax_call
+            def jax_call(Q, P, jf=jf, shape=shape):
+                q, p = jf(Q.reshape(shape), P.reshape(shape))
+                q.block_until_ready()
+                Q[:] = np.asarray(q).reshape(Q.shape)
+                P[:] = np.asarray(p).reshape(P.shape)
+            jax_call(q0.copy(), p0.copy())  # compile (same shapes as the timed calls)
+            runners["jax"] = jax_call
 
-            rates = {k: [] for k in ["tether_cpu", *runners]}
-            finals = {}
-            for r in range(args.repeats):
-                summary, qt, pt, failed = run_tether(args.tether, config, size, dt, steps, args.threads,
-                                                     os.path.join(tmp, f"{name}-{r}"))
-                rates["tether_cpu"].append(summary["trajectory_steps_per_second"])
-                finals["tether_cpu"] = (qt, pt, failed)
-                for peer, call in runners.items():
-                    Q, P = q0.copy(), p0.copy()
-                    t0 = time.perf_counter()
-                    call(Q, P)
-                    seconds = time.perf_counter() - t0
-                    rates[peer].append(size * steps / seconds)
-                    finals[peer] = (Q, P, None)
-                print(f"{name} repeat {r + 1}: " + ", ".join(f"{k} {v[-1]:.3e}" for k, v in rates.items()),
-                      file=sys.stderr)
+        rates = {k: [] for k in ["tether_cpu", *runners]}
+        finals = {}
+        for r in range(args.repeats):
+            summary, qt, pt, failed = run_tether(args.tether, config, size, dt, steps, args.threads)
+            rates["tether_cpu"].append(summary["trajectory_steps_per_second"])
+            finals["tether_cpu"] = (qt, pt, failed)
+            for peer, call in runners.items():
+                Q, P = q0.copy(), p0.copy()
+                t0 = time.perf_counter()
+                call(Q, P)
+                seconds = time.perf_counter() - t0
+                rates[peer].append(size * steps / seconds)
+                finals[peer] = (Q, P, None)
+            print(f"{name} repeat {r + 1}: " + ", ".join(f"{k} {v[-1]:.3e}" for k, v in rates.items()),
+                  file=sys.stderr)
 
-            qt, pt, failed = finals["tether_cpu"]
-            record = {"case": name, "trajectories": size, "steps": steps, "dt": dt, "tether_failed": failed,
-                      "trajectory_steps_per_second": {k: max(v) for k, v in rates.items()},
-                      "each": rates, "max_abs_difference_from_tether": {}}
-            for peer in runners:
-                Q, P, _ = finals[peer]
-                per_q = np.max(np.abs(Q - qt), axis=1)
-                record["max_abs_difference_from_tether"][peer] = {
-                    "q": float(np.max(per_q)), "p": float(np.max(np.abs(P - pt))),
-                    "q_median_over_trajectories": float(np.median(per_q)),
-                    "q_99th_percentile_over_trajectories": float(np.percentile(per_q, 99))}
-            best_peer = max((v for k, v in record["trajectory_steps_per_second"].items() if k.startswith("numba")),
-                            default=None)
-            if best_peer:
-                record["tether_over_best_numba"] = record["trajectory_steps_per_second"]["tether_cpu"] / best_peer
-            results.append(record)
-            print(json.dumps(record), file=sys.stderr)
+        qt, pt, failed = finals["tether_cpu"]
+        record = {"case": name, "trajectories": size, "steps": steps, "dt": dt, "tether_failed": failed,
+                  "trajectory_steps_per_second": {k: max(v) for k, v in rates.items()},
+                  "each": rates, "max_abs_difference_from_tether": {}}
+        for peer in runners:
+            Q, P, _ = finals[peer]
+            per_q = np.max(np.abs(Q - qt), axis=1)
+            record["max_abs_difference_from_tether"][peer] = {
+                "q": float(np.max(per_q)), "p": float(np.max(np.abs(P - pt))),
+                "q_median_over_trajectories": float(np.median(per_q)),
+                "q_99th_percentile_over_trajectories": float(np.percentile(per_q, 99))}
+        best_peer = max((v for k, v in record["trajectory_steps_per_second"].items() if k.startswith("numba")),
+                        default=None)
+        if best_peer:
+            record["tether_over_best_numba"] = record["trajectory_steps_per_second"]["tether_cpu"] / best_peer
+        results.append(record)
+        print(json.dumps(record), file=sys.stderr)
 
     with open(os.path.join(os.path.dirname(os.path.abspath(args.tether)), "CMakeCache.txt")) as f:
         arch = next((line.split("=", 1)[1].strip() for line in f if line.startswith("TETHER_CPU_ARCH:")), "")

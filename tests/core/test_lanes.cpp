@@ -30,7 +30,7 @@ TEST(Lanes, ArithmeticSelectAndMasksActLaneByLane) {
   const L pick = select(less, a, b);
   for (int l = 0; l < W; ++l) {
     EXPECT_EQ(c.v[l], ((1.0 + l) * (4 - 2 * l) - 1) / 2 + (1.0 + l));
-    EXPECT_EQ(lane(less, l), 1.0 + l < 4.0 - 2 * l);
+    EXPECT_EQ(less.m[l] != 0, 1.0 + l < 4.0 - 2 * l);
     EXPECT_EQ(pick.v[l], std::min(1.0 + l, 4.0 - 2 * l));
   }
   EXPECT_TRUE(any(less));
@@ -43,7 +43,7 @@ TEST(Lanes, ArithmeticSelectAndMasksActLaneByLane) {
   const LaneMask<W> finite = all_finite(v);
   const L m = max_abs(v);
   for (int l = 0; l < W; ++l) {
-    EXPECT_EQ(lane(finite, l), l != 2);
+    EXPECT_EQ(finite.m[l] != 0, l != 2);
     if (l != 2) EXPECT_EQ(m.v[l], std::max(std::fabs(a.v[l]), std::fabs(b.v[l])));
   }
   EXPECT_TRUE(std::isnan(m.v[2])) << "max_abs propagates NaN per lane";

@@ -197,30 +197,6 @@ TETHER_HD Vec<N, T> select(const Mask<T>& m, const Vec<N, T>& a, const Vec<N, T>
   return r;
 }
 
-// Lane l of a value (Real has the one lane 0). A lane of Lanes<W> is read
-// and written as x.v[l] (a vector element has no address).
-TETHER_HD inline Real& lane(Real& x, int) { return x; }
-TETHER_HD inline Real lane(const Real& x, int) { return x; }
-template <int W>
-Real lane(const Lanes<W>& x, int l) {
-  return x.v[l];
-}
-TETHER_HD inline bool lane(bool m, int) { return m; }
-template <int W>
-bool lane(const LaneMask<W>& m, int l) {
-  return m.m[l] != 0;
-}
-TETHER_HD inline int& lane(int& x, int) { return x; }
-TETHER_HD inline Status& lane(Status& x, int) { return x; }
-template <int W>
-TETHER_HD int& lane(LaneInts<W>& x, int l) {
-  return x.v[l];
-}
-template <int W>
-TETHER_HD Status& lane(LaneStatuses<W>& x, int l) {
-  return x.v[l];
-}
-
 // The lanes whose outcome is ok.
 TETHER_HD inline bool is_ok(Status s) { return s == Status::ok; }
 template <int W>

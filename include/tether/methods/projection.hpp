@@ -120,14 +120,8 @@ template <class System, class T>
 TETHER_HD LaneStatus<T> finish_step(const System& sys, PhaseState<System, T>& s, const Id<Vec<System::dof, T>>& q1,
                                     Id<Vec<System::dof, T>> p1,
                                     LaneStatus<T> status = uniform<LaneStatus<T>>(Status::ok)) {
-  if constexpr (lane_count<T> == 1) {
-    if (status != Status::ok) return status;
-    status = project_momentum(sys, q1, p1);
-    return status != Status::ok ? status : accept_step(s, q1, p1);
-  } else {
-    status = first_failure(status, project_momentum(sys, q1, p1));
-    return first_failure(status, accept_step(s, q1, p1, is_ok(status)));
-  }
+  status = first_failure(status, project_momentum(sys, q1, p1));
+  return first_failure(status, accept_step(s, q1, p1, is_ok(status)));
 }
 
 // First same as last: the force grad V(q) at the end of a RATTLE or SHAKE
