@@ -33,12 +33,13 @@ struct ConstrainedMidpoint {
     constexpr int n = S::dof, k = S::constraint_count;
     Vec<k> lambda = Vec<k>::Zero();
     Vec<n> q1 = s.q + h * sys.inverse_mass_times(s.p - Real(0.5) * h * sys.potential_gradient(s.q));
+    Vec<n> p_half;
     for (int it = 0;; ++it) {
       // One fixed-point update of the midpoint force and one Newton update
       // of the multipliers per iteration; at the joint fixed point all of
       // the position equations hold.
-      const Vec<n> q_pred =
-          s.q + h * sys.inverse_mass_times(s.p - Real(0.5) * h * sys.potential_gradient(Real(0.5) * (s.q + q1)));
+      p_half = s.p - Real(0.5) * h * sys.potential_gradient(Real(0.5) * (s.q + q1));
+      const Vec<n> q_pred = s.q + h * sys.inverse_mass_times(p_half);
       const Vec<n> q_new = q_pred + sys.inverse_mass_times(sys.constraint_transpose_times(s.q, lambda));
       const Vec<k> g = sys.constraints(q_new);
       if (!all_finite(g) || !all_finite(q_new)) return Status::non_finite;
@@ -52,8 +53,10 @@ struct ConstrainedMidpoint {
       lambda += dl;
       ++iterations;
     }
+    // M (q1 - q0)/h formed without the difference of positions, which loses
+    // eps |q| / (h |M^-1 p|) of the momentum (project_and_recover).
     return finish_step(sys, s, q1,
-                       Vec<n>(sys.mass_times(q1 - s.q) / h -
+                       Vec<n>(p_half + sys.constraint_transpose_times(s.q, lambda) / h -
                               Real(0.5) * h * sys.potential_gradient(Real(0.5) * (s.q + q1))));
   }
 

@@ -36,15 +36,19 @@ TETHER_HD T constraint_tolerance(const System& sys, const NewtonOptions& opt, co
 // Newton on lambda alone (the SHAKE iteration): its Jacobian is
 // G(q) M^-1 G(q_dir)^T, the system's constraint Gram matrix, k x k and
 // structured (dense for small k, tridiagonal for chains).
-// `iterations` is increased by the number of Newton updates taken.
+// `iterations` is increased by the number of Newton updates taken; `lambda`,
+// when given, receives the multipliers.
 template <class System, class T>
 TETHER_HD LaneStatus<T> solve_position_multipliers(const System& sys, const Id<Vec<System::dof, T>>& q_pred,
                                                    const Id<Vec<System::dof, T>>& q_dir, const NewtonOptions& opt,
-                                                   Vec<System::dof, T>& q, LaneInt<T>& iterations) {
+                                                   Vec<System::dof, T>& q, LaneInt<T>& iterations,
+                                                   Vec<System::constraint_count, T>* lambda_out = nullptr) {
   constexpr int k = System::constraint_count;
   LaneStatus<T> status = uniform<LaneStatus<T>>(Status::ok);
   Mask<T> active(true);
-  Vec<k, T> lambda = Vec<k, T>::Constant(T(Real(0)));
+  Vec<k, T> own_lambda;
+  Vec<k, T>& lambda = lambda_out != nullptr ? *lambda_out : own_lambda;
+  lambda = Vec<k, T>::Constant(T(Real(0)));
   q = q_pred;
   for (int it = 0;; ++it) {
     const Vec<k, T> g = sys.constraints(q);
@@ -149,21 +153,28 @@ TETHER_HD Vec<System::dof, T> start_force(const System& sys, const Vec<System::d
   return carry->force;
 }
 
-// The step shared by the SHAKE/RATTLE family, from a predicted position:
+// The step shared by the SHAKE/RATTLE family, from a predicted momentum
+// p_pred (the position it predicts is q_pred = q0 + h M^-1 p_pred):
 //   q1 = q_pred + M^-1 G(q0)^T lambda,  g(q1) = 0,
 //   p1 = M (q1 - q0)/h - end_kick h grad V(q1) + G(q1)^T nu,  G(q1) M^-1 p1 = 0.
+// M (q1 - q0)/h is formed as p_pred + G(q0)^T lambda / h, equal in exact
+// arithmetic: the difference of positions loses eps |q| / (h |M^-1 p|) of
+// the momentum, all of it once h |M^-1 p| falls below the spacing of
+// doubles at q (the whole kinetic energy lost at dt = 1e-300).
 // With a carry (end_kick != 0), grad V(q1) is left in it for the next step.
 // On failure the state and the carry are left as they were.
 template <class System, class T>
 TETHER_HD LaneStatus<T> project_and_recover(const System& sys, PhaseState<System, T>& s,
-                                            const Id<Vec<System::dof, T>>& q_pred, Real h, Real end_kick,
+                                            const Id<Vec<System::dof, T>>& p_pred, Real h, Real end_kick,
                                             const NewtonOptions& opt, LaneInt<T>& iterations,
                                             ForceCarry<System, T>* carry = nullptr) {
   using V = Vec<System::dof, T>;
   V q1;
-  const LaneStatus<T> st = solve_position_multipliers(sys, q_pred, s.q, opt, q1, iterations);
+  Vec<System::constraint_count, T> lambda;
+  const V q_pred = s.q + h * sys.inverse_mass_times(p_pred);
+  const LaneStatus<T> st = solve_position_multipliers(sys, q_pred, s.q, opt, q1, iterations, &lambda);
   if (none(is_ok(st))) return st;
-  V p1 = sys.mass_times(V(q1 - s.q)) / h;
+  V p1 = p_pred + sys.constraint_transpose_times(s.q, lambda) / h;
   if (end_kick == 0) {  // no end force to carry: a carry given would go stale
     if (carry != nullptr) carry->valid = false;
     return finish_step(sys, s, q1, p1, st);

@@ -34,8 +34,8 @@ struct Rattle {
   TETHER_HD static LaneStatus<T> step(const S& sys, PhaseState<S, T>& s, Real h, const NewtonOptions& opt,
                                       LaneInt<T>& iterations, ForceCarry<S, T>* carry = nullptr) {
     using V = Vec<S::dof, T>;
-    const V q_pred = s.q + h * sys.inverse_mass_times(V(s.p - Real(0.5) * h * start_force(sys, s.q, carry)));
-    return project_and_recover(sys, s, q_pred, h, Real(0.5), opt, iterations, carry);
+    const V p_half = s.p - Real(0.5) * h * start_force(sys, s.q, carry);
+    return project_and_recover(sys, s, p_half, h, Real(0.5), opt, iterations, carry);
   }
 
   template <class S>

@@ -37,8 +37,10 @@ struct Shake {
   template <class S>
   TETHER_HD static Status step(const S& sys, PhaseState<S>& s, Real h, const NewtonOptions& opt, int& iterations,
                                ForceCarry<S>* carry = nullptr) {
-    const Vec<S::dof> q_pred = 2 * s.q - s.q_prev - h * h * sys.inverse_mass_times(start_force(sys, s.q, carry));
-    return project_and_recover(sys, s, q_pred, h, Real(0.5), opt, iterations, carry);
+    // The predicted momentum of the two-step form, M (q_n - q_{n-1})/h - h grad V(q_n): SHAKE's velocities are
+    // differences of positions, precise to eps |q| / (h |M^-1 p|).
+    const Vec<S::dof> p_pred = sys.mass_times(Vec<S::dof>(s.q - s.q_prev)) / h - h * start_force(sys, s.q, carry);
+    return project_and_recover(sys, s, p_pred, h, Real(0.5), opt, iterations, carry);
   }
 
   // Unknowns (q_{n+1}, p_{n+1}, mu, nu); s0.q_prev is q_{n-1}.

@@ -28,8 +28,7 @@ struct SymplecticEulerA {
 
   template <class S>
   TETHER_HD static Status step(const S& sys, PhaseState<S>& s, Real h, const NewtonOptions& opt, int& iterations) {
-    const Vec<S::dof> q_pred = s.q + h * sys.inverse_mass_times(s.p - h * sys.potential_gradient(s.q));
-    return project_and_recover(sys, s, q_pred, h, Real(0), opt, iterations);
+    return project_and_recover(sys, s, Vec<S::dof>(s.p - h * sys.potential_gradient(s.q)), h, Real(0), opt, iterations);
   }
 
   template <class S>

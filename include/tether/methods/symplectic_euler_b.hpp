@@ -29,8 +29,7 @@ struct SymplecticEulerB {
 
   template <class S>
   TETHER_HD static Status step(const S& sys, PhaseState<S>& s, Real h, const NewtonOptions& opt, int& iterations) {
-    const Vec<S::dof> q_pred = s.q + h * sys.inverse_mass_times(s.p);
-    return project_and_recover(sys, s, q_pred, h, Real(1), opt, iterations);
+    return project_and_recover(sys, s, s.p, h, Real(1), opt, iterations);
   }
 
   template <class S>
