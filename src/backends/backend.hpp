@@ -53,9 +53,11 @@ class Backend {
   virtual void load(HostEnsemble& batch) = 0;
   // Advances every live trajectory by nsteps; steps_before is for failure reports.
   virtual void advance(int nsteps, std::int64_t steps_before) = 0;
-  // Observes every trajectory and reduces over the live ones; chunk_sums
-  // receives the energy-error sum of each observation_chunk of trajectories.
-  virtual Observation observe(std::vector<Real>& chunk_sums) = 0;
+  // Observes every trajectory at `step` (failing those whose energy or
+  // residuals are not finite: observe_trajectory) and reduces over the live
+  // ones; chunk_sums receives the energy-error sum of each observation_chunk
+  // of trajectories.
+  virtual Observation observe(std::int64_t step, std::vector<Real>& chunk_sums) = 0;
   // Copies states, statuses and counters back into the batch.
   virtual void store(HostEnsemble& batch) = 0;
   // Trajectory-steps per advance call: a few seconds of work, so progress

@@ -1,11 +1,14 @@
 // The `tether` command: run, shoot, sample, validate, list.
 #include <CLI/CLI.hpp>
 #include <algorithm>
+#include <cctype>
 #include <chrono>
 #include <cmath>
+#include <csignal>
 #include <cstdio>
 #include <filesystem>
 #include <iostream>
+#include <sstream>
 #include <unistd.h>
 #ifdef _OPENMP
 #include <omp.h>
@@ -63,8 +66,16 @@ void refuse_other_commands_config(const std::string& config_path, const std::str
                                             " " + config_path + " --out DIR`");
 }
 
+// SIGINT and SIGTERM ask a run to stop at its next step boundary, leave a
+// checkpoint and exit; a second one ends the process at once.
+volatile std::sig_atomic_t stop_signal = 0;
+extern "C" void request_stop(int sig) {
+  stop_signal = sig;
+  std::signal(sig, SIG_DFL);
+}
+
 int do_run(const std::string& config_path, const std::string& out, const std::string& backend, long threads,
-           long batch_size, bool quiet) {
+           long batch_size, bool quiet, bool resume) {
   refuse_other_commands_config(config_path, "run");
   tether::RunConfig cfg = tether::load_config_file(config_path);
   if (!backend.empty()) cfg.backend = backend;
@@ -74,23 +85,71 @@ int do_run(const std::string& config_path, const std::string& out, const std::st
 #endif
   tether::check_config(cfg);
   cfg.backend = tether::resolve_backend(cfg.backend);
+  if (!resume) tether::check_room_for_run(cfg, out);
 
-  tether::OutputFolder folder(out);
+  // What a checkpoint must match to be resumed: the config, and what the
+  // command line changed (the backend and batches change the bits).
+  const nlohmann::json identity = {{"format", "tether checkpoint 1"},
+                                   {"config", nlohmann::json::parse(tether::canonical_config_file(config_path))},
+                                   {"backend", cfg.backend},
+                                   {"batch_size", cfg.batch_size}};
+  if (resume && !std::filesystem::exists(std::filesystem::path(out) / "checkpoint.tether"))
+    throw std::runtime_error("cannot resume: " + out + " holds no checkpoint (checkpoint.tether)");
+  tether::OutputFolder folder(out, resume);
+  std::string resume_state;
+  std::uintmax_t final_bytes = 0;
+  if (resume) {
+    tether::OutputFolder::Checkpoint ck = folder.read_checkpoint();
+    for (const char* key : {"config", "backend", "batch_size"})
+      if (ck.header[key] != identity[key]) {
+        const nlohmann::json diff = nlohmann::json::diff(ck.header[key], identity[key]);
+        std::string where = std::string(key) == "backend" ? "--backend" : "--batch-size";
+        if (std::string(key) == "config" && !diff.empty()) {  // the JSON pointer /a/0/b as the path a[0].b
+          where.clear();
+          std::stringstream pointer(diff[0].value("path", std::string()));
+          for (std::string token; std::getline(pointer, token, '/');)
+            if (!token.empty())
+              where += std::all_of(token.begin(), token.end(), ::isdigit) ? "[" + token + "]"
+                                                                           : (where.empty() ? "" : ".") + token;
+        }
+        throw tether::ConfigError(where, "differs from what wrote the checkpoint in " + folder.dir().string() +
+                                             ": resume with the same config and options, or run afresh without --resume");
+      }
+    resume_state = std::move(ck.state);
+    final_bytes = ck.header.value("final_bytes", std::uintmax_t(0));
+  }
   std::unique_ptr<tether::CsvFinalStates> finals;
   if (cfg.write_final_states)
-    finals = std::make_unique<tether::CsvFinalStates>(folder.partial("final.csv"), tether::system_dof(cfg));
+    finals = resume ? std::make_unique<tether::CsvFinalStates>(folder.partial("final.csv"), final_bytes)
+                    : std::make_unique<tether::CsvFinalStates>(folder.partial("final.csv"), tether::system_dof(cfg));
   tether::RunOptions opt;
   opt.final_states = finals.get();
   Progress progress(quiet);
   opt.progress = [&](double d, double t) { progress(d, t); };
+  opt.checkpoint = [&](const std::string& state) {
+    nlohmann::json header = identity;
+    header["final_bytes"] = finals ? finals->flush() : 0;
+    folder.write_checkpoint(header, state);
+  };
+  opt.checkpoint_every = cfg.checkpoint_every;
+  opt.resume = resume ? &resume_state : nullptr;
+  opt.stop = &stop_signal;
+  std::signal(SIGINT, request_stop);
+  std::signal(SIGTERM, request_stop);
   const tether::RunResult r = tether::run(cfg, opt);
-  if (finals) {
-    finals->close();
-    folder.commit("final.csv");
+  if (r.stopped) {
+    const int sig = stop_signal;
+    std::fprintf(stderr, "\nstopped by %s: checkpoint written; go on with `tether run %s --out %s --resume`\n",
+                 sig == SIGINT ? "SIGINT" : "SIGTERM", config_path.c_str(), out.c_str());
+    return 128 + sig;
   }
+  std::signal(SIGINT, SIG_DFL);
+  std::signal(SIGTERM, SIG_DFL);
+  if (finals) finals->close();
   tether::write_timeseries(folder.partial("timeseries.csv"), r);
-  folder.commit("timeseries.csv");
   tether::write_summary(folder.partial("summary.json"), cfg, r);
+  if (finals) folder.commit("final.csv");
+  folder.commit("timeseries.csv");
   folder.commit("summary.json");
 
   if (!quiet) {
@@ -120,18 +179,17 @@ int do_shoot(const std::string& config_path, const std::string& out, const std::
   if (threads > 0) omp_set_num_threads(int(threads));
 #endif
   cfg.run.backend = tether::resolve_backend(cfg.run.backend);
+  tether::check_room_for_shoot(cfg, out);
   tether::OutputFolder folder(out);
   Progress progress(quiet, "shots");
   tether::ShootOptions opt;
   opt.progress = [&](double d, double t) { progress(d, t); };
   const tether::ShootResult r = tether::shoot(cfg, opt);
   tether::write_shots(folder.partial("shots.csv"), r);
-  folder.commit("shots.csv");
-  if (cfg.shoot.geodesic_every > 0) {
-    tether::write_geodesics(folder.partial("geodesics.csv"), r);
-    folder.commit("geodesics.csv");
-  }
+  if (cfg.shoot.geodesic_every > 0) tether::write_geodesics(folder.partial("geodesics.csv"), r);
   tether::write_shoot_summary(folder.partial("summary.json"), cfg, r);
+  folder.commit("shots.csv");
+  if (cfg.shoot.geodesic_every > 0) folder.commit("geodesics.csv");
   folder.commit("summary.json");
 
   std::int64_t converged = 0;
@@ -165,17 +223,7 @@ int do_sample(const std::string& config_path, const std::string& out, const std:
 #endif
   cfg.run.backend = tether::resolve_backend(cfg.run.backend);
   tether::check_sample_config(cfg);
-  // Refused up front: draws that cannot fit on the disk (where the folder will be).
-  std::filesystem::path where = std::filesystem::absolute(out);
-  while (!std::filesystem::exists(where) && where.has_parent_path() && where != where.parent_path())
-    where = where.parent_path();
-  const std::int64_t bytes = tether::draws_file_bytes(cfg.sample, tether::system_dof(cfg.run));
-  std::error_code ec;
-  const auto space = std::filesystem::space(where, ec);
-  if (!ec && double(bytes) > double(space.available))
-    throw tether::ConfigError("sample.draws", "chains x draws need " + std::to_string(bytes >> 20) + " MiB in " +
-                                                  where.string() + ", which has " +
-                                                  std::to_string(space.available >> 20) + " MiB free (fewer draws, or thin)");
+  tether::check_room_for_sample(cfg, out);
   tether::OutputFolder folder(out);
   tether::SampleResult r;
   {
@@ -184,17 +232,12 @@ int do_sample(const std::string& config_path, const std::string& out, const std:
     opt.draws = &draws;
     Progress progress(quiet, "chain-iterations");
     opt.progress = [&](double d, double t) { progress(d, t); };
-    try {
-      r = tether::sample(cfg, opt);
-    } catch (...) {
-      std::filesystem::remove(folder.partial("draws.nc"), ec);  // nothing that looks like a result
-      throw;
-    }
+    r = tether::sample(cfg, opt);  // on failure the folder removes draws.nc.partial
     draws.close();
   }
   const tether::DrawsDiagnostics diagnostics = tether::diagnose_draws_file(folder.partial("draws.nc"));
-  folder.commit("draws.nc");
   tether::write_sample_summary(folder.partial("summary.json"), cfg, r, diagnostics);
+  folder.commit("draws.nc");
   folder.commit("summary.json");
   if (!quiet) {
     const double proposals = double(r.chains) * double(r.draws);
@@ -346,6 +389,8 @@ int main(int argc, char** argv) {
   run->add_option("--batch-size", batch, "trajectories per batch (overrides the config)")
       ->check(CLI::Range(1L, 1L << 30));
   run->add_flag("--quiet", quiet, "no progress or report on the terminal");
+  bool resume = false;
+  run->add_flag("--resume", resume, "go on from the checkpoint in --out (same config and options)");
 
   std::string sconfig, sout, sbackend;
   long sthreads = 0;
@@ -383,7 +428,7 @@ int main(int argc, char** argv) {
   }
 
   try {
-    if (*run) return do_run(config, out, backend, threads, batch, quiet);
+    if (*run) return do_run(config, out, backend, threads, batch, quiet, resume);
     if (*shoot) return do_shoot(sconfig, sout, sbackend, sthreads, squiet);
     if (*sample) return do_sample(mconfig, mout, mbackend, mthreads, mquiet);
     if (*validate) return do_validate(vconfig);

@@ -1,7 +1,9 @@
 #include "tether/engine/config.hpp"
 
 #include <algorithm>
+#include <cerrno>
 #include <cmath>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <limits>
@@ -11,6 +13,7 @@
 #include <sstream>
 
 #include "config/json_node.hpp"
+#include "config/resources.hpp"
 #include "registry/catalog.hpp"
 #include "tether/core/random.hpp"
 #include "tether/engine/output.hpp"
@@ -35,6 +38,24 @@ const std::vector<std::string>& backend_names() {
 }
 
 namespace {
+
+// The smallest step tether takes, sqrt(DBL_MIN): below it h^2, in every
+// step's position update, underflows and the force drops out of the step.
+// (Above it, the methods that move q by h M^-1 p form the new momentum
+// without differencing positions, so a step too small to move q keeps p.)
+constexpr Real min_dt = 1.4916681462400413e-154;
+
+void check_step_size(Real dt, const std::string& path) {
+  if (dt < min_dt)
+    throw ConfigError(path, "gives steps of " + show(json(dt)) + ", below 1.5e-154, where h^2 underflows double "
+                            "precision and the force drops out of the step");
+}
+
+Real step_size(const Node& node, const std::string& key) {
+  const Real dt = node.positive(key);
+  check_step_size(dt, node.at(key));
+  return dt;
+}
 
 ExplicitState parse_state(const Node& s) {
   s.only({"q", "p"});
@@ -92,7 +113,7 @@ InitialSpec parse_initial(const Node& ini, int system) {
     spec.temperature = ini.positive("temperature");
     spec.warmup = ini.integer("warmup", 1, std::int64_t(1) << 30, spec.warmup);
     spec.steps = static_cast<int>(ini.integer("steps", 1, 1 << 20, spec.steps));
-    spec.dt = ini.has("dt") ? ini.positive("dt") : 0;  // 0: the run's method.dt
+    spec.dt = ini.has("dt") ? step_size(ini, "dt") : 0;  // 0: the run's method.dt
     spec.target_acceptance = ini.positive("target_acceptance", spec.target_acceptance);
     if (!(spec.target_acceptance < 1))
       throw ConfigError(ini.at("target_acceptance"), "must be in (0, 1), got " + show(json(spec.target_acceptance)));
@@ -130,14 +151,6 @@ void load_start_draws(RunConfig& c) {
   c.initial.draw_q = std::move(d.q);
 }
 
-json parse_json(const std::string& text, const std::string& source) {
-  try {
-    return json::parse(text);
-  } catch (const json::exception& e) {  // parse errors, and number overflow (out_of_range)
-    throw ConfigError(source, std::string("is not valid JSON: ") + e.what());
-  }
-}
-
 // method.name (among the system's methods), its variant and parameters, newton.
 void parse_method(const Node& m, RunConfig& c, const std::set<std::string>& common) {
   c.method = choose_method(m, c.system, common, c.method_parameters);
@@ -162,7 +175,7 @@ void parse_system(const Node& sys, RunConfig& c) {
 std::string describe_method(const RunConfig& c) { return describe_method(c.method, c.method_parameters); }
 
 RunConfig parse_config(const std::string& text, const std::string& source) {
-  const json j = parse_json(text, source);
+  const json j = parse_config_json(text, source);
   const Node top(j, "");
   top.only({"system", "method", "ensemble", "output", "backend", "precision"});
   RunConfig c;
@@ -171,7 +184,7 @@ RunConfig parse_config(const std::string& text, const std::string& source) {
 
   const Node m = top.object("method");
   parse_method(m, c, {"name", "dt", "steps", "newton"});
-  c.dt = m.positive("dt");
+  c.dt = step_size(m, "dt");
   c.steps = m.integer("steps", 0, std::int64_t(1) << 40);
 
   const Node ens = top.object("ensemble");
@@ -192,10 +205,29 @@ RunConfig parse_config(const std::string& text, const std::string& source) {
   c.batch_size = ens.integer("batch_size", 1, std::int64_t(1) << 30, c.batch_size);
 
   const Node out = top.object_or_empty("output");
-  out.only({"every", "final_states"});
+  out.only({"every", "final_states", "checkpoint"});
   c.output_every = out.integer("every", 1, INT64_MAX, std::max<std::int64_t>(1, c.steps / 100));
   c.output_every = std::min(c.output_every, std::max<std::int64_t>(1, c.steps));  // one interval at most the run
   c.write_final_states = out.boolean("final_states", true);
+  if (out.has("checkpoint")) {
+    const Node ck = out.object("checkpoint");
+    ck.only({"every"});
+    c.checkpoint_every = ck.integer("every", 1, INT64_MAX);
+  }
+
+  // What the run will hold in memory: one batch of trajectories (q, p, q_prev
+  // and eight per-trajectory numbers), and every timeseries row until it
+  // ends (each batch adds to each row).
+  const double batch = double(std::min(c.size, c.batch_size));
+  const double batch_bytes = batch * (3.0 * system_dof(c) + 8) * sizeof(Real);
+  const double rows = double(timeseries_rows(c)), row_bytes = rows * timeseries_row_bytes;
+  if (row_bytes > batch_bytes)
+    refuse_beyond_memory(out.at("every"), batch_bytes + row_bytes,
+                         std::to_string(std::int64_t(rows)) + " timeseries rows (steps / every)", "raise output.every");
+  else
+    refuse_beyond_memory(ens.at(c.batch_size < c.size ? "batch_size" : "size"), batch_bytes + row_bytes,
+                         "batches of " + std::to_string(std::int64_t(batch)) + " trajectories",
+                         "lower ensemble.batch_size (the run goes through the ensemble batch by batch)");
 
   static const std::string dbl = "double";
   if (top.has("backend")) c.backend = top.string("backend", backend_names());
@@ -205,20 +237,32 @@ RunConfig parse_config(const std::string& text, const std::string& source) {
 
 namespace {
 
+// A config is read whole, up to a bound: /dev/zero or a mistyped path to a
+// data file is refused, not read until memory runs out.
+constexpr std::streamsize max_config_bytes = std::streamsize(256) << 20;
+
 std::string read_config_file(const std::string& path) {
   std::error_code ec;
   if (std::filesystem::is_directory(path, ec)) throw ConfigError(path, "is a folder, not a config file");
   std::ifstream in(path, std::ios::binary);
-  if (!in) throw ConfigError(path, "cannot be read (missing or no permission)");
-  std::stringstream ss;
-  ss << in.rdbuf();
-  if (in.bad()) throw ConfigError(path, "cannot be read");
-  return ss.str();
+  if (!in) throw ConfigError(path, "cannot be read: " + std::string(std::strerror(errno)));
+  std::string text;
+  char buf[1 << 16];
+  while (in.read(buf, sizeof buf) || in.gcount() > 0) {
+    text.append(buf, std::size_t(in.gcount()));
+    if (std::streamsize(text.size()) > max_config_bytes)
+      throw ConfigError(path, "is larger than 256 MiB, too large for a config (large ensembles start from "
+                              "ensemble.initial.draws, a draws.nc file)");
+  }
+  if (in.bad()) throw ConfigError(path, "cannot be read: " + std::string(std::strerror(errno)));
+  return text;
 }
 
 }  // namespace
 
 int system_dof(const RunConfig& c) { return system_infos()[std::size_t(c.system)].dof; }
+
+std::int64_t timeseries_rows(const RunConfig& c) { return (c.steps + c.output_every - 1) / c.output_every + 1; }
 
 namespace {
 
@@ -249,6 +293,15 @@ std::vector<std::vector<Real>> points(const Node& node, const std::string& key, 
 }
 
 constexpr std::int64_t max_shots = std::int64_t(1) << 31;
+
+// A target and its result (TargetResult: target, p0, p(T) and a dozen
+// numbers) are held until the shoot ends: refused before a grid or random
+// set of them is generated if they cannot fit.
+void refuse_targets_beyond_memory(const std::string& path, double count, int dof) {
+  const double vector_bytes = 8.0 * dof + 40;  // a std::vector<Real> and its heap block
+  refuse_beyond_memory(path, count * (4 * vector_bytes + 128), std::to_string(std::int64_t(count)) + " targets",
+                       "fewer targets per shoot (several runs cover a larger set)");
+}
 
 void parse_targets(const Node& t, int dof, ShootSpec& s) {
   const int kinds = int(t.has("list")) + int(t.has("grid")) + int(t.has("random"));
@@ -289,6 +342,7 @@ void parse_targets(const Node& t, int dof, ShootSpec& s) {
         throw ConfigError(g.at("count"), "gives more than " + std::to_string(max_shots) + " targets");
       total *= counts.back();
     }
+    refuse_targets_beyond_memory(g.at("count"), double(total), dof);
     // Row-major order: the last coordinate varies fastest.
     for (std::int64_t i = 0; i < total; ++i) {
       std::vector<Real> q(dof);
@@ -304,6 +358,7 @@ void parse_targets(const Node& t, int dof, ShootSpec& s) {
   }
   s.targets_kind = "random";
   const std::int64_t count = g.integer("count", 1, max_shots);
+  refuse_targets_beyond_memory(g.at("count"), double(count), dof);
   const auto seed = static_cast<std::uint64_t>(g.integer("seed", 0, INT64_MAX, 0));
   for (std::int64_t i = 0; i < count; ++i) {
     CounterRng rng(seed, static_cast<std::uint64_t>(i));
@@ -333,8 +388,10 @@ void parse_guesses(const Node& g, int dof, ShootSpec& s) {
 
 RunConfig load_config_file(const std::string& path) { return parse_config(read_config_file(path), path); }
 
+std::string canonical_config_file(const std::string& path) { return parse_config_json(read_config_file(path), path).dump(); }
+
 ShootConfig parse_shoot_config(const std::string& text, const std::string& source) {
-  const json j = parse_json(text, source);
+  const json j = parse_config_json(text, source);
   const Node top(j, "");
   top.only({"system", "method", "shoot", "output", "backend", "precision"});
   ShootConfig cfg;
@@ -379,7 +436,7 @@ ShootConfig parse_shoot_config(const std::string& text, const std::string& sourc
     c.steps = m.integer("steps", 1, s.accuracy > 0 ? ShootSpec::max_steps : 1 << 30);
     c.dt = s.time / Real(c.steps);
   } else {
-    c.dt = m.positive("dt");
+    c.dt = step_size(m, "dt");
     const Real steps = std::round(s.time / c.dt);
     const Real most = s.accuracy > 0 ? Real(ShootSpec::max_steps) : Real(1 << 30);
     if (!(steps >= 1 && steps <= most) || std::fabs(steps * c.dt - s.time) > 1e-9 * s.time)
@@ -388,6 +445,7 @@ ShootConfig parse_shoot_config(const std::string& text, const std::string& sourc
     c.steps = std::int64_t(steps);
     c.dt = s.time / steps;
   }
+  check_step_size(c.dt, sh.at("time"));
 
   if (c.steps % s.nodes != 0)
     throw ConfigError(sh.at("nodes"), "must divide the " + std::to_string(c.steps) +
@@ -439,7 +497,7 @@ ShootConfig load_shoot_config_file(const std::string& path) {
 }
 
 SampleConfig parse_sample_config(const std::string& text, const std::string& source) {
-  const json j = parse_json(text, source);
+  const json j = parse_config_json(text, source);
   const Node top(j, "");
   if (top.has("ensemble") && !top.has("sample"))
     throw ConfigError("sample", "is missing: this is a run config, for `tether run` (a sampling config has \"sample\" "
@@ -476,7 +534,7 @@ SampleConfig parse_sample_config(const std::string& text, const std::string& sou
                                     "come from a symmetric, symplectic one-step method (for " + c.system_name +
                                         ": " + join(allowed) + ")");
   }
-  c.dt = m.positive("dt");
+  c.dt = step_size(m, "dt");
   c.steps = m.integer("steps", 1, 1 << 20);
 
   const Node sm = top.object("sample");
@@ -535,7 +593,7 @@ namespace {
 
 bool has_top_level_key(const std::string& path, const char* key) {
   try {
-    const json j = json::parse(read_config_file(path));
+    const json j = parse_config_json(read_config_file(path), path);
     return j.is_object() && j.contains(key);
   } catch (const std::exception&) {
     return false;  // the run parser reports what is wrong

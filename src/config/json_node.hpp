@@ -22,9 +22,104 @@ inline std::string join(const std::vector<std::string>& v) {
   return s;
 }
 
+// A value or key as an error message echoes it: JSON-quoted (so a newline
+// cannot split the error line) and cut to 60 characters.
 inline std::string show(const nlohmann::json& j) {
   std::string s = j.dump();
   return s.size() > 60 ? s.substr(0, 57) + "..." : s;
+}
+inline std::string show_key(const std::string& key) {
+  const std::string quoted = show(nlohmann::json(key));
+  return quoted.substr(1, quoted.size() - (quoted.back() == '"' ? 2 : 1));
+}
+
+// How deep a config may nest. tether's own configs nest 5 levels; the bound
+// keeps a hostile file (10^5 brackets) from overflowing the stack in the
+// recursive copies and printing of nlohmann::json.
+constexpr int max_config_depth = 64;
+
+// Checks what nlohmann::json::parse lets through: nesting beyond
+// max_config_depth, and a key given twice in one object (JSON leaves which
+// one counts undefined; nlohmann keeps the last). Syntax errors are left to
+// the parser's own message.
+class ConfigShape final : public nlohmann::json_sax<nlohmann::json> {
+ public:
+  explicit ConfigShape(std::string source) : source_(std::move(source)) {}
+
+  bool null() override { return value(); }
+  bool boolean(bool) override { return value(); }
+  bool number_integer(number_integer_t) override { return value(); }
+  bool number_unsigned(number_unsigned_t) override { return value(); }
+  bool number_float(number_float_t, const string_t&) override { return value(); }
+  bool string(string_t&) override { return value(); }
+  bool binary(binary_t&) override { return value(); }
+  bool start_object(std::size_t) override { return open(true); }
+  bool end_object() override { return close(); }
+  bool start_array(std::size_t) override { return open(false); }
+  bool end_array() override { return close(); }
+  bool key(string_t& k) override {
+    Level& l = levels_.back();
+    l.key = k;
+    if (!l.keys.insert(k).second) throw ConfigError(path(), "appears twice in the same object: give each key once");
+    return true;
+  }
+  bool parse_error(std::size_t, const std::string&, const nlohmann::detail::exception&) override { return false; }
+
+ private:
+  struct Level {
+    bool object;
+    std::string key;           // the current key (objects)
+    std::int64_t index = -1;   // the current element (arrays)
+    std::set<std::string> keys;
+  };
+  bool value() {
+    if (!levels_.empty() && !levels_.back().object) ++levels_.back().index;
+    return true;
+  }
+  bool open(bool object) {
+    value();  // the new object or array is an element of its parent
+    if (int(levels_.size()) >= max_config_depth)
+      throw ConfigError(levels_.size() > 1 ? path() : source_,
+                        "nests deeper than " + std::to_string(max_config_depth) + " levels");
+    levels_.push_back(Level{object, {}, -1, {}});
+    return true;
+  }
+  bool close() {
+    levels_.pop_back();
+    return true;
+  }
+  // The path of the current key or element, shortened past a few levels.
+  std::string path() const {
+    std::string p;
+    for (std::size_t d = 0; d < levels_.size() && d < 8; ++d) {
+      const Level& l = levels_[d];
+      if (l.object) {
+        if (!p.empty()) p += '.';
+        p += show_key(l.key);
+      } else {
+        p += '[';
+        p += std::to_string(l.index);
+        p += ']';
+      }
+    }
+    if (levels_.size() > 8) p += "...";
+    return p.empty() ? source_ : p;
+  }
+
+  std::string source_;
+  std::vector<Level> levels_;
+};
+
+// The one way a config text becomes JSON: shape checked first, then parsed;
+// every failure a ConfigError naming where.
+inline nlohmann::json parse_config_json(const std::string& text, const std::string& source) {
+  try {
+    ConfigShape shape(source);
+    if (nlohmann::json::sax_parse(text, &shape)) return nlohmann::json::parse(text);
+    return nlohmann::json::parse(text);  // a syntax error: the parser says where
+  } catch (const nlohmann::json::exception& e) {  // parse errors, and number overflow (out_of_range)
+    throw ConfigError(source, std::string("is not valid JSON: ") + e.what());
+  }
 }
 
 // A JSON object together with its path, so every error can say where it is.
@@ -127,8 +222,7 @@ class Node {
       if (known.count(it.key())) continue;
       std::string list;
       for (const auto& k : known) list += (list.empty() ? "" : ", ") + k;
-      const std::string quoted = nlohmann::json(it.key()).dump();  // escapes control characters
-      throw ConfigError(at(quoted.substr(1, quoted.size() - 2)),
+      throw ConfigError(at(show_key(it.key())),
                         list.empty() ? "unknown key (nothing is expected here)"
                                      : "unknown key (expected one of: " + list + ")");
     }

@@ -8,6 +8,7 @@
 
 #include "backends/backend.hpp"
 #include "tether/engine/run.hpp"
+#include "engine/checkpoint_blob.hpp"
 #include "engine/initial_state.hpp"
 
 namespace tether {
@@ -42,6 +43,45 @@ void prepare_batch(const S& sys, const M& method, const RunConfig& c, std::int64
   result.max_projection_distance = std::max(result.max_projection_distance, farthest);
 }
 
+// What a run is between two steps of a batch, for a checkpoint: where it is
+// (the batch's first id, the steps done, the next timeseries row), the
+// batch's states and counters, and every sum and list kept so far.
+struct RunProgress {
+  std::int64_t first = 0, done = 0, next_row = 1;
+  std::vector<Observation> rows;
+  std::vector<Real> energy_sums;
+  std::uint64_t iterations = 0, steps_taken = 0, steps_attempted = 0;
+  double integration = 0, work_done = 0;
+
+  void save(BlobWriter& w, const HostEnsemble& h, const RunResult& r) const {
+    w.put(first), w.put(done), w.put(next_row), w.put(rows), w.put(energy_sums);
+    w.put(iterations), w.put(steps_taken), w.put(steps_attempted), w.put(integration), w.put(work_done);
+    w.put(r.failed), w.put(r.failures), w.put(r.newton_max), w.put(r.projected_states), w.put(r.max_projection_distance);
+    w.put(h.count), w.put(h.q), w.put(h.p), w.put(h.q_prev), w.put(h.energy0), w.put(h.energy_scale), w.put(h.status);
+    w.put(h.failed_step), w.put(h.iterations_sum), w.put(h.iterations_max);
+  }
+  // Restores what save wrote (the caller checks that it fits the run).
+  void load(BlobReader& b, HostEnsemble& h, RunResult& r) {
+    b.get(first), b.get(done), b.get(next_row), b.get(rows), b.get(energy_sums);
+    b.get(iterations), b.get(steps_taken), b.get(steps_attempted), b.get(integration), b.get(work_done);
+    b.get(r.failed), b.get(r.failures), b.get(r.newton_max), b.get(r.projected_states), b.get(r.max_projection_distance);
+    b.get(h.count), b.get(h.q), b.get(h.p), b.get(h.q_prev), b.get(h.energy0), b.get(h.energy_scale), b.get(h.status);
+    b.get(h.failed_step), b.get(h.iterations_sum), b.get(h.iterations_max);
+    b.expect_end();
+    const std::size_t n = h.count >= 0 ? std::size_t(h.count) : 0;
+    h.energy_error.assign(n, 0), h.constraint_violation.assign(n, 0), h.velocity_violation.assign(n, 0);
+  }
+  bool fits(const HostEnsemble& h, std::int64_t batch, std::int64_t size, std::int64_t steps, std::int64_t intervals) const {
+    const std::size_t n = std::size_t(h.count) * std::size_t(h.dof), count = std::size_t(h.count);
+    return first >= 0 && first < size && first % batch == 0 && h.count == std::min(batch, size - first) &&
+           done >= 0 && done <= steps && next_row >= 1 && next_row <= intervals + 1 &&
+           rows.size() == std::size_t(intervals + 1) && energy_sums.size() == rows.size() && h.q.size() == n &&
+           h.p.size() == n && h.q_prev.size() == (h.two_step ? n : 0) && h.energy0.size() == count &&
+           h.energy_scale.size() == count && h.status.size() == count && h.failed_step.size() == count &&
+           h.iterations_sum.size() == count && h.iterations_max.size() == count;
+  }
+};
+
 template <class S, class M>
 RunResult run_ensemble(const S& sys, const M& method, const RunConfig& c, Backend& backend,
                        const RunOptions& opt) {
@@ -52,51 +92,90 @@ RunResult run_ensemble(const S& sys, const M& method, const RunConfig& c, Backen
   r.steps = c.steps;
   r.dt = c.dt;
 
-  const std::int64_t intervals = (c.steps + c.output_every - 1) / c.output_every;
-  std::vector<Observation> rows(std::size_t(intervals + 1));
-  std::vector<Real> energy_sums(std::size_t(intervals + 1), 0), chunk_sums;
+  const std::int64_t intervals = timeseries_rows(c) - 1;
+  static_assert(sizeof(Observation) + sizeof(Real) + sizeof(TimeseriesRow) <= timeseries_row_bytes,
+                "config.cpp's memory estimate of a timeseries row is too small");
+  RunProgress at;
+  at.rows.resize(std::size_t(intervals + 1));
+  at.energy_sums.assign(std::size_t(intervals + 1), 0);
+  std::vector<Real> chunk_sums;
   // Whole chunks per batch, so chunk sums are the same whatever the batch size.
   const std::int64_t batch =
       c.batch_size >= c.size ? c.size : (c.batch_size + observation_chunk - 1) / observation_chunk * observation_chunk;
-  auto observe = [&](std::int64_t row) {
-    rows[std::size_t(row)].merge(backend.observe(chunk_sums));
-    for (Real x : chunk_sums) energy_sums[std::size_t(row)] += x;  // in trajectory order
+  auto observe = [&](std::int64_t row, std::int64_t step) {
+    at.rows[std::size_t(row)].merge(backend.observe(step, chunk_sums));
+    for (Real x : chunk_sums) at.energy_sums[std::size_t(row)] += x;  // in trajectory order
   };
-  std::uint64_t iterations = 0, steps_taken = 0;
-  double integration = 0;
   std::vector<Real> q(S::dof), p(S::dof);
   const double total_work = double(c.size) * double(c.steps);
-  double work_done = 0;
 
-  for (std::int64_t first = 0; first < c.size; first += batch) {
-    HostEnsemble h(std::min(batch, c.size - first), S::dof, M::two_step);
-    prepare_batch<S, M>(sys, method, c, first, h, r);
-    backend.load(h);
-    observe(0);
-    std::int64_t done = 0;
-    for (std::int64_t row = 1; row <= intervals; ++row) {
-      const std::int64_t target = std::min(c.steps, done + c.output_every);
-      while (done < target) {
+  // A checkpoint holds the batch's states at a step between two advances:
+  // resumed there, every trajectory takes the same steps from the same bits,
+  // so the outputs are byte-identical to a run never stopped.
+  std::unique_ptr<HostEnsemble> resumed;
+  if (opt.resume != nullptr) {
+    resumed = std::make_unique<HostEnsemble>(0, S::dof, M::two_step);
+    BlobReader b(*opt.resume);
+    at.load(b, *resumed, r);
+    if (!at.fits(*resumed, batch, c.size, c.steps, intervals))
+      throw std::runtime_error("the checkpoint does not fit this run (its batches, steps or system differ)");
+  }
+  const auto checkpoint = [&](HostEnsemble& h) {
+    backend.store(h);
+    BlobWriter w;
+    at.save(w, h, r);
+    opt.checkpoint(w.bytes());
+  };
+
+  for (at.first = resumed ? at.first : 0; at.first < c.size; at.first += batch) {
+    const std::int64_t first = at.first;
+    HostEnsemble fresh(resumed ? 0 : std::min(batch, c.size - first), S::dof, M::two_step);
+    HostEnsemble& h = resumed ? *resumed : fresh;
+    if (!resumed) {
+      prepare_batch<S, M>(sys, method, c, first, h, r);
+      backend.load(h);
+      observe(0, 0);
+      at.done = 0;
+      at.next_row = 1;
+    } else {
+      backend.load(h);
+    }
+    std::int64_t last_checkpoint = at.done;
+    for (; at.next_row <= intervals; ++at.next_row) {
+      const std::int64_t target = std::min(c.steps, at.next_row * c.output_every);
+      while (at.done < target) {
         // Bounded work per call keeps progress reports coming on long
         // intervals; at most 1e6 steps keeps a small ensemble's launch short.
-        const std::int64_t chunk = std::clamp<std::int64_t>(
-            std::int64_t(backend.work_per_call() / double(h.count)), 1, std::min<std::int64_t>(target - done, 1000000));
+        const std::int64_t chunk = std::clamp<std::int64_t>(std::int64_t(backend.work_per_call() / double(h.count)), 1,
+                                                            std::min<std::int64_t>(target - at.done, 1000000));
         const auto t = clock::now();
-        backend.advance(static_cast<int>(chunk), done);
-        integration += std::chrono::duration<double>(clock::now() - t).count();
-        done += chunk;
-        work_done += double(chunk) * double(h.count);
-        if (opt.progress) opt.progress(work_done, total_work);
+        backend.advance(static_cast<int>(chunk), at.done);
+        at.integration += std::chrono::duration<double>(clock::now() - t).count();
+        at.done += chunk;
+        at.work_done += double(chunk) * double(h.count);
+        if (opt.progress) opt.progress(at.work_done, total_work);
+        if (opt.stop != nullptr && *opt.stop != 0) {  // a signal: leave a checkpoint and return
+          if (opt.checkpoint) checkpoint(h);
+          r.stopped = true;
+          return r;
+        }
+        if (opt.checkpoint && opt.checkpoint_every > 0 && at.done - last_checkpoint >= opt.checkpoint_every &&
+            at.done < c.steps) {
+          checkpoint(h);
+          last_checkpoint = at.done;
+        }
       }
-      observe(row);
+      observe(at.next_row, at.done);
     }
     backend.store(h);
 
     for (std::int64_t j = 0; j < h.count; ++j) {
       const auto st = static_cast<Status>(h.status[j]);
-      iterations += h.iterations_sum[j];
+      at.iterations += h.iterations_sum[j];
       r.newton_max = std::max(r.newton_max, int(h.iterations_max[j]));
-      steps_taken += std::uint64_t(st == Status::ok ? c.steps : std::max<std::int64_t>(0, h.failed_step[j] - 1));
+      at.steps_taken += std::uint64_t(st == Status::ok ? c.steps : std::max<std::int64_t>(0, h.failed_step[j] - 1));
+      // The failing step's iterations are in the sum (and the max): its attempt counts in the mean.
+      at.steps_attempted += std::uint64_t(st == Status::ok ? c.steps : h.failed_step[j]);
       if (st != Status::ok) {
         ++r.failed;
         if (r.failures.size() < opt.failure_report_cap) r.failures.push_back({first + j, h.failed_step[j], st});
@@ -109,27 +188,28 @@ RunResult run_ensemble(const S& sys, const M& method, const RunConfig& c, Backen
         opt.final_states->write(first + j, q, p, st);
       }
     }
+    resumed.reset();  // the next batch starts fresh
   }
 
   for (std::int64_t row = 0; row <= intervals; ++row) {
-    const Observation& o = rows[std::size_t(row)];
+    const Observation& o = at.rows[std::size_t(row)];
     TimeseriesRow t;
     t.step = std::min(c.steps, row * c.output_every);
     t.time = Real(t.step) * c.dt;
     t.live = o.ok;
-    t.mean_energy_error = o.ok > 0 ? energy_sums[std::size_t(row)] / Real(o.ok) : 0;
+    t.mean_energy_error = o.ok > 0 ? at.energy_sums[std::size_t(row)] / Real(o.ok) : 0;
     t.max_energy_error = o.energy_error_max;
     t.max_constraint_violation = o.constraint_max;
     t.max_velocity_constraint_violation = o.velocity_max;
-    r.max_relative_energy_error = std::max(r.max_relative_energy_error, t.max_energy_error);
-    r.max_constraint_violation = std::max(r.max_constraint_violation, t.max_constraint_violation);
+    r.max_relative_energy_error = max_keeping_nan(r.max_relative_energy_error, t.max_energy_error);
+    r.max_constraint_violation = max_keeping_nan(r.max_constraint_violation, t.max_constraint_violation);
     r.max_velocity_constraint_violation =
-        std::max(r.max_velocity_constraint_violation, t.max_velocity_constraint_violation);
+        max_keeping_nan(r.max_velocity_constraint_violation, t.max_velocity_constraint_violation);
     r.timeseries.push_back(t);
   }
-  r.newton_mean = steps_taken > 0 ? double(iterations) / double(steps_taken) : 0;
-  r.trajectory_steps = steps_taken;
-  r.integration_seconds = integration;
+  r.newton_mean = at.steps_attempted > 0 ? double(at.iterations) / double(at.steps_attempted) : 0;
+  r.trajectory_steps = at.steps_taken;
+  r.integration_seconds = at.integration;
   r.wall_seconds = std::chrono::duration<double>(clock::now() - start).count();
   return r;
 }

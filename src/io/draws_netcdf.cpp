@@ -14,6 +14,7 @@
 #include <string>
 #include <vector>
 
+#include "config/json_node.hpp"
 #include "tether/engine/catalog.hpp"
 #include "tether/engine/config_error.hpp"
 #include "tether/engine/output.hpp"
@@ -263,9 +264,10 @@ StartDraws read_start_draws(const std::filesystem::path& file, std::int64_t coun
     };
     r.system = text("system");
     try {
-      r.system_parameters = nlohmann::json::parse(text("system_parameters"));
-    } catch (const nlohmann::json::exception&) {
-      throw ConfigError(where, "names " + file.string() + ", whose system_parameters attribute is not JSON");
+      r.system_parameters = parse_config_json(text("system_parameters"), "system_parameters");
+    } catch (const ConfigError& e) {
+      throw ConfigError(where, "names " + file.string() + ", whose system_parameters attribute is not a config's JSON (" +
+                                   e.what() + ")");
     }
     ok(nc_get_att_double(post, NC_GLOBAL, "temperature", &r.temperature), "temperature");
     r.chains = dimension(post, "chain", ok);

@@ -1,13 +1,21 @@
 #include "tether/engine/output.hpp"
 
+#include "config/resources.hpp"
 #include "registry/catalog.hpp"
 #include "tether/sampling/hmc.hpp"
 
+#include <fcntl.h>
+#include <sys/file.h>
+#include <unistd.h>
+
+#include <cerrno>
 #include <charconv>
+#include <cstring>
 #include <nlohmann/json.hpp>
 #include <algorithm>
 #include <cmath>
 #include <limits>
+#include <sstream>
 #include <stdexcept>
 
 namespace tether {
@@ -22,8 +30,11 @@ void append_number(std::string& s, Real x) {
   s.append(buf, res.ptr);
 }
 
+// The OS's reason goes with the file name: "No space left on device",
+// "Permission denied".
 void check_stream(const std::ofstream& out, const fs::path& file) {
-  if (!out) throw std::runtime_error("cannot write " + file.string());
+  if (!out)
+    throw std::runtime_error("cannot write " + file.string() + (errno != 0 ? ": " + std::string(std::strerror(errno)) : ""));
 }
 
 void write_json(const fs::path& file, const nlohmann::ordered_json& j) {
@@ -36,19 +47,125 @@ void write_json(const fs::path& file, const nlohmann::ordered_json& j) {
 
 }  // namespace
 
-OutputFolder::OutputFolder(const fs::path& dir) : dir_(dir) {
+// Every file a run, shoot or sample writes: removed together, so no file of
+// an earlier run sits beside this run's summary.json.
+constexpr const char* result_files[] = {"summary.json", "final.csv", "timeseries.csv", "shots.csv", "geodesics.csv",
+                                        "draws.nc"};
+const std::string checkpoint_file = "checkpoint.tether";
+
+OutputFolder::OutputFolder(const fs::path& dir, bool resume) : dir_(dir) {
   std::error_code ec;
   fs::create_directories(dir_, ec);
-  if (ec || !fs::is_directory(dir_)) throw std::runtime_error("cannot create output folder " + dir_.string());
-  // A previous run's files must not sit beside this run's summary.
-  for (const char* name : {"summary.json", "final.csv", "timeseries.csv", "shots.csv", "geodesics.csv", "draws.nc"}) {
-    fs::remove(dir_ / name, ec);
-    if (ec) throw std::runtime_error("cannot remove the old " + (dir_ / name).string());
+  if (ec || !fs::is_directory(dir_))
+    throw std::runtime_error("cannot create output folder " + dir_.string() + (ec ? ": " + ec.message() : ""));
+  const fs::path lock = dir_ / ".tether.lock";
+  lock_fd_ = ::open(lock.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+  if (lock_fd_ < 0) throw std::runtime_error("cannot open " + lock.string() + ": " + std::strerror(errno));
+  if (::flock(lock_fd_, LOCK_EX | LOCK_NB) != 0) {
+    const int why = errno;
+    char holder[32] = {};
+    const ssize_t n = ::pread(lock_fd_, holder, sizeof holder - 1, 0);
+    ::close(lock_fd_);
+    lock_fd_ = -1;
+    if (why == EWOULDBLOCK)
+      throw std::runtime_error("output folder " + dir_.string() + " is in use by another tether run" +
+                               (n > 0 ? " (process " + std::string(holder, std::size_t(n)) + ")" : std::string()) +
+                               ": wait for it to finish, or give another --out");
+    throw std::runtime_error("cannot lock " + lock.string() + ": " + std::strerror(why));
+  }
+  const std::string pid = std::to_string(::getpid());
+  // The holder's pid, for the message a second run prints (the lock itself is the flock).
+  if (::ftruncate(lock_fd_, 0) == 0) (void)!::pwrite(lock_fd_, pid.data(), pid.size(), 0);
+  // Leftovers of a run that was killed before it committed (and, unless this
+  // run resumes it, its checkpoint).
+  for (const char* name : result_files) {
+    if (resume && std::string(name) == "final.csv") continue;
+    fs::remove(partial(name), ec);
+    if (ec) throw std::runtime_error("cannot remove the stale " + partial(name).string() + ": " + ec.message());
+  }
+  fs::remove(partial(checkpoint_file), ec);
+  if (!resume) fs::remove(dir_ / checkpoint_file, ec);
+  if (ec) throw std::runtime_error("cannot remove the stale checkpoint in " + dir_.string() + ": " + ec.message());
+  checkpointed_ = resume;
+}
+
+OutputFolder::~OutputFolder() {
+  std::error_code ec;
+  for (const char* name : result_files)  // an uncommitted run leaves nothing but what its checkpoint needs
+    if (!(checkpointed_ && std::string(name) == "final.csv")) fs::remove(partial(name), ec);
+  fs::remove(partial(checkpoint_file), ec);
+  if (lock_fd_ >= 0) ::close(lock_fd_);                                  // releases the lock
+}
+
+namespace {
+
+// Writes all of `bytes` to `fd`, or says why not.
+void write_all(int fd, const std::string& bytes, const fs::path& file) {
+  for (std::size_t at = 0; at < bytes.size();) {
+    const ssize_t n = ::write(fd, bytes.data() + at, bytes.size() - at);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) throw std::runtime_error("cannot write " + file.string() + ": " + std::strerror(errno));
+    at += std::size_t(n);
   }
 }
 
-void OutputFolder::commit(const std::string& name) const {
+}  // namespace
+
+void OutputFolder::write_checkpoint(const nlohmann::json& header, const std::string& state) {
+  const fs::path tmp = partial(checkpoint_file), file = dir_ / checkpoint_file;
+  const int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  if (fd < 0) throw std::runtime_error("cannot write " + tmp.string() + ": " + std::strerror(errno));
+  try {
+    write_all(fd, header.dump() + "\n", tmp);
+    write_all(fd, state, tmp);
+    if (::fsync(fd) != 0) throw std::runtime_error("cannot write " + tmp.string() + ": " + std::strerror(errno));
+  } catch (...) {
+    ::close(fd);
+    throw;
+  }
+  ::close(fd);
   std::error_code ec;
+  fs::rename(tmp, file, ec);
+  if (ec) throw std::runtime_error("cannot rename " + tmp.string() + ": " + ec.message());
+  const int dir_fd = ::open(dir_.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (dir_fd >= 0) {  // the rename itself on disk
+    ::fsync(dir_fd);
+    ::close(dir_fd);
+  }
+  checkpointed_ = true;
+}
+
+OutputFolder::Checkpoint OutputFolder::read_checkpoint() const {
+  const fs::path file = dir_ / checkpoint_file;
+  std::ifstream in(file, std::ios::binary);
+  if (!in) throw std::runtime_error("nothing to resume: " + dir_.string() + " holds no checkpoint (" + checkpoint_file + ")");
+  Checkpoint ck;
+  std::string line;
+  std::getline(in, line);
+  try {
+    ck.header = nlohmann::json::parse(line);
+  } catch (const nlohmann::json::exception&) {
+    throw std::runtime_error(file.string() + " is not a tether checkpoint");
+  }
+  if (!ck.header.is_object() || ck.header.value("format", "") != "tether checkpoint 1")
+    throw std::runtime_error(file.string() + " is not a tether checkpoint (or one of another version)");
+  std::stringstream rest;
+  rest << in.rdbuf();
+  ck.state = rest.str();
+  return ck;
+}
+
+void OutputFolder::commit(const std::string& name) {
+  std::error_code ec;
+  if (!retired_) {
+    for (const char* old : result_files) {
+      fs::remove(dir_ / old, ec);
+      if (ec) throw std::runtime_error("cannot remove the old " + (dir_ / old).string() + ": " + ec.message());
+    }
+    fs::remove(dir_ / checkpoint_file, ec);  // the run it would resume is finished
+    retired_ = true;
+    checkpointed_ = false;
+  }
   fs::rename(partial(name), dir_ / name, ec);
   if (ec) throw std::runtime_error("cannot rename " + partial(name).string() + ": " + ec.message());
 }
@@ -72,9 +189,60 @@ void CsvFinalStates::write(std::int64_t id, const std::vector<Real>& q, const st
   out_ << line_;
 }
 
+CsvFinalStates::CsvFinalStates(const fs::path& file, std::uintmax_t bytes) : file_(file) {
+  std::error_code ec;
+  const std::uintmax_t have = fs::file_size(file, ec);
+  if (ec || have < bytes)
+    throw std::runtime_error("cannot resume: " + file.string() + (ec ? " is missing" : " is shorter than its checkpoint") +
+                             " (run afresh, without --resume)");
+  fs::resize_file(file, bytes, ec);
+  if (ec) throw std::runtime_error("cannot resume " + file.string() + ": " + ec.message());
+  out_.open(file, std::ios::binary | std::ios::app);
+  check_stream(out_, file_);
+}
+
+std::uintmax_t CsvFinalStates::flush() {
+  out_.flush();
+  check_stream(out_, file_);
+  return std::uintmax_t(out_.tellp());
+}
+
 void CsvFinalStates::close() {
   out_.close();
   check_stream(out_, file_);
+}
+
+// Bytes per CSV number as written (shortest round trip: at most 24 with its comma).
+constexpr double csv_number_bytes = 24;
+
+void check_room_for_run(const RunConfig& c, const fs::path& out) {
+  const int dof = system_dof(c);
+  const double rows = double(timeseries_rows(c));
+  const double finals = c.write_final_states ? double(c.size) * (2 * dof * csv_number_bytes + 32) : 0;
+  const double series = rows * 7 * csv_number_bytes;
+  if (series > finals)
+    refuse_beyond_disk(out, "output.every", finals + series, std::to_string(std::int64_t(rows)) + " timeseries rows",
+                       "raise output.every");
+  refuse_beyond_disk(out, "ensemble.size", finals + series, "final states of " + std::to_string(c.size) + " trajectories",
+                     "fewer trajectories, or \"output\": {\"final_states\": false}");
+}
+
+void check_room_for_shoot(const ShootConfig& c, const fs::path& out) {
+  const int dof = system_dof(c.run);
+  const double targets = double(c.shoot.targets.size());
+  const double shots = targets * ((3 * dof + 12) * csv_number_bytes);
+  const double points = c.shoot.geodesic_every > 0 ? double(c.run.steps / c.shoot.geodesic_every + 1) : 0;
+  const double geodesics = targets * points * ((dof + 2) * csv_number_bytes);
+  if (geodesics > shots)
+    refuse_beyond_disk(out, "output.geodesics.every", shots + geodesics, "geodesics of " + std::to_string(c.shoot.targets.size()) + " targets",
+                       "sample them less often");
+  refuse_beyond_disk(out, "shoot.targets", shots + geodesics, std::to_string(c.shoot.targets.size()) + " targets",
+                     "fewer targets");
+}
+
+void check_room_for_sample(const SampleConfig& c, const fs::path& out) {
+  refuse_beyond_disk(out, "sample.draws", double(draws_file_bytes(c.sample, system_dof(c.run))), "chains x draws",
+                     "fewer draws, or thin");
 }
 
 void write_timeseries(const fs::path& file, const RunResult& r) {
@@ -248,8 +416,10 @@ void write_shoot_summary(const fs::path& file, const ShootConfig& c, const Shoot
   j["converged"] = converged;
   j["not_converged"] = std::int64_t(r.targets.size()) - converged;
   j["by_status"] = by_status;
-  j["converged_residual"] = {{"max", res_ok.empty() ? 0.0 : res_ok.back()},
-                             {"median", res_ok.empty() ? 0.0 : res_ok[res_ok.size() / 2]}};
+  if (res_ok.empty())  // nothing converged: no residual to report, not a residual of 0
+    j["converged_residual"] = {{"max", nullptr}, {"median", nullptr}};
+  else
+    j["converged_residual"] = {{"max", res_ok.back()}, {"median", res_ok[res_ok.size() / 2]}};
   if (converged < std::int64_t(r.targets.size()))
     j["not_converged_residual"] = {{"min", std::isinf(best_left) ? nullptr : nlohmann::ordered_json(best_left)},
                                    {"max", worst_left}};

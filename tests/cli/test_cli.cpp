@@ -1,6 +1,8 @@
 // The `tether` command as a user meets it: the real binary, run in a fresh
 // temporary folder per test, exit codes (2 bad input, 1 runtime error), one
 // clear error line, and the files a run leaves behind.
+#include <fcntl.h>
+#include <sys/file.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -62,6 +64,9 @@ json base_config() {
     "output":   {"every": 10},
     "backend":  "cpu"})");
 }
+
+json shoot_config();   // a small Heisenberg shoot (below)
+json sample_config();  // a small HMC sample (below)
 
 json states_ensemble(const json& states) { return {{"initial", {{"states", states}}}}; }
 
@@ -177,6 +182,7 @@ std::vector<BadInput> bad_inputs() {
   add("missing_method", [](json& j) { j.erase("method"); }, {"method", "missing"});
   add("negative_dt", [](json& j) { j["method"]["dt"] = -0.01; }, {"method.dt", "-0.01"});
   add("zero_dt", [](json& j) { j["method"]["dt"] = 0; }, {"method.dt", "got 0"});
+  add("dt_whose_square_underflows", [](json& j) { j["method"]["dt"] = 1e-300; }, {"method.dt", "below 1.5e-154"});
   add("string_dt", [](json& j) { j["method"]["dt"] = "0.01"; }, {"method.dt", "\"0.01\""});
   add("fractional_steps", [](json& j) { j["method"]["steps"] = 10.5; }, {"method.steps", "10.5"});
   add("string_steps", [](json& j) { j["method"]["steps"] = "ten"; }, {"method.steps", "\"ten\""});
@@ -216,6 +222,23 @@ std::vector<BadInput> bad_inputs() {
   add("system_name_with_newline", [](json& j) { j["system"]["name"] = "spherical\npendulum"; },
       {"system.name", "spherical"});
   // JSON has no literal for infinity; an overflowing number is the way to write one.
+  // Nesting far beyond any config: refused before nlohmann::json's recursive
+  // copies could overflow the stack (10^5 levels crashed validate and run).
+  v.push_back({"nested_100000_levels",
+               [] { return R"({"system": )" + std::string(100000, '[') + std::string(100000, ']') + "}"; },
+               {"system[0][0]", "nests deeper than 64 levels"}});
+  // JSON leaves a repeated key's meaning undefined; nlohmann keeps the last silently.
+  v.push_back({"duplicate_key",
+               [] {
+                 std::string t = base_config().dump();
+                 const std::string dt = "\"dt\":0.01";
+                 t.replace(t.find(dt), dt.size(), dt + ",\"dt\":0.02");
+                 return t;
+               },
+               {"method.dt", "appears twice"}});
+  // An unknown key is named, but a huge one is not echoed whole.
+  add("unknown_key_of_a_million_characters", [](json& j) { j["method"][std::string(1000000, 'x')] = 1; },
+      {"method.xxxxxxxx", "...: unknown key"});
   v.push_back({"non_finite_number",
                [] {
                  std::string t = base_config().dump();
@@ -233,8 +256,9 @@ TEST_P(BadInputTest, ExitsTwoWithOneErrorLineAndNoSummary) {
   const BadInput& c = GetParam();
   const fs::path cfg = write("config.json", c.config()), out = dir_ / "out";
   const Cli r = run(cfg, out, c.extra_args);
-  EXPECT_EQ(r.code, 2) << r.err;
+  EXPECT_EQ(r.code, 2) << r.err.substr(0, 2000);
   const std::string line = one_error_line(r);
+  EXPECT_LT(line.size(), 400u) << "an error line echoes at most a bounded part of the input";
   for (const auto& s : c.expect) EXPECT_NE(line.find(s), std::string::npos) << "expected \"" << s << "\" in: " << line;
   // Rejected before anything is written: no folder, so certainly no summary.json.
   EXPECT_FALSE(fs::exists(out / "summary.json"));
@@ -260,6 +284,19 @@ TEST_F(CliTest, MissingConfigFile) {
   EXPECT_NE(line.find("cannot be read"), std::string::npos) << line;
   EXPECT_FALSE(fs::exists(out));
   EXPECT_EQ(tether("validate " + quote(missing)).code, 2);
+}
+
+// A path to something endless (a device, a pipe) is read up to a bound, not until memory runs out.
+TEST_F(CliTest, EndlessConfigFileIsRefusedAtABound) {
+  const fs::path out = dir_ / "out";
+  for (const std::string& args : {std::string("validate /dev/zero"), "run /dev/zero --out " + quote(out)}) {
+    const Cli r = tether(args);
+    EXPECT_EQ(r.code, 2) << args;
+    const std::string line = one_error_line(r);
+    EXPECT_NE(line.find("/dev/zero"), std::string::npos) << line;
+    EXPECT_NE(line.find("larger than 256 MiB"), std::string::npos) << line;
+  }
+  EXPECT_FALSE(fs::exists(out));
 }
 
 TEST_F(CliTest, CudaBackendUnavailable) {
@@ -317,17 +354,52 @@ TEST_F(CliTest, RejectedConfigLeavesAnEarlierRunIntact) {
   EXPECT_EQ(read_file(out / "final.csv"), finals);
 }
 
-// A run that passed validation and then fails must not leave the previous
-// run's summary.json behind, where it would vouch for this run's files.
-TEST_F(CliTest, RuntimeFailureRemovesTheOldSummary) {
+// A run that passed validation and then fails leaves the previous run's
+// results as they were (its summary.json still vouches for its own files)
+// and none of its own.
+TEST_F(CliTest, RuntimeFailureLeavesTheEarlierRunIntact) {
   const fs::path out = dir_ / "out";
-  fs::create_directories(out / "final.csv.partial");  // a directory: final.csv cannot be written
-  std::ofstream(out / "summary.json") << "{\"old\": true}\n";
-  const Cli r = run(write("config.json", base_config()), out);
+  ASSERT_EQ(run(write("first.json", base_config()), out).code, 0);
+  const std::string summary = read_file(out / "summary.json"), finals = read_file(out / "final.csv");
+  fs::create_directories(out / "final.csv.partial" / "x");  // a folder with content: cannot be cleared or written
+  json j = base_config();
+  j["ensemble"]["size"] = 3;
+  const Cli r = run(write("config.json", j), out);
   EXPECT_EQ(r.code, 1) << r.err;
   const std::string line = one_error_line(r);
   EXPECT_NE(line.find("final.csv"), std::string::npos) << line;
-  EXPECT_FALSE(fs::exists(out / "summary.json"));
+  EXPECT_EQ(read_file(out / "summary.json"), summary);
+  EXPECT_EQ(read_file(out / "final.csv"), finals);
+  EXPECT_FALSE(fs::exists(out / "timeseries.csv.partial"));
+}
+
+// Two runs into one folder at once: the second is refused while the first
+// holds the folder (here the test holds its lock), and the first's files are
+// untouched; once it lets go, a run goes through.
+TEST_F(CliTest, AFolderInUseByAnotherRunIsRefused) {
+  const fs::path out = dir_ / "out";
+  ASSERT_EQ(run(write("first.json", base_config()), out).code, 0);
+  const std::string summary = read_file(out / "summary.json");
+  const int fd = ::open((out / ".tether.lock").c_str(), O_RDWR);
+  ASSERT_GE(fd, 0);
+  ASSERT_EQ(::flock(fd, LOCK_EX | LOCK_NB), 0);
+  json j = base_config();
+  j["ensemble"]["size"] = 2;
+  const fs::path cfg = write("second.json", j);
+  for (const std::string command : {"run", "shoot", "sample"}) {
+    const Cli r = command == "run" ? run(cfg, out)
+                                   : tether(command + " " + quote(command == "shoot" ? write("s.json", shoot_config())
+                                                                                       : write("m.json", sample_config())) +
+                                            " --out " + quote(out) + " --quiet");
+    EXPECT_EQ(r.code, 1) << command << ": " << r.err;
+    const std::string line = one_error_line(r);
+    EXPECT_NE(line.find("in use by another tether run"), std::string::npos) << line;
+    EXPECT_EQ(read_file(out / "summary.json"), summary) << command;
+  }
+  ::close(fd);
+  const Cli r = run(cfg, out);
+  EXPECT_EQ(r.code, 0) << r.err;
+  EXPECT_EQ(json::parse(read_file(out / "summary.json")).value("trajectories", -1), 2);
 }
 
 TEST_F(CliTest, UncreatableOutputFolderIsARuntimeError) {
@@ -438,6 +510,68 @@ TEST_F(CliTest, RerunWithoutFinalStatesLeavesNoStaleFinalCsv) {
   ASSERT_EQ(r.code, 0) << r.err;
   EXPECT_EQ(json::parse(read_file(out / "summary.json")).value("trajectories", -1), 2);
   EXPECT_FALSE(fs::exists(out / "final.csv")) << "final.csv of the earlier 5-trajectory run is still there";
+
+  // A killed run's leftover is cleared by the next run in the folder.
+  std::ofstream(out / "final.csv.partial") << "id,q0\n1,";
+  ASSERT_EQ(run(write("second.json", j), out).code, 0);
+  EXPECT_FALSE(fs::exists(out / "final.csv.partial"));
+}
+
+// A finite state whose energy overflows (gravity 1e300 on a rigid body) fails
+// as non_finite at the observation that sees it: no NaN in the files, and
+// the summary does not report a clean run.
+TEST_F(CliTest, NonFiniteEnergyFailsTheTrajectory) {
+  json j = base_config();
+  j["system"] = {{"name", "rigid_body"}, {"parameters", {{"inertia", {1.0, 1.5, 2.0}}, {"mass", 1.0}, {"gravity", 1e300}}}};
+  j["method"] = {{"name", "lie_rattle"}, {"retraction", "cayley"}, {"dt", 0.01}, {"steps", 100}};
+  j["output"]["every"] = 5;
+  const fs::path out = dir_ / "out";
+  const Cli r = run(write("config.json", j), out);
+  ASSERT_EQ(r.code, 0) << r.err;
+  const json s = json::parse(read_file(out / "summary.json"));
+  EXPECT_EQ(s.value("failed_trajectories", -1), 5) << s.dump(2);
+  ASSERT_FALSE(s["failures"].empty());
+  for (const auto& f : s["failures"]) {
+    EXPECT_EQ(f.value("reason", ""), "non_finite");
+    EXPECT_EQ(f.value("step", -1) % 5, 0) << "failed at an observation";
+  }
+  EXPECT_EQ(read_file(out / "timeseries.csv").find("nan"), std::string::npos);
+  EXPECT_EQ(read_file(out / "summary.json").find("null"), std::string::npos);
+  for (const auto& row : lines(read_file(out / "final.csv"))) EXPECT_EQ(row.find("nan"), std::string::npos) << row;
+}
+
+// What cannot fit is refused before the folder is touched, with the figure
+// and the key to change: a timeseries of 2^40 rows, a batch of 2^30 chain16
+// trajectories (1.3 TB), a shooting grid of 10^9 targets (validated in
+// milliseconds, not by generating them).
+TEST_F(CliTest, WhatCannotFitIsRefusedUpFront) {
+  const fs::path out = dir_ / "out";
+  ASSERT_EQ(run(write("first.json", base_config()), out).code, 0);
+  const std::string summary = read_file(out / "summary.json");
+  json rows = base_config();
+  rows["method"]["steps"] = std::int64_t(1) << 40;
+  rows["output"]["every"] = 1;
+  json batch = base_config();
+  batch["system"] = {{"name", "chain"}, {"parameters", {{"beads", 16}}}};
+  batch["ensemble"]["size"] = std::int64_t(1) << 30;
+  batch["ensemble"]["batch_size"] = std::int64_t(1) << 30;
+  json grid = shoot_config();
+  grid["shoot"]["targets"] = {{"grid", {{"min", {-1, -1, -1}}, {"max", {1, 1, 1}}, {"count", {1000, 1000, 1000}}}}};
+  const struct {
+    json config;
+    std::string command, path;
+  } cases[] = {{rows, "run", "output.every"}, {batch, "run", "ensemble.batch_size"},
+               {grid, "shoot", "shoot.targets.grid.count"}};
+  for (const auto& c : cases) {
+    const fs::path cfg = write("big.json", c.config);
+    const Cli r = tether(c.command + " " + quote(cfg) + " --out " + quote(out) + " --quiet");
+    EXPECT_EQ(r.code, 2) << c.path << ": " << r.err;
+    const std::string line = one_error_line(r);
+    EXPECT_NE(line.find(c.path), std::string::npos) << line;
+    EXPECT_NE(line.find("of memory"), std::string::npos) << line;
+    EXPECT_EQ(read_file(out / "summary.json"), summary) << "the earlier results are kept";
+    EXPECT_EQ(tether("validate " + quote(cfg)).code, 2) << c.path;
+  }
 }
 
 // Failed trajectories are not bad input: the run completes (exit 0), warns,
@@ -458,6 +592,8 @@ TEST_F(CliTest, FailedTrajectoriesAreReportedNotFatal) {
   EXPECT_EQ(s["failures"][0].value("id", -1), 1);
   EXPECT_GT(s["failures"][0].value("step", 0), 0);
   EXPECT_EQ(s["failures"][0].value("reason", ""), "newton_not_converged");
+  // The failing step's iterations count in the mean as in the max.
+  EXPECT_LE(s["newton_iterations"].value("mean", 1e9), s["newton_iterations"].value("max", 0));
   const auto f = lines(read_file(out / "final.csv"));
   ASSERT_EQ(f.size(), 3u);
   EXPECT_EQ(split(f[1], ',').back(), "ok");
@@ -860,6 +996,124 @@ TEST_F(CliTest, ShootReportsTargetsThatDidNotConverge) {
   const json s = json::parse(read_file(out / "summary.json"));
   EXPECT_EQ(s["not_converged"], 1);
   EXPECT_EQ(lines(read_file(out / "shots.csv")).size(), 5u);
+}
+
+// ---------------------------------------------------------------- checkpoint and resume
+
+// A chain16 run of a few seconds, checkpointed every 50 steps, in batches
+// (so a stop can come in any batch).
+json checkpointed_config() {
+  return json::parse(R"({
+    "system":   {"name": "chain", "parameters": {"beads": 16}},
+    "method":   {"name": "rattle", "dt": 0.002, "steps": 12000},
+    "ensemble": {"size": 300, "seed": 3, "batch_size": 128, "initial": {"sampler": "thermal", "temperature": 1.0}},
+    "output":   {"every": 500, "checkpoint": {"every": 50}},
+    "backend":  "cpu"})");
+}
+
+// `tether run` started in the background and sent `signal` after half a
+// second; out: "exit STATUS", err: what tether printed.
+Cli run_and_signal(const fs::path& dir, const fs::path& cfg, const fs::path& out, const std::string& signal) {
+  const fs::path o = dir / "signal.stdout", e = dir / "signal.stderr";
+  const std::string cmd = "{ " + quote(TETHER_BINARY) + " run " + quote(cfg) + " --out " + quote(out) +
+                          " --quiet & pid=$!; sleep 0.5; kill -" + signal + " $pid; wait $pid; echo \"exit $?\"; } >" +
+                          quote(o) + " 2>" + quote(e);
+  Cli r;
+  r.code = std::system(cmd.c_str());
+  r.out = read_file(o);
+  r.err = read_file(e);
+  return r;
+}
+
+// summary.json without its timings (wall and integration seconds, the rate).
+json without_timings(json s) {
+  for (const char* key : {"wall_seconds", "integration_seconds", "trajectory_steps_per_second"}) s.erase(key);
+  return s;
+}
+
+// Killed with SIGKILL, or stopped with SIGTERM (which writes a last
+// checkpoint and exits 128 + 15 with a message), part-way, then resumed: the
+// outputs are those of the uninterrupted run, byte for byte (summary.json but
+// for its timings).
+TEST_F(CliTest, AStoppedRunResumesToTheSameBytes) {
+  const fs::path cfg = write("config.json", checkpointed_config()), whole = dir_ / "whole";
+  ASSERT_EQ(run(cfg, whole).code, 0);
+  for (const std::string signal : {"KILL", "TERM"}) {
+    const fs::path out = dir_ / ("stopped_" + signal);
+    const Cli stopped = run_and_signal(dir_, cfg, out, signal);
+    if (fs::exists(out / "summary.json")) GTEST_SKIP() << "the run finished before the signal: a faster machine";
+    ASSERT_TRUE(fs::exists(out / "checkpoint.tether")) << signal << ": " << stopped.err;
+    EXPECT_FALSE(fs::exists(out / "final.csv"));
+    if (signal == "TERM") {
+      EXPECT_NE(stopped.err.find("stopped by SIGTERM: checkpoint written; go on with `tether run"), std::string::npos)
+          << stopped.err;
+      EXPECT_EQ(stopped.out, "exit 143\n") << "exit status 128 + SIGTERM";
+    }
+    const Cli resumed = run(cfg, out, "--resume");
+    ASSERT_EQ(resumed.code, 0) << signal << ": " << resumed.err;
+    for (const char* file : {"final.csv", "timeseries.csv"})
+      EXPECT_EQ(read_file(out / file), read_file(whole / file)) << signal << ": " << file;
+    EXPECT_EQ(without_timings(json::parse(read_file(out / "summary.json"))),
+              without_timings(json::parse(read_file(whole / "summary.json"))))
+        << signal;
+    EXPECT_FALSE(fs::exists(out / "checkpoint.tether")) << "a finished run leaves no checkpoint";
+    EXPECT_FALSE(fs::exists(out / "final.csv.partial"));
+  }
+}
+
+// A resume with another config (or options) than the one that wrote the
+// checkpoint is refused, naming what differs, and the checkpoint survives;
+// with none to resume, nothing is created.
+TEST_F(CliTest, ResumeRefusesAnotherConfigAndAFolderWithoutCheckpoint) {
+  const fs::path cfg = write("config.json", checkpointed_config()), out = dir_ / "out";
+  run_and_signal(dir_, cfg, out, "KILL");
+  if (fs::exists(out / "summary.json")) GTEST_SKIP() << "the run finished before the signal: a faster machine";
+  ASSERT_TRUE(fs::exists(out / "checkpoint.tether"));
+  json other = checkpointed_config();
+  other["method"]["dt"] = 0.001;
+  const Cli r = run(write("other.json", other), out, "--resume");
+  EXPECT_EQ(r.code, 2) << r.err;
+  std::string line = one_error_line(r);
+  EXPECT_NE(line.find("method.dt: differs from what wrote the checkpoint"), std::string::npos) << line;
+  const Cli b = run(cfg, out, "--resume --batch-size 64");
+  EXPECT_EQ(b.code, 2) << b.err;
+  line = one_error_line(b);
+  EXPECT_NE(line.find("--batch-size"), std::string::npos) << line;
+  EXPECT_TRUE(fs::exists(out / "checkpoint.tether"));
+  EXPECT_TRUE(fs::exists(out / "final.csv.partial"));
+
+  const Cli none = run(cfg, dir_ / "fresh", "--resume");
+  EXPECT_EQ(none.code, 1) << none.err;
+  line = one_error_line(none);
+  EXPECT_NE(line.find("holds no checkpoint"), std::string::npos) << line;
+  EXPECT_FALSE(fs::exists(dir_ / "fresh"));
+}
+
+// A write that fails says why, in the operating system's words (/dev/full:
+// every write fails with ENOSPC, as on a full disk).
+TEST(OutputErrors, SayTheOperatingSystemsReason) {
+  if (!fs::exists("/dev/full")) GTEST_SKIP() << "no /dev/full here";
+  RunResult r;
+  r.timeseries.resize(10000);  // more than a stream buffer, so a write reaches the device before close
+  try {
+    write_timeseries("/dev/full", r);
+    ADD_FAILURE() << "writing to /dev/full succeeded";
+  } catch (const std::runtime_error& e) {
+    EXPECT_NE(std::string(e.what()).find("/dev/full: No space left on device"), std::string::npos) << e.what();
+  }
+}
+
+// A shoot in which nothing converged has no converged residual to report: null, not 0.
+TEST_F(CliTest, ShootWithNothingConvergedReportsNoResidual) {
+  json j = shoot_config();
+  j["shoot"]["targets"]["list"] = {{0.0, 0.0, 0.4}};  // the cut locus: the straight guess is singular
+  const fs::path out = dir_ / "shots";
+  const Cli r = tether("shoot " + quote(write("shoot.json", j)) + " --out " + quote(out) + " --quiet");
+  ASSERT_EQ(r.code, 0) << r.err;
+  const json s = json::parse(read_file(out / "summary.json"));
+  EXPECT_EQ(s["converged"], 0);
+  EXPECT_TRUE(s["converged_residual"]["max"].is_null()) << s["converged_residual"];
+  EXPECT_TRUE(s["converged_residual"]["median"].is_null()) << s["converged_residual"];
 }
 
 TEST_F(CliTest, ShootBadInputNamesThePathAndWritesNothing) {

@@ -62,6 +62,7 @@ struct RunConfig {
   InitialSpec initial;
   std::int64_t output_every = 0;
   bool write_final_states = true;
+  std::int64_t checkpoint_every = 0;  // output.checkpoint.every: steps of a batch between checkpoints (0: none)
   std::string backend = "auto";  // auto | cpu | reference | cuda
   std::string precision = "double";
 };
@@ -120,8 +121,17 @@ std::string describe_method(const RunConfig& c);
 // Dimension of q for the configured system.
 int system_dof(const RunConfig& c);
 
+// Rows of a run's timeseries: step 0, then every output.every steps, and the last step.
+std::int64_t timeseries_rows(const RunConfig& c);
+// Host memory one timeseries row takes while a run accumulates it (its
+// reduction, energy sum and written row; engine/runner.hpp checks the figure).
+constexpr double timeseries_row_bytes = 96;
+
 RunConfig parse_config(const std::string& json_text, const std::string& source);
 RunConfig load_config_file(const std::string& path);
+// The config file's JSON in one canonical text (keys sorted, no spacing): a
+// checkpoint records it, and a resume compares it with the config given.
+std::string canonical_config_file(const std::string& path);
 
 ShootConfig parse_shoot_config(const std::string& json_text, const std::string& source);
 ShootConfig load_shoot_config_file(const std::string& path);

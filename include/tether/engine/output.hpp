@@ -15,29 +15,57 @@
 
 namespace tether {
 
+// A run's output folder, held by one run at a time (an advisory lock on
+// DIR/.tether.lock, released when the process ends, however it ends).
+// A previous run's results stay untouched until this run has finished
+// computing: the first commit removes them all (summary.json first), then
+// files are renamed into place one by one, summary.json last by the caller.
+// Files of a run that never commits (an exception, a signal) stay under
+// their .partial names and are removed by the next run in the folder, except
+// what a checkpoint needs: a run resumed (`resume`) keeps final.csv.partial
+// and the checkpoint, a fresh one drops both.
+// Throws std::runtime_error (with the OS's reason).
 class OutputFolder {
  public:
-  // Creates the folder and removes a previous run's files (summary.json,
-  // final.csv, timeseries.csv, shots.csv, geodesics.csv, draws.nc), so stale
-  // results never look like this run's.
-  // Throws std::runtime_error.
-  explicit OutputFolder(const std::filesystem::path& dir);
+  explicit OutputFolder(const std::filesystem::path& dir, bool resume = false);
+  ~OutputFolder();
+  OutputFolder(const OutputFolder&) = delete;
+  OutputFolder& operator=(const OutputFolder&) = delete;
 
   std::filesystem::path partial(const std::string& name) const { return dir_ / (name + ".partial"); }
-  // Renames name.partial to name.
-  void commit(const std::string& name) const;
+  // Renames name.partial to name (the first call removes the previous run's results and any checkpoint).
+  void commit(const std::string& name);
+
+  // DIR/checkpoint.tether: a one-line JSON header, then the run's state
+  // bytes; written whole (write, fsync, rename, fsync of the folder), so a
+  // crash leaves the previous checkpoint or this one, never a torn one. Once
+  // one is written, final.csv.partial outlives this object (a resume appends to it).
+  void write_checkpoint(const nlohmann::json& header, const std::string& state);
+  struct Checkpoint {
+    nlohmann::json header;
+    std::string state;
+  };
+  // Throws std::runtime_error when there is none, or it is not a checkpoint.
+  Checkpoint read_checkpoint() const;
 
   const std::filesystem::path& dir() const { return dir_; }
 
  private:
   std::filesystem::path dir_;
+  int lock_fd_ = -1;
+  bool retired_ = false;       // the previous run's results are gone
+  bool checkpointed_ = false;  // final.csv.partial belongs to a checkpoint
 };
 
 // final.csv rows: id, q0..q{n-1}, p0..p{n-1}, status (shortest round-trip decimals).
 class CsvFinalStates final : public FinalStateSink {
  public:
   CsvFinalStates(const std::filesystem::path& file, int dof);
+  // Continues a file a checkpointed run wrote `bytes` of (what follows them is dropped).
+  CsvFinalStates(const std::filesystem::path& file, std::uintmax_t bytes);
   void write(std::int64_t id, const std::vector<Real>& q, const std::vector<Real>& p, Status status) override;
+  // Bytes written so far, all of them handed to the OS (for a checkpoint).
+  std::uintmax_t flush();
   void close();
 
  private:
@@ -45,6 +73,13 @@ class CsvFinalStates final : public FinalStateSink {
   std::filesystem::path file_;
   std::string line_;
 };
+
+// Refuse (ConfigError, naming the key to change) output that cannot fit on
+// the disk where `out` will be: estimated from the config before the folder
+// is touched.
+void check_room_for_run(const RunConfig& c, const std::filesystem::path& out);
+void check_room_for_shoot(const ShootConfig& c, const std::filesystem::path& out);
+void check_room_for_sample(const SampleConfig& c, const std::filesystem::path& out);
 
 void write_timeseries(const std::filesystem::path& file, const RunResult& r);
 void write_summary(const std::filesystem::path& file, const RunConfig& c, const RunResult& r);

@@ -1,6 +1,7 @@
 #pragma once
 // The engine's entry points: check a config against the system's equations,
 // and run an ensemble on a backend.
+#include <csignal>
 #include <functional>
 #include <string>
 #include <vector>
@@ -40,6 +41,7 @@ struct RunResult {
   Real max_projection_distance = 0;
   std::uint64_t trajectory_steps = 0;  // steps actually taken (failed trajectories stop)
   Real wall_seconds = 0, integration_seconds = 0;
+  bool stopped = false;  // by RunOptions::stop: the result is partial, a checkpoint holds the rest
 };
 
 // Receives every trajectory's final state, in id order.
@@ -54,6 +56,16 @@ struct RunOptions {
   // Called after every output interval with (trajectory-steps done, total).
   std::function<void(double done, double total)> progress;
   std::size_t failure_report_cap = 100;
+  // Checkpoints: the run's whole state between two steps, as bytes, handed to
+  // `checkpoint` every `checkpoint_every` steps of a batch (0: never) and
+  // when *stop turns non-zero (a signal), after which the run returns at once
+  // with RunResult::stopped set. `resume`: bytes a checkpoint of the same
+  // config gave; the run goes on from there, its outputs byte-identical to a
+  // run never stopped (final states already written stay the sink's).
+  std::function<void(const std::string& bytes)> checkpoint;
+  std::int64_t checkpoint_every = 0;
+  const std::string* resume = nullptr;
+  const volatile std::sig_atomic_t* stop = nullptr;
 };
 
 // Number of CUDA devices usable by this build (0 when not built with CUDA).

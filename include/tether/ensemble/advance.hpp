@@ -188,10 +188,14 @@ TETHER_HD Status energy_and_scale(const S& sys, const Vec<S::dof>& q, const Vec<
 // constraints), and the velocity residual max_i |g_i(q) . qdot| (zero for
 // canonical systems; with |Dh(q) qdot| for mixed ones). They read q and p
 // only, so one instantiation per system serves all its methods.
+// A live trajectory whose energy or residuals are not finite at `step` (a
+// finite state whose energy overflows, or a singular multiplier solve) fails
+// there: a NaN never enters a reduction as a number it could be dropped by.
 template <class S>
-TETHER_HD void observe_trajectory(const S& sys, const EnsembleView& v, std::int64_t i) {
+TETHER_HD void observe_trajectory(const S& sys, const EnsembleView& v, std::int64_t i, std::int64_t step) {
   PhaseState<S> s;
   load_phase<S>(v, i, s);
+  Status st = Status::ok;
   Real energy;
   if constexpr (is_lagrangian<S>) {
     energy = sys.energy(s.q, s.p);
@@ -200,7 +204,7 @@ TETHER_HD void observe_trajectory(const S& sys, const EnsembleView& v, std::int6
   } else if constexpr (is_nonholonomic<S>) {
     Real potential;
     Vec<S::multiplier_count> lambda;
-    const Status st = energy_parts(sys, s.q, s.p, energy, potential, lambda);
+    st = energy_parts(sys, s.q, s.p, energy, potential, lambda);
     if constexpr (holonomic_count<S> > 0)
       v.constraint_violation[i] = max_abs(holonomic_values(sys, s.q));
     else
@@ -214,7 +218,17 @@ TETHER_HD void observe_trajectory(const S& sys, const EnsembleView& v, std::int6
   }
   const Real e = energy - v.energy0[i];
   v.energy_error[i] = (e < 0 ? -e : e) / v.energy_scale[i];
+  if (st == Status::ok && !(is_finite(v.energy_error[i]) && is_finite(v.constraint_violation[i]) &&
+                            is_finite(v.velocity_violation[i])))
+    st = Status::non_finite;
+  if (st != Status::ok && v.status[i] == static_cast<std::uint8_t>(Status::ok)) {
+    v.status[i] = static_cast<std::uint8_t>(st);
+    v.failed_step[i] = step;
+  }
 }
+
+// max that keeps a NaN from either side (a > b ? a : b drops one on the right).
+TETHER_HD inline Real max_keeping_nan(Real a, Real b) { return (a != a || a > b) ? a : b; }
 
 // Trajectories per partial sum of energy errors. The ensemble mean is the
 // in-order sum of these chunk sums, so it does not depend on thread count or
@@ -230,9 +244,9 @@ struct Observation {
 
   TETHER_HD void merge(const Observation& o) {
     ok += o.ok;
-    energy_error_max = energy_error_max > o.energy_error_max ? energy_error_max : o.energy_error_max;
-    constraint_max = constraint_max > o.constraint_max ? constraint_max : o.constraint_max;
-    velocity_max = velocity_max > o.velocity_max ? velocity_max : o.velocity_max;
+    energy_error_max = max_keeping_nan(energy_error_max, o.energy_error_max);
+    constraint_max = max_keeping_nan(constraint_max, o.constraint_max);
+    velocity_max = max_keeping_nan(velocity_max, o.velocity_max);
   }
 };
 

@@ -29,10 +29,10 @@ class CpuBackend final : public Backend {
     }
   }
 
-  Observation observe(std::vector<Real>& chunk_sums) override {
+  Observation observe(std::int64_t step, std::vector<Real>& chunk_sums) override {
     const EnsembleView v = view_;
 #pragma omp parallel for schedule(static) if (v.count >= parallel_threshold)
-    for (std::int64_t i = 0; i < v.count; ++i) observe_trajectory<S>(sys_, v, i);
+    for (std::int64_t i = 0; i < v.count; ++i) observe_trajectory<S>(sys_, v, i, step);
     return reduce_observations(v, chunk_sums);
   }
 

@@ -14,9 +14,9 @@ __global__ void advance_kernel(S sys, M method, StepControl ctl, EnsembleView v,
 }
 
 template <class S>
-__global__ void observe_kernel(S sys, EnsembleView v) {
+__global__ void observe_kernel(S sys, EnsembleView v, std::int64_t step) {
   const std::int64_t i = std::int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
-  if (i < v.count) observe_trajectory<S>(sys, v, i);
+  if (i < v.count) observe_trajectory<S>(sys, v, i, step);
 }
 
 template <class S, class M>
@@ -37,8 +37,8 @@ class CudaBackend final : public Backend {
     cuda_check(cudaDeviceSynchronize(), "advance_kernel");
   }
 
-  Observation observe(std::vector<Real>& chunk_sums) override {
-    observe_kernel<S><<<blocks(), threads>>>(sys_, dev_);
+  Observation observe(std::int64_t step, std::vector<Real>& chunk_sums) override {
+    observe_kernel<S><<<blocks(), threads>>>(sys_, dev_, step);
     cuda_check(cudaGetLastError(), "observe_kernel launch");
     return reducer_.reduce(dev_, chunk_sums);
   }

@@ -143,8 +143,8 @@ class ReferenceBackend final : public Backend {
       advance_trajectory<S, M, ReferenceStepper<M>>(sys_, stepper_, ctl_, view_, i, nsteps, steps_before);
   }
 
-  Observation observe(std::vector<Real>& chunk_sums) override {
-    for (std::int64_t i = 0; i < view_.count; ++i) observe_trajectory<S>(sys_, view_, i);
+  Observation observe(std::int64_t step, std::vector<Real>& chunk_sums) override {
+    for (std::int64_t i = 0; i < view_.count; ++i) observe_trajectory<S>(sys_, view_, i, step);
     return reduce_observations(view_, chunk_sums);
   }
 
