@@ -28,9 +28,9 @@ struct MemorySink final : FinalStateSink {
     Status status;
   };
   std::vector<Row> rows;
-  void write(std::int64_t id, const std::vector<Real>& q, const std::vector<Real>& p, Status s) override {
-    rows.push_back({id, q, p, s});
-  }
+  std::vector<TrajectoryRecord> snapshots;
+  void write(const TrajectoryRecord& r) override { rows.push_back({r.id, r.q, r.p, r.status}); }
+  void snapshot(const TrajectoryRecord& r) override { snapshots.push_back(r); }
 };
 
 // Keeps every draw of a `tether sample` in memory, (chain, draw) in row-major order.

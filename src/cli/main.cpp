@@ -97,7 +97,7 @@ int do_run(const std::string& config_path, const std::string& out, const std::st
     throw std::runtime_error("cannot resume: " + out + " holds no checkpoint (checkpoint.tether)");
   tether::OutputFolder folder(out, resume);
   std::string resume_state;
-  std::uintmax_t final_bytes = 0;
+  nlohmann::json file_sizes;
   if (resume) {
     tether::OutputFolder::Checkpoint ck = folder.read_checkpoint();
     for (const char* key : {"config", "backend", "batch_size"})
@@ -116,19 +116,16 @@ int do_run(const std::string& config_path, const std::string& out, const std::st
                                              ": resume with the same config and options, or run afresh without --resume");
       }
     resume_state = std::move(ck.state);
-    final_bytes = ck.header.value("final_bytes", std::uintmax_t(0));
+    file_sizes = ck.header.value("files", nlohmann::json::object());
   }
-  std::unique_ptr<tether::CsvFinalStates> finals;
-  if (cfg.write_final_states)
-    finals = resume ? std::make_unique<tether::CsvFinalStates>(folder.partial("final.csv"), final_bytes)
-                    : std::make_unique<tether::CsvFinalStates>(folder.partial("final.csv"), tether::system_dof(cfg));
+  tether::RunFiles files(folder, cfg, resume ? &file_sizes : nullptr);
   tether::RunOptions opt;
-  opt.final_states = finals.get();
+  opt.final_states = &files;
   Progress progress(quiet);
   opt.progress = [&](double d, double t) { progress(d, t); };
   opt.checkpoint = [&](const std::string& state) {
     nlohmann::json header = identity;
-    header["final_bytes"] = finals ? finals->flush() : 0;
+    header["files"] = files.checkpoint_sizes();
     folder.write_checkpoint(header, state);
   };
   opt.checkpoint_every = cfg.checkpoint_every;
@@ -145,12 +142,7 @@ int do_run(const std::string& config_path, const std::string& out, const std::st
   }
   std::signal(SIGINT, SIG_DFL);
   std::signal(SIGTERM, SIG_DFL);
-  if (finals) finals->close();
-  tether::write_timeseries(folder.partial("timeseries.csv"), r);
-  tether::write_summary(folder.partial("summary.json"), cfg, r);
-  if (finals) folder.commit("final.csv");
-  folder.commit("timeseries.csv");
-  folder.commit("summary.json");
+  files.finish(r);
 
   if (!quiet) {
     const std::string method = method_label(cfg);

@@ -205,7 +205,7 @@ RunConfig parse_config(const std::string& text, const std::string& source) {
   c.batch_size = ens.integer("batch_size", 1, std::int64_t(1) << 30, c.batch_size);
 
   const Node out = top.object_or_empty("output");
-  out.only({"every", "final_states", "checkpoint"});
+  out.only({"every", "final_states", "checkpoint", "format", "trajectories"});
   c.output_every = out.integer("every", 1, INT64_MAX, std::max<std::int64_t>(1, c.steps / 100));
   c.output_every = std::min(c.output_every, std::max<std::int64_t>(1, c.steps));  // one interval at most the run
   c.write_final_states = out.boolean("final_states", true);
@@ -214,6 +214,27 @@ RunConfig parse_config(const std::string& text, const std::string& source) {
     ck.only({"every"});
     c.checkpoint_every = ck.integer("every", 1, INT64_MAX);
   }
+  static const std::string csv = "csv";
+  c.output_format = out.string("format", {"csv", "netcdf"}, &csv);
+  if (out.has("trajectories")) {
+    const Node tr = out.object("trajectories");
+    tr.only({"ids", "every"});
+    if (!tr.has("ids")) throw ConfigError(tr.at("ids"), "is missing (the trajectory ids to follow)");
+    const json& ids = tr.raw("ids");
+    if (!ids.is_array() || ids.empty() || ids.size() > (std::size_t(1) << 20))
+      throw ConfigError(tr.at("ids"), "must be an array of 1 to 2^20 trajectory ids");
+    for (std::size_t i = 0; i < ids.size(); ++i) {
+      const std::string path = tr.at("ids") + "[" + std::to_string(i) + "]";
+      if (!ids[i].is_number_integer() || ids[i].get<std::int64_t>() < 0 || ids[i].get<std::int64_t>() >= c.size)
+        throw ConfigError(path, "must be a trajectory id from 0 to " + std::to_string(c.size - 1) + ", got " + show(ids[i]));
+      c.track_ids.push_back(ids[i].get<std::int64_t>());
+    }
+    std::sort(c.track_ids.begin(), c.track_ids.end());
+    if (const auto twice = std::adjacent_find(c.track_ids.begin(), c.track_ids.end()); twice != c.track_ids.end())
+      throw ConfigError(tr.at("ids"), "lists trajectory " + std::to_string(*twice) + " twice");
+    c.track_every = tr.integer("every", 1, INT64_MAX, c.output_every);
+    c.track_every = std::min(c.track_every, std::max<std::int64_t>(1, c.steps));
+  }
 
   // What the run will hold in memory: one batch of trajectories (q, p, q_prev
   // and eight per-trajectory numbers), and every timeseries row until it
@@ -221,6 +242,12 @@ RunConfig parse_config(const std::string& text, const std::string& source) {
   const double batch = double(std::min(c.size, c.batch_size));
   const double batch_bytes = batch * (3.0 * system_dof(c) + 8) * sizeof(Real);
   const double rows = double(timeseries_rows(c)), row_bytes = rows * timeseries_row_bytes;
+  // trajectories.csv is sorted by (id, step) in memory at the end of a run.
+  const double snapshots = double(c.track_ids.size()) * double(snapshots_per_trajectory(c));
+  if (c.output_format == "csv")
+    refuse_beyond_memory(out.at("trajectories"), snapshots * (2.0 * system_dof(c) + 8) * sizeof(Real),
+                         std::to_string(std::int64_t(snapshots)) + " trajectory snapshots",
+                         "follow fewer trajectories or raise output.trajectories.every, or write netcdf");
   if (row_bytes > batch_bytes)
     refuse_beyond_memory(out.at("every"), batch_bytes + row_bytes,
                          std::to_string(std::int64_t(rows)) + " timeseries rows (steps / every)", "raise output.every");
@@ -263,6 +290,10 @@ std::string read_config_file(const std::string& path) {
 int system_dof(const RunConfig& c) { return system_infos()[std::size_t(c.system)].dof; }
 
 std::int64_t timeseries_rows(const RunConfig& c) { return (c.steps + c.output_every - 1) / c.output_every + 1; }
+
+std::int64_t snapshots_per_trajectory(const RunConfig& c) {
+  return c.track_ids.empty() ? 0 : (c.steps + c.track_every - 1) / c.track_every + 1;
+}
 
 namespace {
 

@@ -106,8 +106,25 @@ RunResult run_ensemble(const S& sys, const M& method, const RunConfig& c, Backen
     at.rows[std::size_t(row)].merge(backend.observe(step, chunk_sums));
     for (Real x : chunk_sums) at.energy_sums[std::size_t(row)] += x;  // in trajectory order
   };
-  std::vector<Real> q(S::dof), p(S::dof);
   const double total_work = double(c.size) * double(c.steps);
+  // Trajectory j of batch h as a record at `step` (its last good state when it has failed).
+  TrajectoryRecord rec;
+  rec.q.resize(S::dof), rec.p.resize(S::dof);
+  const auto record = [&](const HostEnsemble& h, std::int64_t first, std::int64_t j, std::int64_t step) -> TrajectoryRecord& {
+    rec.id = first + j;
+    rec.step = step;
+    for (int k = 0; k < S::dof; ++k) {
+      rec.q[std::size_t(k)] = h.q[std::size_t(k) * std::size_t(h.count) + std::size_t(j)];
+      rec.p[std::size_t(k)] = h.p[std::size_t(k) * std::size_t(h.count) + std::size_t(j)];
+    }
+    rec.status = static_cast<Status>(h.status[std::size_t(j)]);
+    rec.failed_step = h.failed_step[std::size_t(j)];
+    return rec;
+  };
+  // The step of the snapshot after `done`: the next multiple of track_every, or the last step.
+  const auto next_snapshot = [&](std::int64_t done) {
+    return done >= c.steps ? INT64_MAX : std::min(c.steps, (done / c.track_every + 1) * c.track_every);
+  };
 
   // A checkpoint holds the batch's states at a step between two advances:
   // resumed there, every trajectory takes the same steps from the same bits,
@@ -140,20 +157,35 @@ RunResult run_ensemble(const S& sys, const M& method, const RunConfig& c, Backen
     } else {
       backend.load(h);
     }
+    // The tracked trajectories of this batch: their snapshots are taken between advances.
+    const auto track_lo = std::lower_bound(c.track_ids.begin(), c.track_ids.end(), first);
+    const auto track_hi = std::lower_bound(track_lo, c.track_ids.end(), first + h.count);
+    const bool tracking = opt.final_states != nullptr && track_lo != track_hi;
+    const auto take_snapshot = [&](std::int64_t step) {
+      backend.store(h);
+      for (auto id = track_lo; id != track_hi; ++id) {
+        TrajectoryRecord& r1 = record(h, first, *id - first, step);
+        r1.energy_error = r1.constraint_violation = r1.velocity_violation = Real(NAN);  // observed at rows only
+        opt.final_states->snapshot(r1);
+      }
+    };
+    if (tracking && !resumed) take_snapshot(0);
     std::int64_t last_checkpoint = at.done;
     for (; at.next_row <= intervals; ++at.next_row) {
       const std::int64_t target = std::min(c.steps, at.next_row * c.output_every);
       while (at.done < target) {
+        const std::int64_t until = tracking ? std::min(target, next_snapshot(at.done)) : target;
         // Bounded work per call keeps progress reports coming on long
         // intervals; at most 1e6 steps keeps a small ensemble's launch short.
         const std::int64_t chunk = std::clamp<std::int64_t>(std::int64_t(backend.work_per_call() / double(h.count)), 1,
-                                                            std::min<std::int64_t>(target - at.done, 1000000));
+                                                            std::min<std::int64_t>(until - at.done, 1000000));
         const auto t = clock::now();
         backend.advance(static_cast<int>(chunk), at.done);
         at.integration += std::chrono::duration<double>(clock::now() - t).count();
         at.done += chunk;
         at.work_done += double(chunk) * double(h.count);
         if (opt.progress) opt.progress(at.work_done, total_work);
+        if (tracking && at.done == next_snapshot(at.done - chunk)) take_snapshot(at.done);
         if (opt.stop != nullptr && *opt.stop != 0) {  // a signal: leave a checkpoint and return
           if (opt.checkpoint) checkpoint(h);
           r.stopped = true;
@@ -181,11 +213,11 @@ RunResult run_ensemble(const S& sys, const M& method, const RunConfig& c, Backen
         if (r.failures.size() < opt.failure_report_cap) r.failures.push_back({first + j, h.failed_step[j], st});
       }
       if (opt.final_states) {
-        for (int k = 0; k < S::dof; ++k) {
-          q[k] = h.q[std::size_t(k) * h.count + j];
-          p[k] = h.p[std::size_t(k) * h.count + j];
-        }
-        opt.final_states->write(first + j, q, p, st);
+        TrajectoryRecord& r1 = record(h, first, j, c.steps);
+        r1.energy_error = h.energy_error[std::size_t(j)];
+        r1.constraint_violation = h.constraint_violation[std::size_t(j)];
+        r1.velocity_violation = h.velocity_violation[std::size_t(j)];
+        opt.final_states->write(r1);
       }
     }
     resumed.reset();  // the next batch starts fresh

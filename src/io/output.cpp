@@ -1,6 +1,7 @@
 #include "tether/engine/output.hpp"
 
 #include "config/resources.hpp"
+#include "io/text_out.hpp"
 #include "registry/catalog.hpp"
 #include "tether/sampling/hmc.hpp"
 
@@ -24,19 +25,6 @@ namespace fs = std::filesystem;
 
 namespace {
 
-void append_number(std::string& s, Real x) {
-  char buf[32];
-  const auto res = std::to_chars(buf, buf + sizeof buf, x);
-  s.append(buf, res.ptr);
-}
-
-// The OS's reason goes with the file name: "No space left on device",
-// "Permission denied".
-void check_stream(const std::ofstream& out, const fs::path& file) {
-  if (!out)
-    throw std::runtime_error("cannot write " + file.string() + (errno != 0 ? ": " + std::string(std::strerror(errno)) : ""));
-}
-
 void write_json(const fs::path& file, const nlohmann::ordered_json& j) {
   std::ofstream out(file, std::ios::binary);
   check_stream(out, file);
@@ -49,8 +37,14 @@ void write_json(const fs::path& file, const nlohmann::ordered_json& j) {
 
 // Every file a run, shoot or sample writes: removed together, so no file of
 // an earlier run sits beside this run's summary.json.
-constexpr const char* result_files[] = {"summary.json", "final.csv", "timeseries.csv", "shots.csv", "geodesics.csv",
-                                        "draws.nc"};
+constexpr const char* result_files[] = {"summary.json",  "final.csv",     "timeseries.csv", "shots.csv",
+                                        "geodesics.csv", "draws.nc",      "results.nc",     "trajectories.csv"};
+// Files a run writes only under .partial names, until it turns them into results.
+constexpr const char* side_files[] = {"final.bin", "trajectories.bin"};
+// The .partial files a checkpoint goes on from: kept when a run stops at one.
+bool checkpoint_needs(const std::string& name) {
+  return name == "final.csv" || name == "final.bin" || name == "trajectories.bin";
+}
 const std::string checkpoint_file = "checkpoint.tether";
 
 OutputFolder::OutputFolder(const fs::path& dir, bool resume) : dir_(dir) {
@@ -78,11 +72,13 @@ OutputFolder::OutputFolder(const fs::path& dir, bool resume) : dir_(dir) {
   if (::ftruncate(lock_fd_, 0) == 0) (void)!::pwrite(lock_fd_, pid.data(), pid.size(), 0);
   // Leftovers of a run that was killed before it committed (and, unless this
   // run resumes it, its checkpoint).
-  for (const char* name : result_files) {
-    if (resume && std::string(name) == "final.csv") continue;
+  auto clear = [&](const char* name) {
+    if (resume && checkpoint_needs(name)) return;
     fs::remove(partial(name), ec);
     if (ec) throw std::runtime_error("cannot remove the stale " + partial(name).string() + ": " + ec.message());
-  }
+  };
+  for (const char* name : result_files) clear(name);
+  for (const char* name : side_files) clear(name);
   fs::remove(partial(checkpoint_file), ec);
   if (!resume) fs::remove(dir_ / checkpoint_file, ec);
   if (ec) throw std::runtime_error("cannot remove the stale checkpoint in " + dir_.string() + ": " + ec.message());
@@ -91,8 +87,11 @@ OutputFolder::OutputFolder(const fs::path& dir, bool resume) : dir_(dir) {
 
 OutputFolder::~OutputFolder() {
   std::error_code ec;
-  for (const char* name : result_files)  // an uncommitted run leaves nothing but what its checkpoint needs
-    if (!(checkpointed_ && std::string(name) == "final.csv")) fs::remove(partial(name), ec);
+  // An uncommitted run leaves nothing but what its checkpoint needs.
+  for (const char* name : result_files)
+    if (!(checkpointed_ && checkpoint_needs(name))) fs::remove(partial(name), ec);
+  for (const char* name : side_files)
+    if (!(checkpointed_ && checkpoint_needs(name))) fs::remove(partial(name), ec);
   fs::remove(partial(checkpoint_file), ec);
   if (lock_fd_ >= 0) ::close(lock_fd_);                                  // releases the lock
 }
@@ -170,48 +169,6 @@ void OutputFolder::commit(const std::string& name) {
   if (ec) throw std::runtime_error("cannot rename " + partial(name).string() + ": " + ec.message());
 }
 
-CsvFinalStates::CsvFinalStates(const fs::path& file, int dof) : out_(file, std::ios::binary), file_(file) {
-  check_stream(out_, file_);
-  std::string header = "id";
-  for (int k = 0; k < dof; ++k) header += ",q" + std::to_string(k);
-  for (int k = 0; k < dof; ++k) header += ",p" + std::to_string(k);
-  out_ << header << ",status\n";
-}
-
-void CsvFinalStates::write(std::int64_t id, const std::vector<Real>& q, const std::vector<Real>& p, Status status) {
-  line_.clear();
-  line_ += std::to_string(id);
-  for (Real x : q) { line_ += ','; append_number(line_, x); }
-  for (Real x : p) { line_ += ','; append_number(line_, x); }
-  line_ += ',';
-  line_ += status_name(status);
-  line_ += '\n';
-  out_ << line_;
-}
-
-CsvFinalStates::CsvFinalStates(const fs::path& file, std::uintmax_t bytes) : file_(file) {
-  std::error_code ec;
-  const std::uintmax_t have = fs::file_size(file, ec);
-  if (ec || have < bytes)
-    throw std::runtime_error("cannot resume: " + file.string() + (ec ? " is missing" : " is shorter than its checkpoint") +
-                             " (run afresh, without --resume)");
-  fs::resize_file(file, bytes, ec);
-  if (ec) throw std::runtime_error("cannot resume " + file.string() + ": " + ec.message());
-  out_.open(file, std::ios::binary | std::ios::app);
-  check_stream(out_, file_);
-}
-
-std::uintmax_t CsvFinalStates::flush() {
-  out_.flush();
-  check_stream(out_, file_);
-  return std::uintmax_t(out_.tellp());
-}
-
-void CsvFinalStates::close() {
-  out_.close();
-  check_stream(out_, file_);
-}
-
 // Bytes per CSV number as written (shortest round trip: at most 24 with its comma).
 constexpr double csv_number_bytes = 24;
 
@@ -219,7 +176,8 @@ void check_room_for_run(const RunConfig& c, const fs::path& out) {
   const int dof = system_dof(c);
   const double rows = double(timeseries_rows(c));
   const double finals = c.write_final_states ? double(c.size) * (2 * dof * csv_number_bytes + 32) : 0;
-  const double series = rows * 7 * csv_number_bytes;
+  const double series = rows * 7 * csv_number_bytes +
+                        double(c.track_ids.size()) * double(snapshots_per_trajectory(c)) * (2 * dof + 3) * csv_number_bytes;
   if (series > finals)
     refuse_beyond_disk(out, "output.every", finals + series, std::to_string(std::int64_t(rows)) + " timeseries rows",
                        "raise output.every");
@@ -269,7 +227,9 @@ void write_timeseries(const fs::path& file, const RunResult& r) {
   check_stream(out, file);
 }
 
-void write_summary(const fs::path& file, const RunConfig& c, const RunResult& r) {
+void write_summary(const fs::path& file, const RunConfig& c, const RunResult& r) { write_json(file, run_summary(c, r)); }
+
+nlohmann::ordered_json run_summary(const RunConfig& c, const RunResult& r) {
   nlohmann::ordered_json j;
   j["system"] = r.system;
   j["family"] = r.family;
@@ -307,7 +267,7 @@ void write_summary(const fs::path& file, const RunConfig& c, const RunResult& r)
           ? "position: max |h(q)| (0 without holonomic constraints); velocity: max_i |g_i(q) . qdot| and |Dh(q) qdot| "
             "with qdot = H_p (0 for canonical systems)"
           : "position: max |g(q)|; velocity: max |G(q) M^-1 p|";
-  write_json(file, j);
+  return j;
 }
 
 namespace {

@@ -2,6 +2,7 @@
 // temporary folder per test, exit codes (2 bad input, 1 runtime error), one
 // clear error line, and the files a run leaves behind.
 #include <fcntl.h>
+#include <netcdf.h>
 #include <sys/file.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -218,6 +219,13 @@ std::vector<BadInput> bad_inputs() {
   add("unknown_backend", [](json& j) { j["backend"] = "gpu"; }, {"backend", "\"gpu\""});
   add("unknown_backend_option", [](json&) {}, {"backend", "\"gpu\""}, "--backend gpu");
   add("unknown_precision", [](json& j) { j["precision"] = "single"; }, {"precision", "single"});
+  add("unknown_output_format", [](json& j) { j["output"]["format"] = "hdf5"; }, {"output.format", "\"hdf5\""});
+  add("tracked_id_beyond_the_ensemble", [](json& j) { j["output"]["trajectories"] = {{"ids", {0, 5}}}; },
+      {"output.trajectories.ids[1]", "from 0 to 4, got 5"});
+  add("tracked_id_twice", [](json& j) { j["output"]["trajectories"] = {{"ids", {3, 1, 3}}}; },
+      {"output.trajectories.ids", "trajectory 3 twice"});
+  add("tracked_ids_not_a_list", [](json& j) { j["output"]["trajectories"] = {{"ids", 2}}; },
+      {"output.trajectories.ids", "must be an array"});
   // The value is quoted as JSON, so an escaped newline in it cannot split the error line.
   add("system_name_with_newline", [](json& j) { j["system"]["name"] = "spherical\npendulum"; },
       {"system.name", "spherical"});
@@ -1087,6 +1095,169 @@ TEST_F(CliTest, ResumeRefusesAnotherConfigAndAFolderWithoutCheckpoint) {
   line = one_error_line(none);
   EXPECT_NE(line.find("holds no checkpoint"), std::string::npos) << line;
   EXPECT_FALSE(fs::exists(dir_ / "fresh"));
+}
+
+// ---------------------------------------------------------------- netCDF output and snapshots
+
+// Every value of a netCDF variable, as doubles (the library converts).
+std::vector<double> nc_values(int file, const std::string& name) {
+  int var = -1, dims = 0, ids[NC_MAX_VAR_DIMS];
+  EXPECT_EQ(nc_inq_varid(file, name.c_str(), &var), NC_NOERR) << name;
+  if (var < 0) return {};
+  nc_inq_varndims(file, var, &dims);
+  nc_inq_vardimid(file, var, ids);
+  std::size_t n = 1;
+  for (int d = 0; d < dims; ++d) {
+    std::size_t len = 0;
+    nc_inq_dimlen(file, ids[d], &len);
+    n *= len;
+  }
+  std::vector<double> v(n);
+  EXPECT_EQ(nc_get_var_double(file, var, v.data()), NC_NOERR) << name;
+  return v;
+}
+
+std::string nc_text(int file, const std::string& var_name, const std::string& key) {
+  int var = NC_GLOBAL;
+  if (!var_name.empty()) nc_inq_varid(file, var_name.c_str(), &var);
+  std::size_t n = 0;
+  if (nc_inq_attlen(file, var, key.c_str(), &n) != NC_NOERR) return "";
+  std::string s(n, '\0');
+  nc_get_att_text(file, var, key.c_str(), s.data());
+  return s;
+}
+
+// The numbers of a CSV file's column `name`, every row.
+std::vector<double> csv_column(const std::string& text, const std::string& name) {
+  const auto rows = lines(text);
+  const auto head = split(rows.at(0), ',');
+  const auto at = std::find(head.begin(), head.end(), name) - head.begin();
+  std::vector<double> v;
+  for (std::size_t i = 1; i < rows.size(); ++i) v.push_back(std::stod(split(rows[i], ',').at(std::size_t(at))));
+  return v;
+}
+
+// Pendulums in three batches, two of them followed every 7 steps: the same
+// run written as CSV and as netCDF holds the same numbers, bit for bit.
+json tracked_config() {
+  json j = base_config();
+  j["ensemble"]["size"] = 130;
+  j["ensemble"]["batch_size"] = 64;
+  j["output"]["trajectories"] = {{"ids", {100, 1}}, {"every", 7}};
+  return j;
+}
+
+TEST_F(CliTest, SnapshotsFollowTrajectoriesAndMatchShorterRuns) {
+  const fs::path out = dir_ / "csv";
+  ASSERT_EQ(run(write("tracked.json", tracked_config()), out).code, 0);
+  const auto rows = lines(read_file(out / "trajectories.csv"));
+  ASSERT_EQ(rows.size(), 1u + 2 * 6) << "steps 0, 7, 14, 21, 28 and the last, 30, for ids 1 and 100";
+  EXPECT_EQ(rows[0], "id,step,time,q0,q1,q2,p0,p1,p2,status");
+  const std::vector<std::string> expected_steps{"0", "7", "14", "21", "28", "30"};
+  for (std::size_t i = 0; i < 12; ++i) {
+    const auto cells = split(rows[1 + i], ',');
+    EXPECT_EQ(cells[0], i < 6 ? "1" : "100") << rows[1 + i];
+    EXPECT_EQ(cells[1], expected_steps[i % 6]) << rows[1 + i];
+    EXPECT_EQ(cells.back(), "ok");
+  }
+  // The snapshot at step k is the final state of the same run stopped at k.
+  const auto finals = lines(read_file(out / "final.csv"));
+  for (const int steps : {0, 14}) {
+    json j = tracked_config();
+    j["method"]["steps"] = steps;
+    j["output"].erase("trajectories");
+    const fs::path short_out = dir_ / ("steps" + std::to_string(steps));
+    ASSERT_EQ(run(write("short.json", j), short_out).code, 0);
+    const auto short_finals = lines(read_file(short_out / "final.csv"));
+    for (const auto& [id, row] : {std::pair{1, steps == 0 ? 1 : 3}, std::pair{100, steps == 0 ? 7 : 9}}) {
+      auto snap = split(rows[std::size_t(row)], ',');
+      auto fin = split(short_finals[std::size_t(id) + 1], ',');
+      ASSERT_EQ(snap[1], std::to_string(steps));
+      snap.erase(snap.begin() + 1, snap.begin() + 3);  // step, time
+      EXPECT_EQ(snap, fin) << "id " << id << " at step " << steps;
+    }
+  }
+  // The last snapshot is the final state.
+  auto last = split(rows[12], ',');
+  last.erase(last.begin() + 1, last.begin() + 3);
+  EXPECT_EQ(last, split(finals[101], ','));
+}
+
+TEST_F(CliTest, NetcdfHoldsWhatTheCsvFilesHold) {
+  const fs::path csv = dir_ / "csv", nc = dir_ / "nc";
+  ASSERT_EQ(run(write("csv.json", tracked_config()), csv).code, 0);
+  json j = tracked_config();
+  j["output"]["format"] = "netcdf";
+  const Cli r = run(write("nc.json", j), nc);
+  ASSERT_EQ(r.code, 0) << r.err;
+  for (const char* name : {"final.csv", "timeseries.csv", "trajectories.csv"}) EXPECT_FALSE(fs::exists(nc / name)) << name;
+  EXPECT_TRUE(fs::exists(nc / "summary.json"));
+  for (const auto& e : fs::directory_iterator(nc))
+    EXPECT_EQ(e.path().filename().string().find(".partial"), std::string::npos) << e.path();
+
+  int file = -1;
+  ASSERT_EQ(nc_open((nc / "results.nc").c_str(), NC_NOWRITE, &file), NC_NOERR);
+  // Final states: q, p in the CSV's shortest round-trip decimals, so equal as doubles.
+  const std::string finals = read_file(csv / "final.csv");
+  const auto q = nc_values(file, "q"), p = nc_values(file, "p");
+  ASSERT_EQ(q.size(), 130u * 3);
+  for (int k = 0; k < 3; ++k) {
+    const auto qk = csv_column(finals, "q" + std::to_string(k)), pk = csv_column(finals, "p" + std::to_string(k));
+    for (std::size_t i = 0; i < 130; ++i) {
+      EXPECT_EQ(q[i * 3 + std::size_t(k)], qk[i]) << "q" << k << " of " << i;
+      EXPECT_EQ(p[i * 3 + std::size_t(k)], pk[i]) << "p" << k << " of " << i;
+    }
+  }
+  EXPECT_EQ(nc_values(file, "status"), std::vector<double>(130, 0.0));
+  EXPECT_EQ(nc_values(file, "failed_step"), std::vector<double>(130, -1.0));
+  EXPECT_EQ(nc_text(file, "status", "flag_meanings"), "ok newton_not_converged singular_matrix non_finite");
+  for (double e : nc_values(file, "energy_error")) EXPECT_LT(e, 1e-3);
+  // The timeseries, with time as a coordinate.
+  const std::string series = read_file(csv / "timeseries.csv");
+  EXPECT_EQ(nc_values(file, "step"), csv_column(series, "step"));
+  EXPECT_EQ(nc_values(file, "time"), csv_column(series, "time"));
+  for (const char* name : {"mean_relative_energy_error", "max_relative_energy_error", "max_constraint_violation",
+                           "max_velocity_constraint_violation"})
+    EXPECT_EQ(nc_values(file, name), csv_column(series, name)) << name;
+  EXPECT_EQ(nc_text(file, "max_relative_energy_error", "coordinates"), "time");
+  // The snapshots: (tracked, snapshot, coordinate), ids ascending.
+  EXPECT_EQ(nc_values(file, "tracked"), (std::vector<double>{1, 100}));
+  EXPECT_EQ(nc_values(file, "snapshot_step"), (std::vector<double>{0, 7, 14, 21, 28, 30}));
+  const std::string snaps = read_file(csv / "trajectories.csv");
+  const auto tq = nc_values(file, "tracked_q");
+  ASSERT_EQ(tq.size(), 2u * 6 * 3);
+  for (int k = 0; k < 3; ++k) {
+    const auto column = csv_column(snaps, "q" + std::to_string(k));
+    for (std::size_t i = 0; i < 12; ++i) EXPECT_EQ(tq[i * 3 + std::size_t(k)], column[i]) << "snapshot row " << i;
+  }
+  // What summary.json says, as attributes.
+  EXPECT_EQ(nc_text(file, "", "system"), "spherical_pendulum");
+  EXPECT_EQ(nc_text(file, "", "Conventions"), "CF-1.8");
+  EXPECT_EQ(json::parse(nc_text(file, "", "summary")).value("trajectories", -1), 130);
+  nc_close(file);
+}
+
+// A checkpointed netCDF run with snapshots, killed and resumed, holds the
+// numbers of the run never stopped.
+TEST_F(CliTest, AStoppedNetcdfRunResumesToTheSameNumbers) {
+  json j = checkpointed_config();
+  j["output"]["format"] = "netcdf";
+  j["output"]["trajectories"] = {{"ids", {0, 150, 299}}, {"every", 1000}};
+  const fs::path cfg = write("config.json", j), whole = dir_ / "whole", out = dir_ / "stopped";
+  ASSERT_EQ(run(cfg, whole).code, 0);
+  run_and_signal(dir_, cfg, out, "KILL");
+  if (fs::exists(out / "summary.json")) GTEST_SKIP() << "the run finished before the signal: a faster machine";
+  ASSERT_TRUE(fs::exists(out / "checkpoint.tether"));
+  const Cli resumed = run(cfg, out, "--resume");
+  ASSERT_EQ(resumed.code, 0) << resumed.err;
+  int a = -1, b = -1;
+  ASSERT_EQ(nc_open((whole / "results.nc").c_str(), NC_NOWRITE, &a), NC_NOERR);
+  ASSERT_EQ(nc_open((out / "results.nc").c_str(), NC_NOWRITE, &b), NC_NOERR);
+  for (const char* name : {"q", "p", "status", "failed_step", "energy_error", "constraint_violation", "step",
+                           "max_relative_energy_error", "mean_relative_energy_error", "tracked_q", "tracked_p"})
+    EXPECT_EQ(nc_values(a, name), nc_values(b, name)) << name;
+  nc_close(a);
+  nc_close(b);
 }
 
 // A write that fails says why, in the operating system's words (/dev/full:

@@ -63,6 +63,10 @@ struct RunConfig {
   std::int64_t output_every = 0;
   bool write_final_states = true;
   std::int64_t checkpoint_every = 0;  // output.checkpoint.every: steps of a batch between checkpoints (0: none)
+  std::string output_format = "csv";  // csv | netcdf
+  // output.trajectories: these trajectories' states every track_every steps (ids ascending).
+  std::vector<std::int64_t> track_ids;
+  std::int64_t track_every = 0;
   std::string backend = "auto";  // auto | cpu | reference | cuda
   std::string precision = "double";
 };
@@ -123,6 +127,8 @@ int system_dof(const RunConfig& c);
 
 // Rows of a run's timeseries: step 0, then every output.every steps, and the last step.
 std::int64_t timeseries_rows(const RunConfig& c);
+// Snapshots of each tracked trajectory: step 0, every track_every steps, and the last step (0 without tracking).
+std::int64_t snapshots_per_trajectory(const RunConfig& c);
 // Host memory one timeseries row takes while a run accumulates it (its
 // reduction, energy sum and written row; engine/runner.hpp checks the figure).
 constexpr double timeseries_row_bytes = 96;

@@ -57,21 +57,28 @@ class OutputFolder {
   bool checkpointed_ = false;  // final.csv.partial belongs to a checkpoint
 };
 
-// final.csv rows: id, q0..q{n-1}, p0..p{n-1}, status (shortest round-trip decimals).
-class CsvFinalStates final : public FinalStateSink {
+// What `tether run` writes into its folder, for either output.format. As the
+// run goes: final states (final.csv rows: id, q, p, status in shortest
+// round-trip decimals; for netcdf a binary side file) and snapshots (a binary
+// side file). At the end (finish): timeseries.csv, trajectories.csv (sorted
+// by id, then step) or results.nc (everything, see write_results_netcdf),
+// then summary.json, each committed into place, summary.json last.
+class RunFiles final : public FinalStateSink {
  public:
-  CsvFinalStates(const std::filesystem::path& file, int dof);
-  // Continues a file a checkpointed run wrote `bytes` of (what follows them is dropped).
-  CsvFinalStates(const std::filesystem::path& file, std::uintmax_t bytes);
-  void write(std::int64_t id, const std::vector<Real>& q, const std::vector<Real>& p, Status status) override;
-  // Bytes written so far, all of them handed to the OS (for a checkpoint).
-  std::uintmax_t flush();
-  void close();
+  // `resume`: the byte counts a checkpoint recorded (checkpoint_sizes); the files go on from there.
+  RunFiles(OutputFolder& folder, const RunConfig& c, const nlohmann::json* resume = nullptr);
+  ~RunFiles() override;
+  void write(const TrajectoryRecord& r) override;
+  void snapshot(const TrajectoryRecord& r) override;
+  // Everything written so far handed to the OS; the byte count of each file, for a checkpoint.
+  nlohmann::json checkpoint_sizes();
+  void finish(const RunResult& r);
 
  private:
-  std::ofstream out_;
-  std::filesystem::path file_;
-  std::string line_;
+  struct Files;
+  OutputFolder& folder_;
+  const RunConfig& c_;
+  std::unique_ptr<Files> files_;
 };
 
 // Refuse (ConfigError, naming the key to change) output that cannot fit on
@@ -82,7 +89,17 @@ void check_room_for_shoot(const ShootConfig& c, const std::filesystem::path& out
 void check_room_for_sample(const SampleConfig& c, const std::filesystem::path& out);
 
 void write_timeseries(const std::filesystem::path& file, const RunResult& r);
+nlohmann::ordered_json run_summary(const RunConfig& c, const RunResult& r);
 void write_summary(const std::filesystem::path& file, const RunConfig& c, const RunResult& r);
+// results.nc (output.format "netcdf"): netCDF-4 that xarray.open_dataset
+// shows with names, units and meanings: dimension trajectory (final q, p,
+// status as CF flags, failed_step, energy_error, constraint residuals),
+// step (the timeseries, with time as a coordinate), and, when trajectories
+// are tracked, tracked x snapshot (their q, p, status); the summary as
+// global attributes. Final records and snapshots are read from the binary
+// side files the run wrote (read_records).
+void write_results_netcdf(const std::filesystem::path& file, const RunConfig& c, const RunResult& r,
+                          const std::filesystem::path& finals, const std::filesystem::path& snapshots);
 
 // `tether shoot`: shots.csv (one row per target), geodesics.csv, summary.json.
 void write_shots(const std::filesystem::path& file, const ShootResult& r);

@@ -44,11 +44,27 @@ struct RunResult {
   bool stopped = false;  // by RunOptions::stop: the result is partial, a checkpoint holds the rest
 };
 
-// Receives every trajectory's final state, in id order.
+// One trajectory's state and how it has fared: at the end of a run, or at a
+// snapshot (output.trajectories).
+struct TrajectoryRecord {
+  std::int64_t id = 0;
+  std::int64_t step = 0;         // the step this state is at (the last good one for a failed trajectory)
+  std::vector<Real> q, p;
+  Status status = Status::ok;
+  std::int64_t failed_step = 0;  // the step it failed at (0: ok, or its start failed)
+  // At its last observation: |H - H0| / scale, and the constraint residuals.
+  Real energy_error = 0, constraint_violation = 0, velocity_violation = 0;
+};
+
+// Receives every trajectory's final record, in id order, and the snapshots
+// RunConfig::track_ids asks for: each tracked trajectory at steps 0,
+// track_every, 2 track_every, ... and the last step, in the order of the
+// batches, then steps, then ids.
 class FinalStateSink {
  public:
   virtual ~FinalStateSink() = default;
-  virtual void write(std::int64_t id, const std::vector<Real>& q, const std::vector<Real>& p, Status status) = 0;
+  virtual void write(const TrajectoryRecord& r) = 0;
+  virtual void snapshot(const TrajectoryRecord&) {}
 };
 
 struct RunOptions {

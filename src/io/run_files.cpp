@@ -1,0 +1,452 @@
+// The files of `tether run`: final.csv, timeseries.csv, trajectories.csv or
+// results.nc, and the binary side files they are made from.
+#include <netcdf.h>
+
+#include <algorithm>
+#include <array>
+#include <ctime>
+#include <numeric>
+
+#include "io/text_out.hpp"
+#include "tether/engine/output.hpp"
+
+namespace tether {
+
+namespace fs = std::filesystem;
+
+namespace {
+
+// Opens `file` to go on after its first `bytes` (a checkpoint's count),
+// dropping what a stopped run wrote after them.
+void reopen_at(std::ofstream& out, const fs::path& file, std::uintmax_t bytes) {
+  std::error_code ec;
+  const std::uintmax_t have = fs::file_size(file, ec);
+  if (ec || have < bytes)
+    throw std::runtime_error("cannot resume: " + file.string() + (ec ? " is missing" : " is shorter than its checkpoint") +
+                             " (run afresh, without --resume)");
+  fs::resize_file(file, bytes, ec);
+  if (ec) throw std::runtime_error("cannot resume " + file.string() + ": " + ec.message());
+  out.open(file, std::ios::binary | std::ios::app);
+  check_stream(out, file);
+}
+
+// A side file of fixed-size binary records, one per TrajectoryRecord:
+// id, step, failed_step, status, the three errors, q, p.
+class RecordFile {
+ public:
+  RecordFile(const fs::path& file, int dof, const nlohmann::json* resume, const char* key) : file_(file), dof_(dof) {
+    if (resume != nullptr)
+      reopen_at(out_, file_, resume->value(key, std::uintmax_t(0)));
+    else
+      out_.open(file_, std::ios::binary | std::ios::trunc);
+    check_stream(out_, file_);
+  }
+  static std::size_t record_bytes(int dof) { return sizeof(std::int64_t) * 4 + sizeof(Real) * (3 + 2 * std::size_t(dof)); }
+
+  void put(const TrajectoryRecord& r) {
+    buf_.clear();
+    const std::int64_t head[4] = {r.id, r.step, r.failed_step, std::int64_t(r.status)};
+    const Real errors[3] = {r.energy_error, r.constraint_violation, r.velocity_violation};
+    buf_.append(reinterpret_cast<const char*>(head), sizeof head);
+    buf_.append(reinterpret_cast<const char*>(errors), sizeof errors);
+    buf_.append(reinterpret_cast<const char*>(r.q.data()), sizeof(Real) * std::size_t(dof_));
+    buf_.append(reinterpret_cast<const char*>(r.p.data()), sizeof(Real) * std::size_t(dof_));
+    out_.write(buf_.data(), std::streamsize(buf_.size()));
+  }
+  std::uintmax_t flush() {
+    out_.flush();
+    check_stream(out_, file_);
+    return std::uintmax_t(out_.tellp());
+  }
+  void close() {
+    out_.close();
+    check_stream(out_, file_);
+  }
+
+ private:
+  std::ofstream out_;
+  fs::path file_;
+  int dof_;
+  std::string buf_;
+};
+
+// Calls f(record) for every record of a side file, in file order, reading a block at a time.
+template <class F>
+void read_records(const fs::path& file, int dof, F&& f) {
+  std::ifstream in(file, std::ios::binary);
+  if (!in) throw std::runtime_error("cannot read " + file.string() + ": " + std::strerror(errno));
+  const std::size_t size = RecordFile::record_bytes(dof);
+  std::vector<char> block(size * 4096);
+  TrajectoryRecord r;
+  r.q.resize(std::size_t(dof)), r.p.resize(std::size_t(dof));
+  while (in) {
+    in.read(block.data(), std::streamsize(block.size()));
+    const std::size_t got = std::size_t(in.gcount());
+    if (got % size != 0) throw std::runtime_error(file.string() + " ends in the middle of a record");
+    for (const char* at = block.data(); at < block.data() + got; at += size) {
+      std::int64_t head[4];
+      Real errors[3];
+      std::memcpy(head, at, sizeof head);
+      std::memcpy(errors, at + sizeof head, sizeof errors);
+      std::memcpy(r.q.data(), at + sizeof head + sizeof errors, sizeof(Real) * std::size_t(dof));
+      std::memcpy(r.p.data(), at + sizeof head + sizeof errors + sizeof(Real) * std::size_t(dof), sizeof(Real) * std::size_t(dof));
+      r.id = head[0], r.step = head[1], r.failed_step = head[2], r.status = Status(head[3]);
+      r.energy_error = errors[0], r.constraint_violation = errors[1], r.velocity_violation = errors[2];
+      f(r);
+    }
+  }
+}
+
+// id, step, time, q, p, status: one CSV row (final.csv has no step and time).
+void append_row(std::string& line, const TrajectoryRecord& r, bool with_time, Real dt) {
+  line += std::to_string(r.id);
+  if (with_time) {
+    line += ',' + std::to_string(r.step) + ',';
+    append_number(line, Real(r.step) * dt);
+  }
+  for (Real x : r.q) line += ',', append_number(line, x);
+  for (Real x : r.p) line += ',', append_number(line, x);
+  line += ',';
+  line += status_name(r.status);
+  line += '\n';
+}
+
+std::string csv_header(int dof, bool with_time) {
+  std::string header = with_time ? "id,step,time" : "id";
+  for (int k = 0; k < dof; ++k) header += ",q" + std::to_string(k);
+  for (int k = 0; k < dof; ++k) header += ",p" + std::to_string(k);
+  return header + ",status\n";
+}
+
+// trajectories.csv from the snapshot side file, sorted by (id, step): the
+// run wrote them by batch, then step.
+void write_trajectories_csv(const fs::path& file, const fs::path& snapshots, int dof, Real dt) {
+  std::vector<TrajectoryRecord> all;
+  read_records(snapshots, dof, [&](const TrajectoryRecord& r) { all.push_back(r); });
+  std::stable_sort(all.begin(), all.end(),
+                   [](const TrajectoryRecord& a, const TrajectoryRecord& b) { return a.id < b.id || (a.id == b.id && a.step < b.step); });
+  std::ofstream out(file, std::ios::binary);
+  check_stream(out, file);
+  out << csv_header(dof, true);
+  std::string line;
+  for (const auto& r : all) {
+    line.clear();
+    append_row(line, r, true, dt);
+    out << line;
+  }
+  out.close();
+  check_stream(out, file);
+}
+
+}  // namespace
+
+struct RunFiles::Files {
+  std::ofstream final_csv;
+  fs::path final_csv_file;
+  std::unique_ptr<RecordFile> final_bin, snapshots;
+  std::string line;
+};
+
+RunFiles::RunFiles(OutputFolder& folder, const RunConfig& c, const nlohmann::json* resume)
+    : folder_(folder), c_(c), files_(std::make_unique<Files>()) {
+  Files& f = *files_;
+  const int dof = system_dof(c);
+  if (c.write_final_states && c.output_format == "csv") {
+    f.final_csv_file = folder.partial("final.csv");
+    if (resume != nullptr) {
+      reopen_at(f.final_csv, f.final_csv_file, resume->value("final.csv", std::uintmax_t(0)));
+    } else {
+      f.final_csv.open(f.final_csv_file, std::ios::binary | std::ios::trunc);
+      check_stream(f.final_csv, f.final_csv_file);
+      f.final_csv << csv_header(dof, false);
+    }
+  }
+  if (c.write_final_states && c.output_format == "netcdf")
+    f.final_bin = std::make_unique<RecordFile>(folder.partial("final.bin"), dof, resume, "final.bin");
+  if (!c.track_ids.empty())
+    f.snapshots = std::make_unique<RecordFile>(folder.partial("trajectories.bin"), dof, resume, "trajectories.bin");
+}
+
+RunFiles::~RunFiles() = default;
+
+void RunFiles::write(const TrajectoryRecord& r) {
+  Files& f = *files_;
+  if (f.final_csv.is_open()) {
+    f.line.clear();
+    append_row(f.line, r, false, c_.dt);
+    f.final_csv << f.line;
+  }
+  if (f.final_bin) f.final_bin->put(r);
+}
+
+void RunFiles::snapshot(const TrajectoryRecord& r) {
+  if (files_->snapshots) files_->snapshots->put(r);
+}
+
+nlohmann::json RunFiles::checkpoint_sizes() {
+  Files& f = *files_;
+  nlohmann::json sizes = nlohmann::json::object();
+  if (f.final_csv.is_open()) {
+    f.final_csv.flush();
+    check_stream(f.final_csv, f.final_csv_file);
+    sizes["final.csv"] = std::uintmax_t(f.final_csv.tellp());
+  }
+  if (f.final_bin) sizes["final.bin"] = f.final_bin->flush();
+  if (f.snapshots) sizes["trajectories.bin"] = f.snapshots->flush();
+  return sizes;
+}
+
+void RunFiles::finish(const RunResult& r) {
+  Files& f = *files_;
+  const int dof = system_dof(c_);
+  if (f.final_csv.is_open()) {
+    f.final_csv.close();
+    check_stream(f.final_csv, f.final_csv_file);
+  }
+  if (f.final_bin) f.final_bin->close();
+  if (f.snapshots) f.snapshots->close();
+  std::vector<std::string> done;  // committed in this order, summary.json last
+  if (c_.output_format == "csv") {
+    write_timeseries(folder_.partial("timeseries.csv"), r);
+    if (c_.write_final_states) done.push_back("final.csv");
+    done.push_back("timeseries.csv");
+    if (f.snapshots) {
+      write_trajectories_csv(folder_.partial("trajectories.csv"), folder_.partial("trajectories.bin"), dof, c_.dt);
+      done.push_back("trajectories.csv");
+    }
+  } else {
+    write_results_netcdf(folder_.partial("results.nc"), c_, r, folder_.partial("final.bin"),
+                         folder_.partial("trajectories.bin"));
+    done.push_back("results.nc");
+  }
+  write_summary(folder_.partial("summary.json"), c_, r);
+  for (const auto& name : done) folder_.commit(name);
+  folder_.commit("summary.json");
+  std::error_code ec;
+  for (const char* side : {"final.bin", "trajectories.bin"}) fs::remove(folder_.partial(side), ec);
+}
+
+// ---------------------------------------------------------------- results.nc
+
+namespace {
+
+class Netcdf {
+ public:
+  explicit Netcdf(const fs::path& file) : file_(file) {
+    ok(nc_create(file.c_str(), NC_CLOBBER | NC_NETCDF4, &id_), "create");
+  }
+  ~Netcdf() {
+    if (id_ >= 0) nc_close(id_);
+  }
+  void ok(int status, const std::string& what) const {
+    if (status != NC_NOERR)
+      throw std::runtime_error("cannot write " + file_.string() + " (" + what + "): " + nc_strerror(status));
+  }
+  int dim(const char* name, std::size_t n) {
+    int d;
+    ok(nc_def_dim(id_, name, n, &d), name);
+    return d;
+  }
+  int var(const char* name, nc_type type, std::vector<int> dims, const std::string& long_name, const char* units = nullptr) {
+    int v;
+    ok(nc_def_var(id_, name, type, int(dims.size()), dims.data(), &v), name);
+    text(v, "long_name", long_name);
+    if (units != nullptr) text(v, "units", units);
+    return v;
+  }
+  void text(int var, const char* key, const std::string& value) {
+    ok(nc_put_att_text(id_, var, key, value.size(), value.c_str()), key);
+  }
+  void close() {
+    ok(nc_close(id_), "close");
+    id_ = -1;
+  }
+  int id() const { return id_; }
+
+ private:
+  fs::path file_;
+  int id_ = -1;
+};
+
+// CF flag attributes: xarray and ncdump show each status by name.
+void status_flags(Netcdf& nc, int var) {
+  const unsigned char values[4] = {0, 1, 2, 3};  // Status, whose names status_name gives
+  nc.ok(nc_put_att_uchar(nc.id(), var, "flag_values", NC_UBYTE, 4, values), "flag_values");
+  std::string meanings;
+  for (unsigned char v : values) {
+    if (!meanings.empty()) meanings += ' ';
+    meanings += status_name(Status(v));
+  }
+  nc.text(var, "flag_meanings", meanings);
+}
+
+}  // namespace
+
+void write_results_netcdf(const fs::path& file, const RunConfig& c, const RunResult& r, const fs::path& finals,
+                          const fs::path& snapshots) {
+  const int dof = system_dof(c);
+  const std::size_t n = std::size_t(dof);
+  Netcdf nc(file);
+  const nlohmann::ordered_json summary = run_summary(c, r);
+  nc.text(NC_GLOBAL, "Conventions", "CF-1.8");
+  nc.text(NC_GLOBAL, "title", "tether run: " + r.system + " / " + describe_method(c));
+  nc.text(NC_GLOBAL, "source", "tether");
+  for (const char* key : {"system", "family", "method", "backend", "precision"})
+    if (summary.contains(key) && summary[key].is_string()) nc.text(NC_GLOBAL, key, summary[key].get<std::string>());
+  nc.text(NC_GLOBAL, "summary", summary.dump());  // summary.json whole, for what has no attribute of its own
+  nc.text(NC_GLOBAL, "energy_error_definition", summary.value("energy_error_definition", ""));
+  nc.text(NC_GLOBAL, "constraint_definition", summary.value("constraint_definition", ""));
+  const double dt = c.dt;
+  nc.ok(nc_put_att_double(nc.id(), NC_GLOBAL, "dt", NC_DOUBLE, 1, &dt), "dt");
+  const long long steps = c.steps, size = c.size;
+  nc.ok(nc_put_att_longlong(nc.id(), NC_GLOBAL, "steps", NC_INT64, 1, &steps), "steps");
+  nc.ok(nc_put_att_longlong(nc.id(), NC_GLOBAL, "trajectories", NC_INT64, 1, &size), "trajectories");
+
+  const int coordinate = nc.dim("coordinate", n);
+  const int coordinate_var = nc.var("coordinate", NC_INT, {coordinate}, "index of the generalized coordinate");
+  // The timeseries along `step`, with time as a coordinate.
+  const std::size_t rows = r.timeseries.size();
+  const int step = nc.dim("step", rows);
+  const int step_var = nc.var("step", NC_INT64, {step}, "step number");
+  const int time_var = nc.var("time", NC_DOUBLE, {step}, "time (step x dt)", "the system's time unit");
+  struct Series {
+    const char* name;
+    const char* long_name;
+    Real TimeseriesRow::*field;
+  };
+  const Series series[] = {
+      {"mean_relative_energy_error", "mean over live trajectories of |H - H0| / scale", &TimeseriesRow::mean_energy_error},
+      {"max_relative_energy_error", "max over live trajectories of |H - H0| / scale", &TimeseriesRow::max_energy_error},
+      {"max_constraint_violation", "max over live trajectories of the position constraint residual",
+       &TimeseriesRow::max_constraint_violation},
+      {"max_velocity_constraint_violation", "max over live trajectories of the velocity constraint residual",
+       &TimeseriesRow::max_velocity_constraint_violation}};
+  std::vector<int> series_vars;
+  for (const auto& s : series) {
+    series_vars.push_back(nc.var(s.name, NC_DOUBLE, {step}, s.long_name, "1"));
+    nc.text(series_vars.back(), "coordinates", "time");
+  }
+  const int live_var = nc.var("live_trajectories", NC_INT64, {step}, "trajectories not failed");
+  nc.text(live_var, "coordinates", "time");
+
+  // Final states along `trajectory`.
+  int q_var = -1, p_var = -1, status_var = -1, failed_var = -1, error_vars[3] = {-1, -1, -1};
+  if (c.write_final_states) {
+    const int trajectory = nc.dim("trajectory", std::size_t(c.size));
+    nc.var("trajectory", NC_INT64, {trajectory}, "trajectory id");
+    q_var = nc.var("q", NC_DOUBLE, {trajectory, coordinate}, "final generalized positions");
+    p_var = nc.var("p", NC_DOUBLE, {trajectory, coordinate}, "final momenta");
+    status_var = nc.var("status", NC_UBYTE, {trajectory}, "how the trajectory ended");
+    status_flags(nc, status_var);
+    failed_var = nc.var("failed_step", NC_INT64, {trajectory},
+                        "step at which the trajectory failed (-1: it did not; 0: its start could not be prepared)");
+    const char* names[3] = {"energy_error", "constraint_violation", "velocity_constraint_violation"};
+    const char* long_names[3] = {"relative energy error |H - H0| / scale at the last step",
+                                 "position constraint residual at the last step",
+                                 "velocity constraint residual at the last step"};
+    for (int k = 0; k < 3; ++k) error_vars[k] = nc.var(names[k], NC_DOUBLE, {trajectory}, long_names[k], "1");
+    for (int v : {q_var, p_var}) {
+      const std::size_t chunks[2] = {std::min<std::size_t>(std::size_t(c.size), 4096), n};
+      nc.ok(nc_def_var_chunking(nc.id(), v, NC_CHUNKED, chunks), "chunking");
+    }
+  }
+
+  // Snapshots of the tracked trajectories along (tracked, snapshot).
+  const std::size_t tracked_count = c.track_ids.size(), snaps = std::size_t(snapshots_per_trajectory(c));
+  int tq = -1, tp = -1, tstatus = -1, tracked_var = -1, snap_step_var = -1, snap_time_var = -1;
+  if (tracked_count > 0) {
+    const int tracked = nc.dim("tracked", tracked_count), snapshot = nc.dim("snapshot", snaps);
+    tracked_var = nc.var("tracked", NC_INT64, {tracked}, "id of a trajectory followed (output.trajectories)");
+    snap_step_var = nc.var("snapshot_step", NC_INT64, {snapshot}, "step of the snapshot");
+    snap_time_var = nc.var("snapshot_time", NC_DOUBLE, {snapshot}, "time of the snapshot", "the system's time unit");
+    tq = nc.var("tracked_q", NC_DOUBLE, {tracked, snapshot, coordinate}, "generalized positions of a followed trajectory");
+    tp = nc.var("tracked_p", NC_DOUBLE, {tracked, snapshot, coordinate}, "momenta of a followed trajectory");
+    tstatus = nc.var("tracked_status", NC_UBYTE, {tracked, snapshot}, "status of a followed trajectory at the snapshot");
+    status_flags(nc, tstatus);
+    for (int v : {tq, tp, tstatus}) nc.text(v, "coordinates", "snapshot_step snapshot_time");
+  }
+  nc.ok(nc_enddef(nc.id()), "enddef");
+
+  std::vector<int> coordinates(n);
+  std::iota(coordinates.begin(), coordinates.end(), 0);
+  nc.ok(nc_put_var_int(nc.id(), coordinate_var, coordinates.data()), "coordinate");
+  std::vector<long long> step_values(rows), live(rows);
+  std::vector<double> column(rows);
+  for (std::size_t i = 0; i < rows; ++i) {
+    step_values[i] = r.timeseries[i].step, live[i] = r.timeseries[i].live;
+    column[i] = r.timeseries[i].time;
+  }
+  nc.ok(nc_put_var_longlong(nc.id(), step_var, step_values.data()), "step");
+  nc.ok(nc_put_var_longlong(nc.id(), live_var, live.data()), "live_trajectories");
+  nc.ok(nc_put_var_double(nc.id(), time_var, column.data()), "time");
+  for (std::size_t s = 0; s < std::size(series); ++s) {
+    for (std::size_t i = 0; i < rows; ++i) column[i] = r.timeseries[i].*series[s].field;
+    nc.ok(nc_put_var_double(nc.id(), series_vars[s], column.data()), series[s].name);
+  }
+
+  if (c.write_final_states) {
+    // Records come in id order: written a block at a time.
+    constexpr std::size_t block = 4096;
+    std::vector<long long> ids, failed;
+    std::vector<double> q, p, errors[3];
+    std::vector<unsigned char> status;
+    std::size_t first = 0;
+    int trajectory_var;
+    nc.ok(nc_inq_varid(nc.id(), "trajectory", &trajectory_var), "trajectory");
+    const auto flush = [&] {
+      const std::size_t count = ids.size();
+      if (count == 0) return;
+      const std::size_t start[2] = {first, 0}, count2[2] = {count, n};
+      nc.ok(nc_put_vara_longlong(nc.id(), trajectory_var, start, &count, ids.data()), "trajectory");
+      nc.ok(nc_put_vara_double(nc.id(), q_var, start, count2, q.data()), "q");
+      nc.ok(nc_put_vara_double(nc.id(), p_var, start, count2, p.data()), "p");
+      nc.ok(nc_put_vara_uchar(nc.id(), status_var, start, &count, status.data()), "status");
+      nc.ok(nc_put_vara_longlong(nc.id(), failed_var, start, &count, failed.data()), "failed_step");
+      for (int k = 0; k < 3; ++k) nc.ok(nc_put_vara_double(nc.id(), error_vars[k], start, &count, errors[k].data()), "errors");
+      first += count;
+      ids.clear(), q.clear(), p.clear(), status.clear(), failed.clear();
+      for (auto& e : errors) e.clear();
+    };
+    std::int64_t expected = 0;
+    read_records(finals, dof, [&](const TrajectoryRecord& t) {
+      if (t.id != expected++) throw std::runtime_error(finals.string() + " is not in trajectory order");
+      ids.push_back(t.id);
+      q.insert(q.end(), t.q.begin(), t.q.end());
+      p.insert(p.end(), t.p.begin(), t.p.end());
+      status.push_back(static_cast<unsigned char>(t.status));
+      failed.push_back(t.status == Status::ok ? -1 : t.failed_step);
+      errors[0].push_back(t.energy_error), errors[1].push_back(t.constraint_violation), errors[2].push_back(t.velocity_violation);
+      if (ids.size() == block) flush();
+    });
+    flush();
+    if (expected != c.size) throw std::runtime_error(finals.string() + " holds " + std::to_string(expected) + " of " +
+                                                     std::to_string(c.size) + " trajectories");
+  }
+
+  if (tracked_count > 0) {
+    std::vector<long long> snap_steps(snaps);
+    std::vector<double> snap_times(snaps);
+    for (std::size_t s = 0; s < snaps; ++s) {
+      snap_steps[s] = std::min<long long>(c.steps, (long long)s * c.track_every);
+      snap_times[s] = double(snap_steps[s]) * c.dt;
+    }
+    const std::vector<long long> tracked_ids(c.track_ids.begin(), c.track_ids.end());
+    nc.ok(nc_put_var_longlong(nc.id(), tracked_var, tracked_ids.data()), "tracked");
+    nc.ok(nc_put_var_longlong(nc.id(), snap_step_var, snap_steps.data()), "snapshot_step");
+    nc.ok(nc_put_var_double(nc.id(), snap_time_var, snap_times.data()), "snapshot_time");
+    read_records(snapshots, dof, [&](const TrajectoryRecord& t) {
+      const auto at = std::lower_bound(c.track_ids.begin(), c.track_ids.end(), t.id);
+      const std::size_t s = t.step >= c.steps ? snaps - 1 : std::size_t(t.step / c.track_every);
+      if (at == c.track_ids.end() || *at != t.id || snap_steps[s] != t.step)
+        throw std::runtime_error(snapshots.string() + " holds a snapshot no config asked for");
+      const std::size_t start[3] = {std::size_t(at - c.track_ids.begin()), s, 0}, count[3] = {1, 1, n};
+      nc.ok(nc_put_vara_double(nc.id(), tq, start, count, t.q.data()), "tracked_q");
+      nc.ok(nc_put_vara_double(nc.id(), tp, start, count, t.p.data()), "tracked_p");
+      const unsigned char st = static_cast<unsigned char>(t.status);
+      nc.ok(nc_put_vara_uchar(nc.id(), tstatus, start, count, &st), "tracked_status");
+    });
+  }
+  nc.close();
+}
+
+}  // namespace tether
