@@ -60,10 +60,9 @@ class Backend {
   virtual Observation observe(std::int64_t step, std::vector<Real>& chunk_sums) = 0;
   // Copies states, statuses and counters back into the batch.
   virtual void store(HostEnsemble& batch) = 0;
-  // Trajectory-steps per advance call: a few seconds of work, so progress
-  // reports keep coming on long output intervals without cutting the GPU's
-  // register-resident stepping into short launches.
-  virtual double work_per_call() const = 0;
+  // Trajectory-steps of the first advance call, a probe from whose time the
+  // host loop sizes the next calls to about a second each (runner.hpp).
+  virtual double first_launch_work() const = 0;
 };
 
 // Below this many trajectories a parallel region costs more than it saves

@@ -84,7 +84,7 @@ int do_run(const std::string& config_path, const std::string& out, const std::st
   if (threads > 0) omp_set_num_threads(int(threads));
 #endif
   tether::check_config(cfg);
-  cfg.backend = tether::resolve_backend(cfg.backend);
+  cfg.backend = tether::resolve_backend(cfg.backend, cfg.size);
   if (!resume) tether::check_room_for_run(cfg, out);
 
   // What a checkpoint must match to be resumed: the config, and what the
@@ -170,7 +170,8 @@ int do_shoot(const std::string& config_path, const std::string& out, const std::
 #ifdef _OPENMP
   if (threads > 0) omp_set_num_threads(int(threads));
 #endif
-  cfg.run.backend = tether::resolve_backend(cfg.run.backend);
+  cfg.run.backend = tether::resolve_backend(
+      cfg.run.backend, std::int64_t(cfg.shoot.targets.size()) * cfg.shoot.guesses_per_target());
   tether::check_room_for_shoot(cfg, out);
   tether::OutputFolder folder(out);
   Progress progress(quiet, "shots");
@@ -213,7 +214,7 @@ int do_sample(const std::string& config_path, const std::string& out, const std:
 #ifdef _OPENMP
   if (threads > 0) omp_set_num_threads(int(threads));
 #endif
-  cfg.run.backend = tether::resolve_backend(cfg.run.backend);
+  cfg.run.backend = tether::resolve_backend(cfg.run.backend, cfg.sample.chains);
   tether::check_sample_config(cfg);
   tether::check_room_for_sample(cfg, out);
   tether::OutputFolder folder(out);

@@ -71,6 +71,11 @@ std::string resolve_backend(const std::string& requested) {
   return requested;
 }
 
+std::string resolve_backend(const std::string& requested, std::int64_t ensemble) {
+  const std::string backend = resolve_backend(requested);
+  return requested == "auto" && backend == "cuda" && ensemble < auto_cuda_min_ensemble ? "cpu" : backend;
+}
+
 namespace {
 
 // Each system's entry points, by registry index (defined in the generated units).
@@ -100,12 +105,13 @@ void check_config(const RunConfig& c) { system_entry(c.system).check(c); }
 
 RunResult run(const RunConfig& c, const RunOptions& opt) {
   check_config(c);
-  return system_entry(c.system).run(c, opt, resolve_backend(c.backend));
+  return system_entry(c.system).run(c, opt, resolve_backend(c.backend, c.size));
 }
 
 ShootResult shoot(const ShootConfig& c, const ShootOptions& opt) {
   const auto start = std::chrono::steady_clock::now();
-  const std::string backend = resolve_backend(c.run.backend);
+  const std::string backend =
+      resolve_backend(c.run.backend, std::int64_t(c.shoot.targets.size()) * c.shoot.guesses_per_target());
   ShootResult r = system_entry(c.run.system).shoot(c, opt, backend);
   r.system = c.run.system_name;
   r.method = c.run.method_name;
@@ -117,7 +123,7 @@ ShootResult shoot(const ShootConfig& c, const ShootOptions& opt) {
 
 SampleResult sample(const SampleConfig& c, const SampleOptions& opt) {
   const auto start = std::chrono::steady_clock::now();
-  const std::string backend = resolve_backend(c.run.backend);
+  const std::string backend = resolve_backend(c.run.backend, c.sample.chains);
   SampleResult r = system_entry(c.run.system).sample(c, opt, backend);
   r.wall_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   return r;

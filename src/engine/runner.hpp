@@ -107,6 +107,12 @@ RunResult run_ensemble(const S& sys, const M& method, const RunConfig& c, Backen
     for (Real x : chunk_sums) at.energy_sums[std::size_t(row)] += x;  // in trajectory order
   };
   const double total_work = double(c.size) * double(c.steps);
+  // Launches of about a second of work each: the first a probe of
+  // backend.first_launch_work() trajectory-steps, each next one sized by the
+  // rate the last one measured. Progress, checkpoints and a stop signal come
+  // between launches; the states do not depend on where launches end.
+  constexpr double launch_seconds = 1.0;
+  double rate = 0;  // trajectory-steps per second, as measured
   // Trajectory j of batch h as a record at `step` (its last good state when it has failed).
   TrajectoryRecord rec;
   rec.q.resize(S::dof), rec.p.resize(S::dof);
@@ -175,13 +181,16 @@ RunResult run_ensemble(const S& sys, const M& method, const RunConfig& c, Backen
       const std::int64_t target = std::min(c.steps, at.next_row * c.output_every);
       while (at.done < target) {
         const std::int64_t until = tracking ? std::min(target, next_snapshot(at.done)) : target;
-        // Bounded work per call keeps progress reports coming on long
-        // intervals; at most 1e6 steps keeps a small ensemble's launch short.
-        const std::int64_t chunk = std::clamp<std::int64_t>(std::int64_t(backend.work_per_call() / double(h.count)), 1,
-                                                            std::min<std::int64_t>(until - at.done, 1000000));
+        const double work = rate > 0 ? rate * launch_seconds : backend.first_launch_work();
+        const std::int64_t chunk = std::clamp<std::int64_t>(std::int64_t(work / double(h.count)), 1,
+                                                            std::min<std::int64_t>(until - at.done, std::int64_t(1) << 30));
         const auto t = clock::now();
         backend.advance(static_cast<int>(chunk), at.done);
-        at.integration += std::chrono::duration<double>(clock::now() - t).count();
+        const double seconds = std::chrono::duration<double>(clock::now() - t).count();
+        at.integration += seconds;
+        // Too short to time (under a millisecond): ten times the work next.
+        rate = seconds > 1e-3 ? double(chunk) * double(h.count) / seconds
+                              : std::max(rate, 10 * double(chunk) * double(h.count) / launch_seconds);
         at.done += chunk;
         at.work_done += double(chunk) * double(h.count);
         if (opt.progress) opt.progress(at.work_done, total_work);

@@ -238,6 +238,16 @@ INSTANTIATE_TEST_SUITE_P(Systems, Determinism,
 
 // Many reduction chunks, and well above parallel_threshold: the parallel
 // reduction must sum its chunks in a fixed order whatever the thread count.
+// "auto" sends a small ensemble to the cpu backend whether or not a GPU is
+// present; a backend asked for by name is used (or refused) as asked.
+TEST(ResolveBackend, AutoKeepsSmallEnsemblesOnTheCpu) {
+  for (const std::int64_t small : {std::int64_t(1), std::int64_t(32), auto_cuda_min_ensemble - 1})
+    EXPECT_EQ(resolve_backend("auto", small), "cpu") << small;
+  EXPECT_EQ(resolve_backend("auto", auto_cuda_min_ensemble), resolve_backend("auto"));
+  EXPECT_EQ(resolve_backend("reference", 1), "reference");
+  EXPECT_EQ(resolve_backend("cpu", std::int64_t(1) << 30), "cpu");
+}
+
 TEST(Determinism, LargeEnsembleReductionIndependentOfThreadCount) {
   const int saved = omp_get_max_threads();
   json cfg = thermal_config("spherical_pendulum", "symplectic_euler_a", 0.01, 20, 9001, "cpu", 17);

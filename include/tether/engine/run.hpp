@@ -95,6 +95,13 @@ bool cuda_compile_check_only();
 // "auto" -> cuda when built to run and a device is present, else cpu. Throws
 // ConfigError when the requested backend is not available.
 std::string resolve_backend(const std::string& requested);
+// The same, knowing the ensemble's size (trajectories, shots or chains):
+// "auto" picks cuda only from auto_cuda_min_ensemble up. Below one 128-thread
+// block per SM of an H100 (132 SMs) most of the GPU idles while a launch
+// still costs its fixed time; the crossover against the cpu backend is not
+// measured yet (issue 13: scripts/gpu-check.sh's size sweep is to set it).
+constexpr std::int64_t auto_cuda_min_ensemble = 132 * 128;
+std::string resolve_backend(const std::string& requested, std::int64_t ensemble);
 
 // Everything that needs the system itself: explicit states' dimensions and
 // their distance from the constraint manifold. Throws ConfigError.

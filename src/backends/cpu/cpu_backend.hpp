@@ -37,7 +37,7 @@ class CpuBackend final : public Backend {
   }
 
   void store(HostEnsemble&) override {}  // worked in place
-  double work_per_call() const override { return 5e7; }
+  double first_launch_work() const override { return 1e6; }
 
  private:
   S sys_;

@@ -43,7 +43,7 @@ class CudaBackend final : public Backend {
     return reducer_.reduce(dev_, chunk_sums);
   }
 
-  double work_per_call() const override { return 2e10; }
+  double first_launch_work() const override { return 1e7; }
 
   void store(HostEnsemble& h) override {
     for_each_array(h, [&](auto& host, auto*& dev) { copy_out(host, dev); });

@@ -149,7 +149,7 @@ class ReferenceBackend final : public Backend {
   }
 
   void store(HostEnsemble&) override {}
-  double work_per_call() const override { return 2e3; }
+  double first_launch_work() const override { return 2e3; }
 
  private:
   S sys_;
