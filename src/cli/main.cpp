@@ -74,12 +74,29 @@ extern "C" void request_stop(int sig) {
   std::signal(sig, SIG_DFL);
 }
 
+// --shard k/K: the k-th of K slices (0 <= k < K), each at least one granule of trajectories.
+void set_shard(tether::RunConfig& cfg, const std::string& shard) {
+  if (shard.empty()) return;
+  long k = -1, count = -1;
+  char rest = 0;
+  if (std::sscanf(shard.c_str(), "%ld/%ld%c", &k, &count, &rest) != 2 || count < 1 || k < 0 || k >= count)
+    throw tether::ConfigError("--shard", "must be k/K with 0 <= k < K, got \"" + shard.substr(0, 40) + "\"");
+  const std::int64_t granules = (cfg.size + tether::shard_granule - 1) / tether::shard_granule;
+  if (count > granules)
+    throw tether::ConfigError("--shard", std::to_string(cfg.size) + " trajectories make at most " +
+                                             std::to_string(granules) + " shards (slices of " +
+                                             std::to_string(tether::shard_granule) + "), not " + std::to_string(count));
+  cfg.shard_index = int(k);
+  cfg.shard_count = int(count);
+}
+
 int do_run(const std::string& config_path, const std::string& out, const std::string& backend, long threads,
-           long batch_size, bool quiet, bool resume) {
+           long batch_size, bool quiet, bool resume, const std::string& shard) {
   refuse_other_commands_config(config_path, "run");
   tether::RunConfig cfg = tether::load_config_file(config_path);
   if (!backend.empty()) cfg.backend = backend;
   if (batch_size > 0) cfg.batch_size = batch_size;
+  set_shard(cfg, shard);
 #ifdef _OPENMP
   if (threads > 0) omp_set_num_threads(int(threads));
 #endif
@@ -92,7 +109,9 @@ int do_run(const std::string& config_path, const std::string& out, const std::st
   const nlohmann::json identity = {{"format", "tether checkpoint 1"},
                                    {"config", nlohmann::json::parse(tether::canonical_config_file(config_path))},
                                    {"backend", cfg.backend},
-                                   {"batch_size", cfg.batch_size}};
+                                   {"batch_size", cfg.batch_size},
+                                   {"shard", cfg.shard_index},
+                                   {"shards", cfg.shard_count}};
   if (resume && !std::filesystem::exists(std::filesystem::path(out) / "checkpoint.tether"))
     throw std::runtime_error("cannot resume: " + out + " holds no checkpoint (checkpoint.tether)");
   tether::OutputFolder folder(out, resume);
@@ -100,16 +119,18 @@ int do_run(const std::string& config_path, const std::string& out, const std::st
   nlohmann::json file_sizes;
   if (resume) {
     tether::OutputFolder::Checkpoint ck = folder.read_checkpoint();
-    for (const char* key : {"config", "backend", "batch_size"})
+    for (const char* key : {"config", "backend", "batch_size", "shard", "shards"})
       if (ck.header[key] != identity[key]) {
         const nlohmann::json diff = nlohmann::json::diff(ck.header[key], identity[key]);
-        std::string where = std::string(key) == "backend" ? "--backend" : "--batch-size";
+        std::string where = std::string(key) == "backend" ? "--backend"
+                            : std::string(key) == "batch_size" ? "--batch-size" : "--shard";
         if (std::string(key) == "config" && !diff.empty()) {  // the JSON pointer /a/0/b as the path a[0].b
           where.clear();
           std::stringstream pointer(diff[0].value("path", std::string()));
           for (std::string token; std::getline(pointer, token, '/');)
             if (!token.empty())
-              where += std::all_of(token.begin(), token.end(), ::isdigit) ? "[" + token + "]"
+              where += std::all_of(token.begin(), token.end(), [](unsigned char c) { return std::isdigit(c) != 0; })
+                           ? "[" + token + "]"
                                                                            : (where.empty() ? "" : ".") + token;
         }
         throw tether::ConfigError(where, "differs from what wrote the checkpoint in " + folder.dir().string() +
@@ -136,12 +157,26 @@ int do_run(const std::string& config_path, const std::string& out, const std::st
   const tether::RunResult r = tether::run(cfg, opt);
   if (r.stopped) {
     const int sig = stop_signal;
-    std::fprintf(stderr, "\nstopped by %s: checkpoint written; go on with `tether run %s --out %s --resume`\n",
+    std::fprintf(stderr, "\nstopped by %s: checkpoint written; go on with `tether run %s --out %s --resume` (and the same options)\n",
                  sig == SIGINT ? "SIGINT" : "SIGTERM", config_path.c_str(), out.c_str());
     return 128 + sig;
   }
   std::signal(SIGINT, SIG_DFL);
   std::signal(SIGTERM, SIG_DFL);
+  if (cfg.shard_count > 1) {
+    const auto [lo, hi] = tether::shard_ids(cfg);
+    nlohmann::json header = identity;
+    header["format"] = "tether shard 1";
+    header["ids"] = {lo, hi};
+    header["family"] = r.family;
+    header["wall_seconds"] = r.wall_seconds;
+    files.finish_shard(r, header);
+    if (!quiet)
+      std::printf("%s shard %d of %d: trajectories %lld to %lld in %.3g s\n  wrote %s (join all %d with `tether merge`)\n",
+                  r.system.c_str(), cfg.shard_index, cfg.shard_count, (long long)lo, (long long)hi - 1, r.wall_seconds,
+                  folder.dir().string().c_str(), cfg.shard_count);
+    return 0;
+  }
   files.finish(r);
 
   if (!quiet) {
@@ -245,6 +280,20 @@ int do_sample(const std::string& config_path, const std::string& out, const std:
                 (long long)diagnostics.chains_used,
                 folder.dir().string().c_str());
   }
+  return 0;
+}
+
+int do_merge(const std::vector<std::string>& shards, const std::string& out, bool quiet) {
+  std::vector<std::filesystem::path> dirs;
+  for (const auto& d : shards) {
+    std::error_code ec;
+    if (std::filesystem::equivalent(d, out, ec))
+      throw tether::ConfigError("--out", "is the shard folder " + d + ": merge into another folder");
+    dirs.emplace_back(d);
+  }
+  tether::OutputFolder folder(out);
+  tether::merge_shard_folders(folder, dirs);
+  if (!quiet) std::printf("merged %zu shards\n  wrote %s\n", dirs.size(), folder.dir().string().c_str());
   return 0;
 }
 
@@ -384,6 +433,16 @@ int main(int argc, char** argv) {
   run->add_flag("--quiet", quiet, "no progress or report on the terminal");
   bool resume = false;
   run->add_flag("--resume", resume, "go on from the checkpoint in --out (same config and options)");
+  std::string shard;
+  run->add_option("--shard", shard, "k/K: integrate only the k-th of K slices of the ensemble (join them with merge)");
+
+  std::vector<std::string> merge_shards;
+  std::string merge_out;
+  bool merge_quiet = false;
+  auto* merge = app.add_subcommand("merge", "join the K shard folders of one `tether run --shard k/K` into one run's output");
+  merge->add_option("shards", merge_shards, "the shard folders, in any order")->required();
+  merge->add_option("--out", merge_out, "output folder")->required();
+  merge->add_flag("--quiet", merge_quiet, "no report on the terminal");
 
   std::string sconfig, sout, sbackend;
   long sthreads = 0;
@@ -421,7 +480,8 @@ int main(int argc, char** argv) {
   }
 
   try {
-    if (*run) return do_run(config, out, backend, threads, batch, quiet, resume);
+    if (*run) return do_run(config, out, backend, threads, batch, quiet, resume, shard);
+    if (*merge) return do_merge(merge_shards, merge_out, merge_quiet);
     if (*shoot) return do_shoot(sconfig, sout, sbackend, sthreads, squiet);
     if (*sample) return do_sample(mconfig, mout, mbackend, mthreads, mquiet);
     if (*validate) return do_validate(vconfig);

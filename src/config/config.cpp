@@ -291,6 +291,13 @@ int system_dof(const RunConfig& c) { return system_infos()[std::size_t(c.system)
 
 std::int64_t timeseries_rows(const RunConfig& c) { return (c.steps + c.output_every - 1) / c.output_every + 1; }
 
+std::pair<std::int64_t, std::int64_t> shard_ids(const RunConfig& c) {
+  if (c.shard_count <= 1) return {0, c.size};
+  const std::int64_t granules = (c.size + shard_granule - 1) / shard_granule;
+  const auto cut = [&](std::int64_t k) { return std::min(c.size, granules * k / c.shard_count * shard_granule); };
+  return {cut(c.shard_index), cut(c.shard_index + 1)};
+}
+
 std::int64_t snapshots_per_trajectory(const RunConfig& c) {
   return c.track_ids.empty() ? 0 : (c.steps + c.track_every - 1) / c.track_every + 1;
 }

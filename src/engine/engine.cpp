@@ -4,6 +4,7 @@
 #include <chrono>
 
 #include "backends/backend.hpp"
+#include "engine/tally.hpp"
 #include "engine/system_entry.hpp"
 #include "tether/registry.hpp"
 #ifdef TETHER_HAVE_CUDA
@@ -106,6 +107,29 @@ void check_config(const RunConfig& c) { system_entry(c.system).check(c); }
 RunResult run(const RunConfig& c, const RunOptions& opt) {
   check_config(c);
   return system_entry(c.system).run(c, opt, resolve_backend(c.backend, c.size));
+}
+
+RunResult merge_shards(const RunConfig& c, const std::vector<std::string>& tallies) {
+  const std::int64_t rows = timeseries_rows(c);
+  RunTally total(rows, false);
+  for (std::size_t k = 0; k < tallies.size(); ++k) {
+    RunTally t;
+    BlobReader b(tallies[k]);
+    t.load(b);
+    b.expect_end();
+    if (!t.keep_blocks || !t.fits(rows))
+      throw std::runtime_error("shard " + std::to_string(k) + "'s sums do not fit the config's timeseries");
+    total.merge(t, RunOptions{}.failure_report_cap);
+  }
+  RunResult r;
+  r.trajectories = c.size;
+  r.steps = c.steps;
+  r.dt = c.dt;
+  r.system = c.system_name;
+  r.method = c.method_name;
+  r.stages = c.stages;
+  total.fill(c, r);
+  return r;
 }
 
 ShootResult shoot(const ShootConfig& c, const ShootOptions& opt) {

@@ -9,12 +9,13 @@
 #include "backends/backend.hpp"
 #include "tether/engine/run.hpp"
 #include "engine/checkpoint_blob.hpp"
+#include "engine/tally.hpp"
 #include "engine/initial_state.hpp"
 
 namespace tether {
 
 template <class S, class M>
-void prepare_batch(const S& sys, const M& method, const RunConfig& c, std::int64_t first_id, HostEnsemble& h, RunResult& result) {
+void prepare_batch(const S& sys, const M& method, const RunConfig& c, std::int64_t first_id, HostEnsemble& h, RunTally& result) {
   const EnsembleView v = h.view();
   std::int64_t projected = 0;
   Real farthest = 0;
@@ -45,38 +46,35 @@ void prepare_batch(const S& sys, const M& method, const RunConfig& c, std::int64
 
 // What a run is between two steps of a batch, for a checkpoint: where it is
 // (the batch's first id, the steps done, the next timeseries row), the
-// batch's states and counters, and every sum and list kept so far.
+// batch's states and counters, and the tally of everything so far.
 struct RunProgress {
   std::int64_t first = 0, done = 0, next_row = 1;
-  std::vector<Observation> rows;
-  std::vector<Real> energy_sums;
-  std::uint64_t iterations = 0, steps_taken = 0, steps_attempted = 0;
-  double integration = 0, work_done = 0;
+  double work_done = 0;
+  RunTally tally;
 
-  void save(BlobWriter& w, const HostEnsemble& h, const RunResult& r) const {
-    w.put(first), w.put(done), w.put(next_row), w.put(rows), w.put(energy_sums);
-    w.put(iterations), w.put(steps_taken), w.put(steps_attempted), w.put(integration), w.put(work_done);
-    w.put(r.failed), w.put(r.failures), w.put(r.newton_max), w.put(r.projected_states), w.put(r.max_projection_distance);
+  void save(BlobWriter& w, const HostEnsemble& h) const {
+    w.put(first), w.put(done), w.put(next_row), w.put(work_done);
+    tally.save(w);
     w.put(h.count), w.put(h.q), w.put(h.p), w.put(h.q_prev), w.put(h.energy0), w.put(h.energy_scale), w.put(h.status);
     w.put(h.failed_step), w.put(h.iterations_sum), w.put(h.iterations_max);
   }
   // Restores what save wrote (the caller checks that it fits the run).
-  void load(BlobReader& b, HostEnsemble& h, RunResult& r) {
-    b.get(first), b.get(done), b.get(next_row), b.get(rows), b.get(energy_sums);
-    b.get(iterations), b.get(steps_taken), b.get(steps_attempted), b.get(integration), b.get(work_done);
-    b.get(r.failed), b.get(r.failures), b.get(r.newton_max), b.get(r.projected_states), b.get(r.max_projection_distance);
+  void load(BlobReader& b, HostEnsemble& h) {
+    b.get(first), b.get(done), b.get(next_row), b.get(work_done);
+    tally.load(b);
     b.get(h.count), b.get(h.q), b.get(h.p), b.get(h.q_prev), b.get(h.energy0), b.get(h.energy_scale), b.get(h.status);
     b.get(h.failed_step), b.get(h.iterations_sum), b.get(h.iterations_max);
     b.expect_end();
     const std::size_t n = h.count >= 0 ? std::size_t(h.count) : 0;
     h.energy_error.assign(n, 0), h.constraint_violation.assign(n, 0), h.velocity_violation.assign(n, 0);
   }
-  bool fits(const HostEnsemble& h, std::int64_t batch, std::int64_t size, std::int64_t steps, std::int64_t intervals) const {
+  // Ids [lo, hi) in batches of `batch` from lo.
+  bool fits(const HostEnsemble& h, std::int64_t batch, std::int64_t lo, std::int64_t hi, std::int64_t steps,
+            std::int64_t intervals) const {
     const std::size_t n = std::size_t(h.count) * std::size_t(h.dof), count = std::size_t(h.count);
-    return first >= 0 && first < size && first % batch == 0 && h.count == std::min(batch, size - first) &&
-           done >= 0 && done <= steps && next_row >= 1 && next_row <= intervals + 1 &&
-           rows.size() == std::size_t(intervals + 1) && energy_sums.size() == rows.size() && h.q.size() == n &&
-           h.p.size() == n && h.q_prev.size() == (h.two_step ? n : 0) && h.energy0.size() == count &&
+    return first >= lo && first < hi && (first - lo) % batch == 0 && h.count == std::min(batch, hi - first) &&
+           done >= 0 && done <= steps && next_row >= 1 && next_row <= intervals + 1 && tally.fits(intervals + 1) &&
+           h.q.size() == n && h.p.size() == n && h.q_prev.size() == (h.two_step ? n : 0) && h.energy0.size() == count &&
            h.energy_scale.size() == count && h.status.size() == count && h.failed_step.size() == count &&
            h.iterations_sum.size() == count && h.iterations_max.size() == count;
   }
@@ -93,20 +91,22 @@ RunResult run_ensemble(const S& sys, const M& method, const RunConfig& c, Backen
   r.dt = c.dt;
 
   const std::int64_t intervals = timeseries_rows(c) - 1;
-  static_assert(sizeof(Observation) + sizeof(Real) + sizeof(TimeseriesRow) <= timeseries_row_bytes,
+  static_assert(sizeof(Observation) + 4 * sizeof(Real) + sizeof(TimeseriesRow) <= timeseries_row_bytes,
                 "config.cpp's memory estimate of a timeseries row is too small");
+  const auto [lo, hi] = shard_ids(c);  // the whole ensemble, or this shard's slice
   RunProgress at;
-  at.rows.resize(std::size_t(intervals + 1));
-  at.energy_sums.assign(std::size_t(intervals + 1), 0);
+  at.tally = RunTally(intervals + 1, c.shard_count > 1);
+  RunTally& tally = at.tally;
   std::vector<Real> chunk_sums;
   // Whole chunks per batch, so chunk sums are the same whatever the batch size.
   const std::int64_t batch =
-      c.batch_size >= c.size ? c.size : (c.batch_size + observation_chunk - 1) / observation_chunk * observation_chunk;
+      c.batch_size >= hi - lo ? hi - lo : (c.batch_size + observation_chunk - 1) / observation_chunk * observation_chunk;
   auto observe = [&](std::int64_t row, std::int64_t step) {
-    at.rows[std::size_t(row)].merge(backend.observe(step, chunk_sums));
-    for (Real x : chunk_sums) at.energy_sums[std::size_t(row)] += x;  // in trajectory order
+    tally.rows[std::size_t(row)].merge(backend.observe(step, chunk_sums));
+    for (std::size_t k = 0; k < chunk_sums.size(); ++k)  // in trajectory order
+      tally.add_chunk(std::size_t(row), at.first / observation_chunk + std::int64_t(k), chunk_sums[k]);
   };
-  const double total_work = double(c.size) * double(c.steps);
+  const double total_work = double(hi - lo) * double(c.steps);
   // Launches of about a second of work each: the first a probe of
   // backend.first_launch_work() trajectory-steps, each next one sized by the
   // rate the last one measured. Progress, checkpoints and a stop signal come
@@ -139,23 +139,23 @@ RunResult run_ensemble(const S& sys, const M& method, const RunConfig& c, Backen
   if (opt.resume != nullptr) {
     resumed = std::make_unique<HostEnsemble>(0, S::dof, M::two_step);
     BlobReader b(*opt.resume);
-    at.load(b, *resumed, r);
-    if (!at.fits(*resumed, batch, c.size, c.steps, intervals))
+    at.load(b, *resumed);
+    if (!at.fits(*resumed, batch, lo, hi, c.steps, intervals))
       throw std::runtime_error("the checkpoint does not fit this run (its batches, steps or system differ)");
   }
   const auto checkpoint = [&](HostEnsemble& h) {
     backend.store(h);
     BlobWriter w;
-    at.save(w, h, r);
+    at.save(w, h);
     opt.checkpoint(w.bytes());
   };
 
-  for (at.first = resumed ? at.first : 0; at.first < c.size; at.first += batch) {
+  for (at.first = resumed ? at.first : lo; at.first < hi; at.first += batch) {
     const std::int64_t first = at.first;
-    HostEnsemble fresh(resumed ? 0 : std::min(batch, c.size - first), S::dof, M::two_step);
+    HostEnsemble fresh(resumed ? 0 : std::min(batch, hi - first), S::dof, M::two_step);
     HostEnsemble& h = resumed ? *resumed : fresh;
     if (!resumed) {
-      prepare_batch<S, M>(sys, method, c, first, h, r);
+      prepare_batch<S, M>(sys, method, c, first, h, tally);
       backend.load(h);
       observe(0, 0);
       at.done = 0;
@@ -187,7 +187,7 @@ RunResult run_ensemble(const S& sys, const M& method, const RunConfig& c, Backen
         const auto t = clock::now();
         backend.advance(static_cast<int>(chunk), at.done);
         const double seconds = std::chrono::duration<double>(clock::now() - t).count();
-        at.integration += seconds;
+        tally.integration += seconds;
         // Too short to time (under a millisecond): ten times the work next.
         rate = seconds > 1e-3 ? double(chunk) * double(h.count) / seconds
                               : std::max(rate, 10 * double(chunk) * double(h.count) / launch_seconds);
@@ -212,14 +212,14 @@ RunResult run_ensemble(const S& sys, const M& method, const RunConfig& c, Backen
 
     for (std::int64_t j = 0; j < h.count; ++j) {
       const auto st = static_cast<Status>(h.status[j]);
-      at.iterations += h.iterations_sum[j];
-      r.newton_max = std::max(r.newton_max, int(h.iterations_max[j]));
-      at.steps_taken += std::uint64_t(st == Status::ok ? c.steps : std::max<std::int64_t>(0, h.failed_step[j] - 1));
+      tally.iterations += h.iterations_sum[j];
+      tally.newton_max = std::max(tally.newton_max, int(h.iterations_max[j]));
+      tally.steps_taken += std::uint64_t(st == Status::ok ? c.steps : std::max<std::int64_t>(0, h.failed_step[j] - 1));
       // The failing step's iterations are in the sum (and the max): its attempt counts in the mean.
-      at.steps_attempted += std::uint64_t(st == Status::ok ? c.steps : h.failed_step[j]);
+      tally.steps_attempted += std::uint64_t(st == Status::ok ? c.steps : h.failed_step[j]);
       if (st != Status::ok) {
-        ++r.failed;
-        if (r.failures.size() < opt.failure_report_cap) r.failures.push_back({first + j, h.failed_step[j], st});
+        ++tally.failed;
+        if (tally.failures.size() < opt.failure_report_cap) tally.failures.push_back({first + j, h.failed_step[j], st});
       }
       if (opt.final_states) {
         TrajectoryRecord& r1 = record(h, first, j, c.steps);
@@ -232,25 +232,13 @@ RunResult run_ensemble(const S& sys, const M& method, const RunConfig& c, Backen
     resumed.reset();  // the next batch starts fresh
   }
 
-  for (std::int64_t row = 0; row <= intervals; ++row) {
-    const Observation& o = at.rows[std::size_t(row)];
-    TimeseriesRow t;
-    t.step = std::min(c.steps, row * c.output_every);
-    t.time = Real(t.step) * c.dt;
-    t.live = o.ok;
-    t.mean_energy_error = o.ok > 0 ? at.energy_sums[std::size_t(row)] / Real(o.ok) : 0;
-    t.max_energy_error = o.energy_error_max;
-    t.max_constraint_violation = o.constraint_max;
-    t.max_velocity_constraint_violation = o.velocity_max;
-    r.max_relative_energy_error = max_keeping_nan(r.max_relative_energy_error, t.max_energy_error);
-    r.max_constraint_violation = max_keeping_nan(r.max_constraint_violation, t.max_constraint_violation);
-    r.max_velocity_constraint_violation =
-        max_keeping_nan(r.max_velocity_constraint_violation, t.max_velocity_constraint_violation);
-    r.timeseries.push_back(t);
+  if (c.shard_count > 1) {  // what tether merge adds up with the other shards'
+    tally.close_blocks();
+    BlobWriter w;
+    tally.save(w);
+    r.tally = w.bytes();
   }
-  r.newton_mean = at.steps_attempted > 0 ? double(at.iterations) / double(at.steps_attempted) : 0;
-  r.trajectory_steps = at.steps_taken;
-  r.integration_seconds = at.integration;
+  tally.fill(c, r);
   r.wall_seconds = std::chrono::duration<double>(clock::now() - start).count();
   return r;
 }

@@ -10,7 +10,6 @@
 #include <unistd.h>
 
 #include <cerrno>
-#include <charconv>
 #include <cstring>
 #include <nlohmann/json.hpp>
 #include <algorithm>
@@ -35,17 +34,21 @@ void write_json(const fs::path& file, const nlohmann::ordered_json& j) {
 
 }  // namespace
 
+namespace {
+
 // Every file a run, shoot or sample writes: removed together, so no file of
 // an earlier run sits beside this run's summary.json.
-constexpr const char* result_files[] = {"summary.json",  "final.csv",     "timeseries.csv", "shots.csv",
-                                        "geodesics.csv", "draws.nc",      "results.nc",     "trajectories.csv"};
-// Files a run writes only under .partial names, until it turns them into results.
-constexpr const char* side_files[] = {"final.bin", "trajectories.bin"};
+// (A shard's folder holds final.csv or final.bin, trajectories.bin and shard.tether.)
+constexpr const char* result_files[] = {"summary.json",     "final.csv",  "timeseries.csv",   "shots.csv",
+                                        "geodesics.csv",    "draws.nc",   "results.nc",       "trajectories.csv",
+                                        "final.bin",        "trajectories.bin", "shard.tether"};
 // The .partial files a checkpoint goes on from: kept when a run stops at one.
 bool checkpoint_needs(const std::string& name) {
   return name == "final.csv" || name == "final.bin" || name == "trajectories.bin";
 }
 const std::string checkpoint_file = "checkpoint.tether";
+
+}  // namespace
 
 OutputFolder::OutputFolder(const fs::path& dir, bool resume) : dir_(dir) {
   std::error_code ec;
@@ -78,7 +81,6 @@ OutputFolder::OutputFolder(const fs::path& dir, bool resume) : dir_(dir) {
     if (ec) throw std::runtime_error("cannot remove the stale " + partial(name).string() + ": " + ec.message());
   };
   for (const char* name : result_files) clear(name);
-  for (const char* name : side_files) clear(name);
   fs::remove(partial(checkpoint_file), ec);
   if (!resume) fs::remove(dir_ / checkpoint_file, ec);
   if (ec) throw std::runtime_error("cannot remove the stale checkpoint in " + dir_.string() + ": " + ec.message());
@@ -89,8 +91,6 @@ OutputFolder::~OutputFolder() {
   std::error_code ec;
   // An uncommitted run leaves nothing but what its checkpoint needs.
   for (const char* name : result_files)
-    if (!(checkpointed_ && checkpoint_needs(name))) fs::remove(partial(name), ec);
-  for (const char* name : side_files)
     if (!(checkpointed_ && checkpoint_needs(name))) fs::remove(partial(name), ec);
   fs::remove(partial(checkpoint_file), ec);
   if (lock_fd_ >= 0) ::close(lock_fd_);                                  // releases the lock
@@ -137,7 +137,7 @@ void OutputFolder::write_checkpoint(const nlohmann::json& header, const std::str
 OutputFolder::Checkpoint OutputFolder::read_checkpoint() const {
   const fs::path file = dir_ / checkpoint_file;
   std::ifstream in(file, std::ios::binary);
-  if (!in) throw std::runtime_error("nothing to resume: " + dir_.string() + " holds no checkpoint (" + checkpoint_file + ")");
+  if (!in) throw std::runtime_error("cannot resume: " + dir_.string() + " holds no checkpoint (" + checkpoint_file + ")");
   Checkpoint ck;
   std::string line;
   std::getline(in, line);

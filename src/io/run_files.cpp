@@ -6,8 +6,10 @@
 #include <array>
 #include <ctime>
 #include <numeric>
+#include <sstream>
 
 #include "io/text_out.hpp"
+#include "tether/engine/config_error.hpp"
 #include "tether/engine/output.hpp"
 
 namespace tether {
@@ -118,11 +120,11 @@ std::string csv_header(int dof, bool with_time) {
   return header + ",status\n";
 }
 
-// trajectories.csv from the snapshot side file, sorted by (id, step): the
-// run wrote them by batch, then step.
-void write_trajectories_csv(const fs::path& file, const fs::path& snapshots, int dof, Real dt) {
+// trajectories.csv from the snapshot side files, sorted by (id, step): a
+// run writes them by batch, then step.
+void write_trajectories_csv(const fs::path& file, const std::vector<fs::path>& snapshots, int dof, Real dt) {
   std::vector<TrajectoryRecord> all;
-  read_records(snapshots, dof, [&](const TrajectoryRecord& r) { all.push_back(r); });
+  for (const auto& part : snapshots) read_records(part, dof, [&](const TrajectoryRecord& r) { all.push_back(r); });
   std::stable_sort(all.begin(), all.end(),
                    [](const TrajectoryRecord& a, const TrajectoryRecord& b) { return a.id < b.id || (a.id == b.id && a.step < b.step); });
   std::ofstream out(file, std::ios::binary);
@@ -196,34 +198,145 @@ nlohmann::json RunFiles::checkpoint_sizes() {
   return sizes;
 }
 
-void RunFiles::finish(const RunResult& r) {
+namespace {
+
+// The files a whole run leaves, from its per-trajectory sources (a run's own
+// side files, or its shards' files in id order), committed summary.json
+// last. `final_csv`: the final.csv.partial is already complete.
+void write_run_outputs(OutputFolder& folder, const RunConfig& c, const RunResult& r, bool final_csv,
+                       const std::vector<fs::path>& finals_bin, const std::vector<fs::path>& snapshots) {
+  std::vector<std::string> done;  // committed in this order, summary.json last
+  if (c.output_format == "csv") {
+    write_timeseries(folder.partial("timeseries.csv"), r);
+    if (final_csv) done.push_back("final.csv");
+    done.push_back("timeseries.csv");
+    if (!c.track_ids.empty()) {
+      write_trajectories_csv(folder.partial("trajectories.csv"), snapshots, system_dof(c), c.dt);
+      done.push_back("trajectories.csv");
+    }
+  } else {
+    write_results_netcdf(folder.partial("results.nc"), c, r, finals_bin, snapshots);
+    done.push_back("results.nc");
+  }
+  write_summary(folder.partial("summary.json"), c, r);
+  for (const auto& name : done) folder.commit(name);
+  folder.commit("summary.json");
+}
+
+}  // namespace
+
+void RunFiles::close_all() {
   Files& f = *files_;
-  const int dof = system_dof(c_);
   if (f.final_csv.is_open()) {
     f.final_csv.close();
     check_stream(f.final_csv, f.final_csv_file);
   }
   if (f.final_bin) f.final_bin->close();
   if (f.snapshots) f.snapshots->close();
-  std::vector<std::string> done;  // committed in this order, summary.json last
-  if (c_.output_format == "csv") {
-    write_timeseries(folder_.partial("timeseries.csv"), r);
-    if (c_.write_final_states) done.push_back("final.csv");
-    done.push_back("timeseries.csv");
-    if (f.snapshots) {
-      write_trajectories_csv(folder_.partial("trajectories.csv"), folder_.partial("trajectories.bin"), dof, c_.dt);
-      done.push_back("trajectories.csv");
-    }
-  } else {
-    write_results_netcdf(folder_.partial("results.nc"), c_, r, folder_.partial("final.bin"),
-                         folder_.partial("trajectories.bin"));
-    done.push_back("results.nc");
-  }
-  write_summary(folder_.partial("summary.json"), c_, r);
-  for (const auto& name : done) folder_.commit(name);
-  folder_.commit("summary.json");
+}
+
+void RunFiles::finish(const RunResult& r) {
+  close_all();
+  const std::vector<fs::path> finals{folder_.partial("final.bin")}, snapshots{folder_.partial("trajectories.bin")};
+  write_run_outputs(folder_, c_, r, c_.write_final_states, finals, snapshots);
   std::error_code ec;
   for (const char* side : {"final.bin", "trajectories.bin"}) fs::remove(folder_.partial(side), ec);
+}
+
+void RunFiles::finish_shard(const RunResult& r, const nlohmann::json& header) {
+  close_all();
+  const fs::path tally = folder_.partial("shard.tether");
+  {
+    std::ofstream out(tally, std::ios::binary);
+    check_stream(out, tally);
+    out << header.dump() << '\n';
+    out.write(r.tally.data(), std::streamsize(r.tally.size()));
+    out.close();
+    check_stream(out, tally);
+  }
+  const Files& f = *files_;
+  if (!f.final_csv_file.empty()) folder_.commit("final.csv");
+  if (f.final_bin) folder_.commit("final.bin");
+  if (f.snapshots) folder_.commit("trajectories.bin");
+  folder_.commit("shard.tether");
+}
+
+void merge_shard_folders(OutputFolder& folder, const std::vector<fs::path>& shards) {
+  struct Shard {
+    fs::path dir;
+    nlohmann::json header;
+    std::string tally;
+  };
+  std::vector<Shard> parts;
+  for (const auto& dir : shards) {
+    const fs::path file = dir / "shard.tether";
+    std::ifstream in(file, std::ios::binary);
+    if (!in) throw ConfigError(dir.string(), "holds no shard.tether: not the folder of a finished `tether run --shard`");
+    Shard s{dir, {}, {}};
+    std::string line;
+    std::getline(in, line);
+    try {
+      s.header = nlohmann::json::parse(line);
+    } catch (const nlohmann::json::exception&) {
+      throw ConfigError(file.string(), "is not a tether shard file");
+    }
+    if (!s.header.is_object() || s.header.value("format", "") != "tether shard 1")
+      throw ConfigError(file.string(), "is not a tether shard file (or one of another version)");
+    std::stringstream rest;
+    rest << in.rdbuf();
+    s.tally = rest.str();
+    parts.push_back(std::move(s));
+  }
+  // One config and backend; shards 0 .. K-1, each once.
+  const nlohmann::json& first = parts.front().header;
+  const std::int64_t count = first.value("shards", std::int64_t(0));
+  for (const auto& p : parts)
+    for (const char* key : {"config", "backend", "shards"})  // batch sizes change no bit
+      if (p.header[key] != first[key])
+        throw ConfigError(p.dir.string(), std::string("is a shard of another run than ") + parts.front().dir.string() +
+                                              " (its " + key + " differs)");
+  if (std::int64_t(parts.size()) != count)
+    throw ConfigError(parts.front().dir.string(), "is one of " + std::to_string(count) + " shards; " +
+                                                      std::to_string(parts.size()) + " were given");
+  std::sort(parts.begin(), parts.end(),
+            [](const Shard& a, const Shard& b) { return a.header.value("shard", 0) < b.header.value("shard", 0); });
+  for (std::int64_t k = 0; k < count; ++k)
+    if (parts[std::size_t(k)].header.value("shard", -1) != k)
+      throw ConfigError(parts[std::size_t(k)].dir.string(), "shard " + std::to_string(k) + " of " +
+                                                                std::to_string(count) + " is missing or given twice");
+
+  RunConfig c = parse_config(first["config"].dump(), "the shards' config");
+  c.backend = first.value("backend", std::string());
+  c.batch_size = first.value("batch_size", c.batch_size);
+  std::vector<std::string> tallies;
+  for (const auto& p : parts) tallies.push_back(p.tally);
+  RunResult r = merge_shards(c, tallies);
+  r.backend = c.backend;
+  r.family = first.value("family", std::string());
+  for (const auto& p : parts) r.wall_seconds = std::max(r.wall_seconds, p.header.value("wall_seconds", 0.0));
+
+  std::vector<fs::path> finals_bin, snapshots;
+  for (const auto& p : parts) {
+    if (c.output_format == "netcdf" && c.write_final_states) finals_bin.push_back(p.dir / "final.bin");
+    if (!c.track_ids.empty()) snapshots.push_back(p.dir / "trajectories.bin");
+  }
+  const bool final_csv = c.output_format == "csv" && c.write_final_states;
+  if (final_csv) {  // the shards' rows in id order under one header
+    const fs::path out = folder.partial("final.csv");
+    std::ofstream o(out, std::ios::binary);
+    check_stream(o, out);
+    for (std::size_t k = 0; k < parts.size(); ++k) {
+      std::ifstream in(parts[k].dir / "final.csv", std::ios::binary);
+      if (!in) throw ConfigError(parts[k].dir.string(), "holds no final.csv");
+      std::string header;
+      std::getline(in, header);
+      if (k == 0) o << header << '\n';
+      o << in.rdbuf();
+    }
+    o.close();
+    check_stream(o, out);
+  }
+  write_run_outputs(folder, c, r, final_csv, finals_bin, snapshots);
 }
 
 // ---------------------------------------------------------------- results.nc
@@ -282,8 +395,8 @@ void status_flags(Netcdf& nc, int var) {
 
 }  // namespace
 
-void write_results_netcdf(const fs::path& file, const RunConfig& c, const RunResult& r, const fs::path& finals,
-                          const fs::path& snapshots) {
+void write_results_netcdf(const fs::path& file, const RunConfig& c, const RunResult& r, const std::vector<fs::path>& finals,
+                          const std::vector<fs::path>& snapshots) {
   const int dof = system_dof(c);
   const std::size_t n = std::size_t(dof);
   Netcdf nc(file);
@@ -408,8 +521,8 @@ void write_results_netcdf(const fs::path& file, const RunConfig& c, const RunRes
       for (auto& e : errors) e.clear();
     };
     std::int64_t expected = 0;
-    read_records(finals, dof, [&](const TrajectoryRecord& t) {
-      if (t.id != expected++) throw std::runtime_error(finals.string() + " is not in trajectory order");
+    for (const auto& part : finals) read_records(part, dof, [&](const TrajectoryRecord& t) {
+      if (t.id != expected++) throw std::runtime_error(part.string() + " is not in trajectory order");
       ids.push_back(t.id);
       q.insert(q.end(), t.q.begin(), t.q.end());
       p.insert(p.end(), t.p.begin(), t.p.end());
@@ -419,8 +532,9 @@ void write_results_netcdf(const fs::path& file, const RunConfig& c, const RunRes
       if (ids.size() == block) flush();
     });
     flush();
-    if (expected != c.size) throw std::runtime_error(finals.string() + " holds " + std::to_string(expected) + " of " +
-                                                     std::to_string(c.size) + " trajectories");
+    if (expected != c.size)
+      throw std::runtime_error("the final states hold " + std::to_string(expected) + " of " + std::to_string(c.size) +
+                               " trajectories");
   }
 
   if (tracked_count > 0) {
@@ -434,11 +548,11 @@ void write_results_netcdf(const fs::path& file, const RunConfig& c, const RunRes
     nc.ok(nc_put_var_longlong(nc.id(), tracked_var, tracked_ids.data()), "tracked");
     nc.ok(nc_put_var_longlong(nc.id(), snap_step_var, snap_steps.data()), "snapshot_step");
     nc.ok(nc_put_var_double(nc.id(), snap_time_var, snap_times.data()), "snapshot_time");
-    read_records(snapshots, dof, [&](const TrajectoryRecord& t) {
+    for (const auto& part : snapshots) read_records(part, dof, [&](const TrajectoryRecord& t) {
       const auto at = std::lower_bound(c.track_ids.begin(), c.track_ids.end(), t.id);
       const std::size_t s = t.step >= c.steps ? snaps - 1 : std::size_t(t.step / c.track_every);
       if (at == c.track_ids.end() || *at != t.id || snap_steps[s] != t.step)
-        throw std::runtime_error(snapshots.string() + " holds a snapshot no config asked for");
+        throw std::runtime_error(part.string() + " holds a snapshot no config asked for");
       const std::size_t start[3] = {std::size_t(at - c.track_ids.begin()), s, 0}, count[3] = {1, 1, n};
       nc.ok(nc_put_vara_double(nc.id(), tq, start, count, t.q.data()), "tracked_q");
       nc.ok(nc_put_vara_double(nc.id(), tp, start, count, t.p.data()), "tracked_p");

@@ -1260,6 +1260,108 @@ TEST_F(CliTest, AStoppedNetcdfRunResumesToTheSameNumbers) {
   nc_close(b);
 }
 
+// ---------------------------------------------------------------- shards and merge
+
+// 3 x 4096 + 100 pendulums in batches of 1536 (which straddle the 4096-trajectory
+// slices shards are cut at), three of them followed.
+json sharded_config() {
+  json j = base_config();
+  j["ensemble"]["size"] = 3 * 4096 + 100;
+  j["ensemble"]["batch_size"] = 1500;
+  j["output"]["trajectories"] = {{"ids", {0, 4100, 12387}}, {"every", 7}};
+  return j;
+}
+
+// Runs the K shards of `cfg` into dir/name_k and merges them (folders given
+// last shard first) into dir/name; the merge's outcome.
+Cli run_shards_and_merge(const fs::path& dir, const fs::path& cfg, int count, const std::string& name,
+                         const std::function<Cli(const std::string&)>& tether) {
+  std::string dirs;
+  for (int k = count - 1; k >= 0; --k) {
+    const fs::path d = dir / (name + "_" + std::to_string(k));
+    const Cli r = tether("run " + quote(cfg) + " --out " + quote(d) + " --quiet --shard " + std::to_string(k) + "/" +
+                         std::to_string(count));
+    EXPECT_EQ(r.code, 0) << r.err;
+    EXPECT_TRUE(fs::exists(d / "shard.tether")) << d;
+    EXPECT_FALSE(fs::exists(d / "summary.json")) << "a shard is not a finished run: " << d;
+    dirs += " " + quote(d);
+  }
+  return tether("merge" + dirs + " --out " + quote(dir / name) + " --quiet");
+}
+
+// --shard k/K integrates one slice; `tether merge` joins the K folders into
+// the files one run writes, byte for byte (summary.json but for its timings),
+// for K = 2 and 4, CSV and netCDF.
+TEST_F(CliTest, ShardsMergeIntoTheSingleRunsBytes) {
+  const auto cli = [this](const std::string& args) { return tether(args); };
+  for (const std::string format : {"csv", "netcdf"}) {
+    json j = sharded_config();
+    j["output"]["format"] = format;
+    const fs::path cfg = write(format + ".json", j), whole = dir_ / ("whole_" + format);
+    ASSERT_EQ(run(cfg, whole).code, 0);
+    for (const int count : {2, 4}) {
+      const std::string name = "merged_" + format + std::to_string(count);
+      const Cli m = run_shards_and_merge(dir_, cfg, count, name, cli);
+      ASSERT_EQ(m.code, 0) << m.err;
+      const fs::path merged = dir_ / name;
+      EXPECT_EQ(without_timings(json::parse(read_file(merged / "summary.json"))),
+                without_timings(json::parse(read_file(whole / "summary.json"))))
+          << name;
+      if (format == "csv") {
+        for (const char* file : {"final.csv", "timeseries.csv", "trajectories.csv"})
+          EXPECT_EQ(read_file(merged / file), read_file(whole / file)) << name << ": " << file;
+        continue;
+      }
+      int a = -1, b = -1;
+      ASSERT_EQ(nc_open((whole / "results.nc").c_str(), NC_NOWRITE, &a), NC_NOERR);
+      ASSERT_EQ(nc_open((merged / "results.nc").c_str(), NC_NOWRITE, &b), NC_NOERR);
+      for (const char* var : {"q", "p", "status", "energy_error", "mean_relative_energy_error",
+                              "max_relative_energy_error", "live_trajectories", "tracked_q", "tracked_p"})
+        EXPECT_EQ(nc_values(a, var), nc_values(b, var)) << name << ": " << var;
+      nc_close(a);
+      nc_close(b);
+    }
+  }
+}
+
+// Shards that do not make one run are refused by name, and --shard by its value.
+TEST_F(CliTest, MergeRefusesShardsThatDoNotMakeOneRun) {
+  const fs::path cfg = write("config.json", sharded_config());
+  for (int k = 0; k < 3; ++k)
+    ASSERT_EQ(run(cfg, dir_ / ("s" + std::to_string(k)), "--shard " + std::to_string(k) + "/3").code, 0);
+  json other = sharded_config();
+  other["method"]["dt"] = 0.02;
+  ASSERT_EQ(run(write("other.json", other), dir_ / "other", "--shard 2/3").code, 0);
+  const auto merge = [&](const std::vector<std::string>& dirs) {
+    std::string args = "merge";
+    for (const auto& d : dirs) args += " " + quote(dir_ / d);
+    return tether(args + " --out " + quote(dir_ / "merged") + " --quiet");
+  };
+  struct Case {
+    std::vector<std::string> dirs;
+    std::string expect;
+  };
+  for (const Case& c : {Case{{"s0", "s1"}, "one of 3 shards; 2 were given"},
+                        Case{{"s0", "s1", "s1"}, "shard 2 of 3 is missing or given twice"},
+                        Case{{"s0", "s1", "other"}, "is a shard of another run"},
+                        Case{{"s0", "s1", "nowhere"}, "holds no shard.tether"}}) {
+    const Cli r = merge(c.dirs);
+    EXPECT_EQ(r.code, 2) << r.err;
+    const std::string line = one_error_line(r);
+    EXPECT_NE(line.find(c.expect), std::string::npos) << line;
+    EXPECT_FALSE(fs::exists(dir_ / "merged" / "summary.json"));
+  }
+  for (const auto& [shard, expect] : {std::pair<std::string, std::string>{"3/3", "0 <= k < K"},
+                                      {"1/x", "0 <= k < K"},
+                                      {"0/5", "at most 4 shards"}}) {
+    const Cli r = run(cfg, dir_ / "bad", "--shard " + shard);
+    EXPECT_EQ(r.code, 2) << shard;
+    const std::string line = one_error_line(r);
+    EXPECT_NE(line.find("--shard"), std::string::npos) << line;
+    EXPECT_NE(line.find(expect), std::string::npos) << line;
+  }
+}
+
 // A write that fails says why, in the operating system's words (/dev/full:
 // every write fails with ENOSPC, as on a full disk).
 TEST(OutputErrors, SayTheOperatingSystemsReason) {

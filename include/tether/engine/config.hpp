@@ -64,6 +64,9 @@ struct RunConfig {
   bool write_final_states = true;
   std::int64_t checkpoint_every = 0;  // output.checkpoint.every: steps of a batch between checkpoints (0: none)
   std::string output_format = "csv";  // csv | netcdf
+  // tether run --shard k/K: this run integrates the k-th of K slices of the
+  // ensemble (shard_ids), for `tether merge` to join into the whole run's output.
+  int shard_index = 0, shard_count = 1;
   // output.trajectories: these trajectories' states every track_every steps (ids ascending).
   std::vector<std::int64_t> track_ids;
   std::int64_t track_every = 0;
@@ -127,11 +130,16 @@ int system_dof(const RunConfig& c);
 
 // Rows of a run's timeseries: step 0, then every output.every steps, and the last step.
 std::int64_t timeseries_rows(const RunConfig& c);
+// The ids [first, end) a run integrates: all of them, or its shard's slice.
+// Slices are cut at multiples of 4096 trajectories (engine/tally.hpp's
+// blocks), so that shards merge into exactly the single run's statistics.
+std::pair<std::int64_t, std::int64_t> shard_ids(const RunConfig& c);
+constexpr std::int64_t shard_granule = 4096;
 // Snapshots of each tracked trajectory: step 0, every track_every steps, and the last step (0 without tracking).
 std::int64_t snapshots_per_trajectory(const RunConfig& c);
 // Host memory one timeseries row takes while a run accumulates it (its
 // reduction, energy sum and written row; engine/runner.hpp checks the figure).
-constexpr double timeseries_row_bytes = 96;
+constexpr double timeseries_row_bytes = 128;
 
 RunConfig parse_config(const std::string& json_text, const std::string& source);
 RunConfig load_config_file(const std::string& path);

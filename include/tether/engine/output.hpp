@@ -73,8 +73,12 @@ class RunFiles final : public FinalStateSink {
   // Everything written so far handed to the OS; the byte count of each file, for a checkpoint.
   nlohmann::json checkpoint_sizes();
   void finish(const RunResult& r);
+  // A shard's folder instead: its final.csv (or final.bin), trajectories.bin,
+  // and last shard.tether (`header` as its first line, then the shard's tally).
+  void finish_shard(const RunResult& r, const nlohmann::json& header);
 
  private:
+  void close_all();
   struct Files;
   OutputFolder& folder_;
   const RunConfig& c_;
@@ -99,7 +103,14 @@ void write_summary(const std::filesystem::path& file, const RunConfig& c, const 
 // global attributes. Final records and snapshots are read from the binary
 // side files the run wrote (read_records).
 void write_results_netcdf(const std::filesystem::path& file, const RunConfig& c, const RunResult& r,
-                          const std::filesystem::path& finals, const std::filesystem::path& snapshots);
+                          const std::vector<std::filesystem::path>& finals,
+                          const std::vector<std::filesystem::path>& snapshots);
+
+// `tether merge`: the K shard folders of one config (each holding the
+// shard.tether a `tether run --shard k/K` committed last) into `folder`, as
+// the files one run of the config writes, byte for byte but for timings.
+// Throws ConfigError naming the folder that does not belong.
+void merge_shard_folders(OutputFolder& folder, const std::vector<std::filesystem::path>& shards);
 
 // `tether shoot`: shots.csv (one row per target), geodesics.csv, summary.json.
 void write_shots(const std::filesystem::path& file, const ShootResult& r);

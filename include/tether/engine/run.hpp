@@ -42,6 +42,8 @@ struct RunResult {
   std::uint64_t trajectory_steps = 0;  // steps actually taken (failed trajectories stop)
   Real wall_seconds = 0, integration_seconds = 0;
   bool stopped = false;  // by RunOptions::stop: the result is partial, a checkpoint holds the rest
+  // A shard's (RunConfig::shard_count > 1) sums in the form merge_shards adds up.
+  std::string tally;
 };
 
 // One trajectory's state and how it has fared: at the end of a run, or at a
@@ -108,5 +110,10 @@ std::string resolve_backend(const std::string& requested, std::int64_t ensemble)
 void check_config(const RunConfig& config);
 
 RunResult run(const RunConfig& config, const RunOptions& options);
+
+// The result of the whole run from its K shards' tallies (RunResult::tally,
+// in shard order): the timeseries, maxima, counts and failures one run of
+// the config gives, bit for bit (timings aside).
+RunResult merge_shards(const RunConfig& config, const std::vector<std::string>& tallies);
 
 }  // namespace tether
