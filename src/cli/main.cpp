@@ -14,6 +14,7 @@
 #include <omp.h>
 #endif
 
+#include "cli/mpi_run.hpp"
 #include "tether/engine.hpp"
 
 
@@ -75,14 +76,14 @@ extern "C" void request_stop(int sig) {
 }
 
 // --shard k/K: the k-th of K slices (0 <= k < K), each at least one granule of trajectories.
-void set_shard(tether::RunConfig& cfg, const std::string& shard) {
+void set_shard(tether::RunConfig& cfg, const std::string& shard, bool from_mpi) {
   if (shard.empty()) return;
   long k = -1, count = -1;
   char rest = 0;
   if (std::sscanf(shard.c_str(), "%ld/%ld%c", &k, &count, &rest) != 2 || count < 1 || k < 0 || k >= count)
     throw tether::ConfigError("--shard", "must be k/K with 0 <= k < K, got \"" + shard.substr(0, 40) + "\"");
   const std::int64_t granules = (cfg.size + tether::shard_granule - 1) / tether::shard_granule;
-  if (count > granules)
+  if (count > granules && !from_mpi)  // (mpirun's extra ranks get empty slices)
     throw tether::ConfigError("--shard", std::to_string(cfg.size) + " trajectories make at most " +
                                              std::to_string(granules) + " shards (slices of " +
                                              std::to_string(tether::shard_granule) + "), not " + std::to_string(count));
@@ -91,12 +92,12 @@ void set_shard(tether::RunConfig& cfg, const std::string& shard) {
 }
 
 int do_run(const std::string& config_path, const std::string& out, const std::string& backend, long threads,
-           long batch_size, bool quiet, bool resume, const std::string& shard) {
+           long batch_size, bool quiet, bool resume, const std::string& shard, bool from_mpi = false) {
   refuse_other_commands_config(config_path, "run");
   tether::RunConfig cfg = tether::load_config_file(config_path);
   if (!backend.empty()) cfg.backend = backend;
   if (batch_size > 0) cfg.batch_size = batch_size;
-  set_shard(cfg, shard);
+  set_shard(cfg, shard, from_mpi);
 #ifdef _OPENMP
   if (threads > 0) omp_set_num_threads(int(threads));
 #endif
@@ -297,6 +298,53 @@ int do_merge(const std::vector<std::string>& shards, const std::string& out, boo
   return 0;
 }
 
+// `mpirun -np K tether run CONFIG --out DIR`: rank k runs shard k/K into
+// DIR/.shards/k (on GPU k mod devices), and once every rank has finished, rank
+// 0 merges them into DIR, as `tether merge` does, and removes DIR/.shards.
+// A bad config is reported once, by rank 0; a rank's runtime error by that
+// rank. Stopped ranks leave their checkpoints: the same mpirun with --resume
+// goes on (finished shards are kept as they are).
+int do_mpi_run(const tether::cli::MpiWorld& world, const std::string& config_path, const std::string& out,
+               const std::string& backend, long threads, long batch_size, bool quiet, bool resume,
+               const std::string& shard) {
+  namespace fs = std::filesystem;
+  const fs::path shards = fs::path(out) / ".shards", mine = shards / std::to_string(world.rank);
+  int code = 0;
+  std::string error;
+  try {
+    if (!shard.empty()) throw tether::ConfigError("--shard", "is given by mpirun's rank: give mpirun -np K or --shard, not both");
+    tether::use_cuda_device_of_rank(world.rank);
+    const bool finished = fs::exists(mine / "shard.tether") && !fs::exists(mine / "checkpoint.tether");
+    if (!(resume && finished))
+      code = do_run(config_path, mine.string(), backend, threads, batch_size, true, resume,
+                    std::to_string(world.rank) + "/" + std::to_string(world.size), true);
+  } catch (const tether::ConfigError& e) {
+    code = exit_bad_input;
+    error = e.what();
+  } catch (const std::exception& e) {
+    code = exit_runtime_error;
+    error = "rank " + std::to_string(world.rank) + ": " + e.what();
+  }
+  if (!error.empty() && (code != exit_bad_input || world.rank == 0)) std::fprintf(stderr, "error: %s\n", error.c_str());
+  const int worst = tether::cli::mpi_max(code);
+  if (worst != 0) {
+    if (world.rank == 0 && worst != exit_bad_input)
+      std::fprintf(stderr, "error: not every rank finished its shard; they are in %s (a stopped run goes on with "
+                           "the same mpirun and --resume)\n",
+                   shards.string().c_str());
+    return worst;
+  }
+  if (world.rank != 0) return 0;
+  std::vector<std::string> dirs;
+  for (int k = 0; k < world.size; ++k) dirs.push_back((shards / std::to_string(k)).string());
+  tether::OutputFolder folder(out);
+  tether::merge_shard_folders(folder, std::vector<fs::path>(dirs.begin(), dirs.end()));
+  std::error_code ec;
+  fs::remove_all(shards, ec);
+  if (!quiet) std::printf("%d ranks, one shard each, merged\n  wrote %s\n", world.size, folder.dir().string().c_str());
+  return 0;
+}
+
 // A config may be meant for another machine: say so, but it is not an error.
 void note_backend_here(const std::string& backend) {
   try {
@@ -416,7 +464,7 @@ void do_list(bool as_json) {
 
 }  // namespace
 
-int main(int argc, char** argv) {
+int run_command(int argc, char** argv, const tether::cli::MpiWorld& world) {
   CLI::App app{"tether: ensembles of constrained mechanical trajectories, integrated by structure-preserving methods"};
   app.require_subcommand(1);
 
@@ -480,7 +528,15 @@ int main(int argc, char** argv) {
   }
 
   try {
+    if (*run && world.size > 1) return do_mpi_run(world, config, out, backend, threads, batch, quiet, resume, shard);
     if (*run) return do_run(config, out, backend, threads, batch, quiet, resume, shard);
+    if (world.size > 1 && (*shoot || *sample)) {  // not sharded yet: refused rather than run K times or on one rank
+      if (world.rank == 0)
+        std::fprintf(stderr, "error: tether %s does not run under mpirun yet (run it as one process)\n",
+                     *shoot ? "shoot" : "sample");
+      return exit_bad_input;
+    }
+    if (world.size > 1 && world.rank > 0) return 0;  // validate, list and merge run once, on rank 0
     if (*merge) return do_merge(merge_shards, merge_out, merge_quiet);
     if (*shoot) return do_shoot(sconfig, sout, sbackend, sthreads, squiet);
     if (*sample) return do_sample(mconfig, mout, mbackend, mthreads, mquiet);
@@ -494,4 +550,11 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "error: %s\n", e.what());
     return exit_runtime_error;
   }
+}
+
+int main(int argc, char** argv) {
+  const tether::cli::MpiWorld world = tether::cli::mpi_start(argc, argv);
+  const int code = run_command(argc, argv, world);
+  tether::cli::mpi_finish();
+  return code;
 }

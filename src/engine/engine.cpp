@@ -58,6 +58,15 @@ int cuda_device_count() {
 #endif
 }
 
+void use_cuda_device_of_rank(int rank) {
+#ifdef TETHER_HAVE_CUDA
+  if (cuda_compile_check_only()) return;
+  if (const int devices = cuda_runtime_device_count(); devices > 0) cuda_runtime_use_device(rank % devices);
+#else
+  (void)rank;
+#endif
+}
+
 std::string resolve_backend(const std::string& requested) {
   if (requested == "auto") return !cuda_compile_check_only() && cuda_device_count() > 0 ? "cuda" : "cpu";
   if (requested == "cuda") {

@@ -94,6 +94,9 @@ bool cuda_built();
 // to check that they compile: it never runs them.
 bool cuda_compile_check_only();
 
+// An MPI rank's GPU: device rank mod devices (nothing without CUDA or a device).
+void use_cuda_device_of_rank(int rank);
+
 // "auto" -> cuda when built to run and a device is present, else cpu. Throws
 // ConfigError when the requested backend is not available.
 std::string resolve_backend(const std::string& requested);

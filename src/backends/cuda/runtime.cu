@@ -20,6 +20,8 @@ int cuda_runtime_device_count() {
   return n;
 }
 
+void cuda_runtime_use_device(int device) { cuda_check(cudaSetDevice(device), "cudaSetDevice"); }
+
 void cuda_check(cudaError_t e, const char* what) {
   if (e != cudaSuccess) throw std::runtime_error(std::string("CUDA error in ") + what + ": " + cudaGetErrorString(e));
 }

@@ -1,0 +1,36 @@
+#!/usr/bin/env bash
+# `mpirun -np K tether run` against one process, byte for byte (summary.json
+# but for its timings), for K = 2 and 3 on a 2-core machine (oversubscribed),
+# CSV with snapshots and a batch size that straddles the shards' slices.
+# Usage: mpi_check.sh TETHER MPIRUN WORKDIR
+set -euo pipefail
+tether=$1 mpirun=$2 work=$3
+rm -rf "$work" && mkdir -p "$work" && cd "$work"
+cat > config.json <<'JSON'
+{"system": {"name": "spherical_pendulum"}, "method": {"name": "rattle", "dt": 0.01, "steps": 40},
+ "ensemble": {"size": 9000, "seed": 4, "batch_size": 1500, "initial": {"sampler": "thermal", "temperature": 0.5}},
+ "output": {"every": 10, "trajectories": {"ids": [0, 4500, 8999], "every": 20}}, "backend": "cpu"}
+JSON
+"$tether" run config.json --out single --quiet --threads 1
+# Root in a container needs OpenMPI's consent; a login user does not.
+export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_rmaps_base_oversubscribe=1
+strip_timings() { grep -v -E '"(wall_seconds|integration_seconds|trajectory_steps_per_second)"' "$1"; }
+for ranks in 2 3; do
+  "$mpirun" -np "$ranks" "$tether" run config.json --out "mpi$ranks" --quiet --threads 1
+  for f in final.csv timeseries.csv trajectories.csv; do
+    cmp "single/$f" "mpi$ranks/$f" || { echo "mpirun -np $ranks: $f differs from the single-process run"; exit 1; }
+  done
+  diff <(strip_timings single/summary.json) <(strip_timings "mpi$ranks/summary.json") ||
+    { echo "mpirun -np $ranks: summary.json differs beyond its timings"; exit 1; }
+  [ ! -e "mpi$ranks/.shards" ] || { echo "mpirun -np $ranks left its shard folders"; exit 1; }
+done
+# A bad config: exit 2, said once.
+echo '{"system": {"name": "spherical_pendulum"}}' > bad.json
+set +e
+"$mpirun" -np 2 "$tether" run bad.json --out bad --quiet 2> bad.err
+code=$?
+set -e
+[ "$code" -ne 0 ] || { echo "a bad config passed under mpirun"; exit 1; }
+[ "$(grep -c '^error:' bad.err)" -eq 1 ] || { echo "the bad config's error was not said exactly once:"; cat bad.err; exit 1; }
+[ ! -e bad/summary.json ] || { echo "a bad config left a summary"; exit 1; }
+echo "mpirun -np 2 and 3 match the single-process run"
