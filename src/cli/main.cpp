@@ -67,6 +67,21 @@ void refuse_other_commands_config(const std::string& config_path, const std::str
                                             " " + config_path + " --out DIR`");
 }
 
+// A JSON pointer (/a/0/b) as the config path it names (a[0].b).
+std::string config_path_of(const std::string& pointer) {
+  std::string path;
+  std::stringstream tokens(pointer);
+  for (std::string token; std::getline(tokens, token, '/');) {
+    if (token.empty()) continue;
+    const bool index = std::all_of(token.begin(), token.end(), [](unsigned char c) { return std::isdigit(c) != 0; });
+    if (index)
+      path += "[" + token + "]";
+    else
+      path += (path.empty() ? "" : ".") + token;
+  }
+  return path.empty() ? "(top level)" : path;
+}
+
 // SIGINT and SIGTERM ask a run to stop at its next step boundary, leave a
 // checkpoint and exit; a second one ends the process at once.
 volatile std::sig_atomic_t stop_signal = 0;
@@ -112,28 +127,27 @@ int do_run(const std::string& config_path, const std::string& out, const std::st
                                    {"backend", cfg.backend},
                                    {"batch_size", cfg.batch_size},
                                    {"shard", cfg.shard_index},
-                                   {"shards", cfg.shard_count}};
+                                   {"shards", cfg.shard_count},
+                                   {"build", tether::build_fingerprint()}};
   if (resume && !std::filesystem::exists(std::filesystem::path(out) / "checkpoint.tether"))
     throw std::runtime_error("cannot resume: " + out + " holds no checkpoint (checkpoint.tether)");
-  tether::OutputFolder folder(out, resume);
+  tether::OutputFolder folder(out, resume ? tether::OutputFolder::Start::resume : tether::OutputFolder::Start::fresh_run);
   std::string resume_state;
   nlohmann::json file_sizes;
   if (resume) {
     tether::OutputFolder::Checkpoint ck = folder.read_checkpoint();
-    for (const char* key : {"config", "backend", "batch_size", "shard", "shards"})
+    for (const char* key : {"config", "backend", "batch_size", "shard", "shards", "build"})
       if (ck.header[key] != identity[key]) {
+        if (std::string(key) == "build")
+          throw std::runtime_error("cannot resume: the checkpoint in " + folder.dir().string() + " was written by another "
+                                   "build of tether (" + ck.header[key].dump() + "), whose results differ in the last bits");
         const nlohmann::json diff = nlohmann::json::diff(ck.header[key], identity[key]);
-        std::string where = std::string(key) == "backend" ? "--backend"
-                            : std::string(key) == "batch_size" ? "--batch-size" : "--shard";
-        if (std::string(key) == "config" && !diff.empty()) {  // the JSON pointer /a/0/b as the path a[0].b
-          where.clear();
-          std::stringstream pointer(diff[0].value("path", std::string()));
-          for (std::string token; std::getline(pointer, token, '/');)
-            if (!token.empty())
-              where += std::all_of(token.begin(), token.end(), [](unsigned char c) { return std::isdigit(c) != 0; })
-                           ? "[" + token + "]"
-                                                                           : (where.empty() ? "" : ".") + token;
-        }
+        const std::string option = std::string(key) == "backend"      ? "--backend"
+                                   : std::string(key) == "batch_size" ? "--batch-size"
+                                                                      : "--shard";
+        const std::string where = std::string(key) == "config" && !diff.empty()
+                                      ? config_path_of(diff[0].value("path", std::string()))
+                                      : option;
         throw tether::ConfigError(where, "differs from what wrote the checkpoint in " + folder.dir().string() +
                                              ": resume with the same config and options, or run afresh without --resume");
       }
@@ -325,7 +339,13 @@ int do_mpi_run(const tether::cli::MpiWorld& world, const std::string& config_pat
     code = exit_runtime_error;
     error = "rank " + std::to_string(world.rank) + ": " + e.what();
   }
-  if (!error.empty() && (code != exit_bad_input || world.rank == 0)) std::fprintf(stderr, "error: %s\n", error.c_str());
+  // A config error every rank meets is said once, by rank 0; one that only
+  // some ranks meet (a checkpoint, this node's memory) by each of them.
+  const int rank0 = tether::cli::mpi_max(world.rank == 0 ? code : 0);
+  if (!error.empty() && (code != exit_bad_input || world.rank == 0 || rank0 != exit_bad_input)) {
+    const std::string who = code == exit_bad_input && world.rank != 0 ? "rank " + std::to_string(world.rank) + ": " : "";
+    std::fprintf(stderr, "error: %s%s\n", who.c_str(), error.c_str());
+  }
   const int worst = tether::cli::mpi_max(code);
   if (worst != 0) {
     if (world.rank == 0 && worst != exit_bad_input)

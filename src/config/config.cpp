@@ -174,7 +174,10 @@ void parse_system(const Node& sys, RunConfig& c) {
 
 std::string describe_method(const RunConfig& c) { return describe_method(c.method, c.method_parameters); }
 
-RunConfig parse_config(const std::string& text, const std::string& source) {
+namespace {
+
+// on_this_machine: refuse what cannot fit in this machine's memory, and read the start draws.
+RunConfig parse_run_config(const std::string& text, const std::string& source, bool on_this_machine) {
   const json j = parse_config_json(text, source);
   const Node top(j, "");
   top.only({"system", "method", "ensemble", "output", "backend", "precision"});
@@ -199,7 +202,7 @@ RunConfig parse_config(const std::string& text, const std::string& source) {
   } else {
     c.size = ens.integer("size", 1, std::int64_t(1) << 34);
   }
-  if (c.initial.kind == InitialSpec::Kind::draws) load_start_draws(c);
+  if (c.initial.kind == InitialSpec::Kind::draws && on_this_machine) load_start_draws(c);
   if (c.initial.kind == InitialSpec::Kind::canonical && c.initial.dt == 0) c.initial.dt = c.dt;
   c.seed = static_cast<std::uint64_t>(ens.integer("seed", 0, INT64_MAX, 0));
   c.batch_size = ens.integer("batch_size", 1, std::int64_t(1) << 30, c.batch_size);
@@ -239,27 +242,36 @@ RunConfig parse_config(const std::string& text, const std::string& source) {
   // What the run will hold in memory: one batch of trajectories (q, p, q_prev
   // and eight per-trajectory numbers), and every timeseries row until it
   // ends (each batch adds to each row).
-  const double batch = double(std::min(c.size, c.batch_size));
-  const double batch_bytes = batch * (3.0 * system_dof(c) + 8) * sizeof(Real);
-  const double rows = double(timeseries_rows(c)), row_bytes = rows * timeseries_row_bytes;
-  // trajectories.csv is sorted by (id, step) in memory at the end of a run.
-  const double snapshots = double(c.track_ids.size()) * double(snapshots_per_trajectory(c));
-  if (c.output_format == "csv")
-    refuse_beyond_memory(out.at("trajectories"), snapshots * (2.0 * system_dof(c) + 8) * sizeof(Real),
-                         std::to_string(std::int64_t(snapshots)) + " trajectory snapshots",
-                         "follow fewer trajectories or raise output.trajectories.every, or write netcdf");
-  if (row_bytes > batch_bytes)
-    refuse_beyond_memory(out.at("every"), batch_bytes + row_bytes,
-                         std::to_string(std::int64_t(rows)) + " timeseries rows (steps / every)", "raise output.every");
-  else
-    refuse_beyond_memory(ens.at(c.batch_size < c.size ? "batch_size" : "size"), batch_bytes + row_bytes,
-                         "batches of " + std::to_string(std::int64_t(batch)) + " trajectories",
-                         "lower ensemble.batch_size (the run goes through the ensemble batch by batch)");
+  if (on_this_machine) {
+    const double batch = double(std::min(c.size, c.batch_size));
+    const double batch_bytes = batch * (3.0 * system_dof(c) + 8) * sizeof(Real);
+    const double rows = double(timeseries_rows(c)), row_bytes = rows * timeseries_row_bytes;
+    // trajectories.csv is sorted by (id, step) in memory at the end of a run.
+    const double snapshots = double(c.track_ids.size()) * double(snapshots_per_trajectory(c));
+    if (c.output_format == "csv")
+      refuse_beyond_memory(out.at("trajectories"), snapshots * (2.0 * system_dof(c) + 8) * sizeof(Real),
+                           std::to_string(std::int64_t(snapshots)) + " trajectory snapshots",
+                           "follow fewer trajectories or raise output.trajectories.every, or write netcdf");
+    if (row_bytes > batch_bytes)
+      refuse_beyond_memory(out.at("every"), batch_bytes + row_bytes,
+                           std::to_string(std::int64_t(rows)) + " timeseries rows (steps / every)", "raise output.every");
+    else
+      refuse_beyond_memory(ens.at(c.batch_size < c.size ? "batch_size" : "size"), batch_bytes + row_bytes,
+                           "batches of " + std::to_string(std::int64_t(batch)) + " trajectories",
+                           "lower ensemble.batch_size (the run goes through the ensemble batch by batch)");
+  }
 
   static const std::string dbl = "double";
   if (top.has("backend")) c.backend = top.string("backend", backend_names());
   c.precision = top.has("precision") ? top.string("precision", {"double"}) : dbl;
   return c;
+}
+
+}  // namespace
+
+RunConfig parse_config(const std::string& text, const std::string& source) { return parse_run_config(text, source, true); }
+RunConfig parse_config_as_written(const std::string& text, const std::string& source) {
+  return parse_run_config(text, source, false);
 }
 
 namespace {

@@ -58,6 +58,18 @@ int cuda_device_count() {
 #endif
 }
 
+std::string build_fingerprint() {
+  std::string s = "compiler " __VERSION__ ", cpu lanes " + std::to_string(cpu_lanes);
+#if defined(__FMA__)
+  s += ", host fma";
+#endif
+#ifdef TETHER_NO_FMA
+  s += ", no fused multiply-adds";
+#endif
+  s += cuda_built() ? (cuda_compile_check_only() ? ", cuda checked only" : ", cuda") : ", no cuda";
+  return s;
+}
+
 void use_cuda_device_of_rank(int rank) {
 #ifdef TETHER_HAVE_CUDA
   if (cuda_compile_check_only()) return;

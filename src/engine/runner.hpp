@@ -112,7 +112,8 @@ RunResult run_ensemble(const S& sys, const M& method, const RunConfig& c, Backen
   // rate the last one measured. Progress, checkpoints and a stop signal come
   // between launches; the states do not depend on where launches end.
   constexpr double launch_seconds = 1.0;
-  double rate = 0;  // trajectory-steps per second, as measured
+  double rate = 0;            // trajectory-steps per second, as measured
+  std::int64_t rate_of = -1;  // ... for batches of this many trajectories (a smaller last batch is probed again)
   // Trajectory j of batch h as a record at `step` (its last good state when it has failed).
   TrajectoryRecord rec;
   rec.q.resize(S::dof), rec.p.resize(S::dof);
@@ -177,6 +178,7 @@ RunResult run_ensemble(const S& sys, const M& method, const RunConfig& c, Backen
     };
     if (tracking && !resumed) take_snapshot(0);
     std::int64_t last_checkpoint = at.done;
+    if (h.count != rate_of) rate = 0, rate_of = h.count;
     for (; at.next_row <= intervals; ++at.next_row) {
       const std::int64_t target = std::min(c.steps, at.next_row * c.output_every);
       while (at.done < target) {

@@ -50,7 +50,7 @@ const std::string checkpoint_file = "checkpoint.tether";
 
 }  // namespace
 
-OutputFolder::OutputFolder(const fs::path& dir, bool resume) : dir_(dir) {
+OutputFolder::OutputFolder(const fs::path& dir, Start start) : dir_(dir) {
   std::error_code ec;
   fs::create_directories(dir_, ec);
   if (ec || !fs::is_directory(dir_))
@@ -73,18 +73,18 @@ OutputFolder::OutputFolder(const fs::path& dir, bool resume) : dir_(dir) {
   const std::string pid = std::to_string(::getpid());
   // The holder's pid, for the message a second run prints (the lock itself is the flock).
   if (::ftruncate(lock_fd_, 0) == 0) (void)!::pwrite(lock_fd_, pid.data(), pid.size(), 0);
-  // Leftovers of a run that was killed before it committed (and, unless this
-  // run resumes it, its checkpoint).
+  // Leftovers of a run that was killed before it committed, but for what a
+  // checkpoint kept (Start).
+  checkpointed_ = start == Start::resume || (start == Start::other && fs::exists(dir_ / checkpoint_file, ec));
   auto clear = [&](const char* name) {
-    if (resume && checkpoint_needs(name)) return;
+    if (checkpointed_ && checkpoint_needs(name)) return;
     fs::remove(partial(name), ec);
     if (ec) throw std::runtime_error("cannot remove the stale " + partial(name).string() + ": " + ec.message());
   };
   for (const char* name : result_files) clear(name);
   fs::remove(partial(checkpoint_file), ec);
-  if (!resume) fs::remove(dir_ / checkpoint_file, ec);
+  if (start == Start::fresh_run) fs::remove(dir_ / checkpoint_file, ec);
   if (ec) throw std::runtime_error("cannot remove the stale checkpoint in " + dir_.string() + ": " + ec.message());
-  checkpointed_ = resume;
 }
 
 OutputFolder::~OutputFolder() {

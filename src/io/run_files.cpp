@@ -1,6 +1,8 @@
 // The files of `tether run`: final.csv, timeseries.csv, trajectories.csv or
 // results.nc, and the binary side files they are made from.
+#include <fcntl.h>
 #include <netcdf.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <array>
@@ -185,6 +187,22 @@ void RunFiles::snapshot(const TrajectoryRecord& r) {
   if (files_->snapshots) files_->snapshots->put(r);
 }
 
+namespace {
+
+// The file's written bytes on disk (fsync on any descriptor of the file
+// flushes them all): a checkpoint must not count bytes a crash could lose.
+void sync_file(const fs::path& file) {
+  const int fd = ::open(file.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0 || ::fsync(fd) != 0) {
+    const int why = errno;
+    if (fd >= 0) ::close(fd);
+    throw std::runtime_error("cannot write " + file.string() + " to disk: " + std::strerror(why));
+  }
+  ::close(fd);
+}
+
+}  // namespace
+
 nlohmann::json RunFiles::checkpoint_sizes() {
   Files& f = *files_;
   nlohmann::json sizes = nlohmann::json::object();
@@ -192,9 +210,16 @@ nlohmann::json RunFiles::checkpoint_sizes() {
     f.final_csv.flush();
     check_stream(f.final_csv, f.final_csv_file);
     sizes["final.csv"] = std::uintmax_t(f.final_csv.tellp());
+    sync_file(f.final_csv_file);
   }
-  if (f.final_bin) sizes["final.bin"] = f.final_bin->flush();
-  if (f.snapshots) sizes["trajectories.bin"] = f.snapshots->flush();
+  if (f.final_bin) {
+    sizes["final.bin"] = f.final_bin->flush();
+    sync_file(folder_.partial("final.bin"));
+  }
+  if (f.snapshots) {
+    sizes["trajectories.bin"] = f.snapshots->flush();
+    sync_file(folder_.partial("trajectories.bin"));
+  }
   return sizes;
 }
 
@@ -305,7 +330,8 @@ void merge_shard_folders(OutputFolder& folder, const std::vector<fs::path>& shar
       throw ConfigError(parts[std::size_t(k)].dir.string(), "shard " + std::to_string(k) + " of " +
                                                                 std::to_string(count) + " is missing or given twice");
 
-  RunConfig c = parse_config(first["config"].dump(), "the shards' config");
+  // As the shards parsed it, without this machine's memory checks or the start draws (the merge needs neither).
+  RunConfig c = parse_config_as_written(first["config"].dump(), "the shards' config");
   c.backend = first.value("backend", std::string());
   c.batch_size = first.value("batch_size", c.batch_size);
   std::vector<std::string> tallies;
@@ -321,20 +347,30 @@ void merge_shard_folders(OutputFolder& folder, const std::vector<fs::path>& shar
     if (!c.track_ids.empty()) snapshots.push_back(p.dir / "trajectories.bin");
   }
   const bool final_csv = c.output_format == "csv" && c.write_final_states;
-  if (final_csv) {  // the shards' rows in id order under one header
+  if (final_csv) {  // the shards' rows in id order under one header, every one of them
     const fs::path out = folder.partial("final.csv");
     std::ofstream o(out, std::ios::binary);
     check_stream(o, out);
+    std::int64_t rows = 0;
+    std::vector<char> buf(std::size_t(1) << 20);
     for (std::size_t k = 0; k < parts.size(); ++k) {
-      std::ifstream in(parts[k].dir / "final.csv", std::ios::binary);
+      const fs::path part = parts[k].dir / "final.csv";
+      std::ifstream in(part, std::ios::binary);
       if (!in) throw ConfigError(parts[k].dir.string(), "holds no final.csv");
       std::string header;
       std::getline(in, header);
       if (k == 0) o << header << '\n';
-      o << in.rdbuf();
+      while (in.read(buf.data(), std::streamsize(buf.size())) || in.gcount() > 0) {  // (an empty shard has no rows)
+        const auto n = std::size_t(in.gcount());
+        rows += std::count(buf.begin(), buf.begin() + std::ptrdiff_t(n), '\n');
+        o.write(buf.data(), std::streamsize(n));
+      }
     }
     o.close();
     check_stream(o, out);
+    if (rows != c.size)
+      throw std::runtime_error("the shards' final.csv files hold " + std::to_string(rows) + " rows, not " +
+                               std::to_string(c.size) + ": a shard's final.csv is damaged");
   }
   write_run_outputs(folder, c, r, final_csv, finals_bin, snapshots);
 }

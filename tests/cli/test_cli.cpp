@@ -1089,6 +1089,10 @@ TEST_F(CliTest, ResumeRefusesAnotherConfigAndAFolderWithoutCheckpoint) {
   EXPECT_NE(line.find("--batch-size"), std::string::npos) << line;
   EXPECT_TRUE(fs::exists(out / "checkpoint.tether"));
   EXPECT_TRUE(fs::exists(out / "final.csv.partial"));
+  // Another command refused in that folder leaves the checkpoint and what it goes on from.
+  EXPECT_EQ(tether("merge " + quote(dir_ / "nowhere") + " --out " + quote(out) + " --quiet").code, 2);
+  EXPECT_TRUE(fs::exists(out / "checkpoint.tether"));
+  EXPECT_TRUE(fs::exists(out / "final.csv.partial"));
 
   const Cli none = run(cfg, dir_ / "fresh", "--resume");
   EXPECT_EQ(none.code, 1) << none.err;

@@ -142,6 +142,9 @@ std::int64_t snapshots_per_trajectory(const RunConfig& c);
 constexpr double timeseries_row_bytes = 128;
 
 RunConfig parse_config(const std::string& json_text, const std::string& source);
+// The same by the config's own rules only: without refusing what cannot fit
+// in this machine's memory and without reading the start draws (`tether merge`).
+RunConfig parse_config_as_written(const std::string& json_text, const std::string& source);
 RunConfig load_config_file(const std::string& path);
 // The config file's JSON in one canonical text (keys sorted, no spacing): a
 // checkpoint records it, and a resume compares it with the config given.

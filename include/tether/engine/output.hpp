@@ -22,12 +22,16 @@ namespace tether {
 // files are renamed into place one by one, summary.json last by the caller.
 // Files of a run that never commits (an exception, a signal) stay under
 // their .partial names and are removed by the next run in the folder, except
-// what a checkpoint needs: a run resumed (`resume`) keeps final.csv.partial
-// and the checkpoint, a fresh one drops both.
+// what a checkpoint needs (Start says).
 // Throws std::runtime_error (with the OS's reason).
 class OutputFolder {
  public:
-  explicit OutputFolder(const std::filesystem::path& dir, bool resume = false);
+  // How a command meets a checkpoint (and the .partial files it goes on
+  // from) left in the folder: a fresh `tether run` drops them, its own files
+  // taking their place; a resumed one keeps them; any other command leaves
+  // them until its first commit, so one that is refused destroys nothing.
+  enum class Start { fresh_run, resume, other };
+  explicit OutputFolder(const std::filesystem::path& dir, Start start = Start::other);
   ~OutputFolder();
   OutputFolder(const OutputFolder&) = delete;
   OutputFolder& operator=(const OutputFolder&) = delete;

@@ -94,6 +94,10 @@ bool cuda_built();
 // to check that they compile: it never runs them.
 bool cuda_compile_check_only();
 
+// What of this build changes a run's bits (compiler, vector lanes, fused
+// multiply-adds): a checkpoint is resumed only by the build that wrote it.
+std::string build_fingerprint();
+
 // An MPI rank's GPU: device rank mod devices (nothing without CUDA or a device).
 void use_cuda_device_of_rank(int rank);
 
