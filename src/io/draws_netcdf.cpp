@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "config/json_node.hpp"
+#include "io/netcdf_check.hpp"
 #include "tether/engine/catalog.hpp"
 #include "tether/engine/config_error.hpp"
 #include "tether/engine/output.hpp"
@@ -23,12 +24,6 @@
 namespace tether {
 
 namespace {
-
-// action: "write" or "read".
-void check(int status, const char* action, const std::string& what, const std::filesystem::path& file) {
-  if (status != NC_NOERR)
-    throw std::runtime_error(std::string("cannot ") + action + " " + file.string() + " (" + what + "): " + nc_strerror(status));
-}
 
 // Opens `file`, calls read(group id of posterior), closes the file however
 // read ends. `ok(status, what)` turns a netCDF failure into the caller's error.
@@ -72,7 +67,7 @@ struct NetcdfDraws::Ids {
 NetcdfDraws::NetcdfDraws(const std::filesystem::path& file, const SampleConfig& c, int dof)
     : file_(file), ids_(std::make_unique<Ids>()), dof_(dof) {
   Ids& id = *ids_;
-  const auto ok = [&](int status, const char* what) { check(status, "write", what, file_); };
+  const auto ok = [&](int status, const char* what) { netcdf_check(status, "write", what, file_); };
   ok(nc_create(file_.c_str(), NC_CLOBBER | NC_NETCDF4, &id.file), "create");
   open_ = true;
   const std::string created = utc_now();
@@ -160,7 +155,7 @@ NetcdfDraws::~NetcdfDraws() {
 
 void NetcdfDraws::write(const DrawBlock& b) {
   const Ids& id = *ids_;
-  const auto ok = [&](int status, const char* what) { check(status, "write", what, file_); };
+  const auto ok = [&](int status, const char* what) { netcdf_check(status, "write", what, file_); };
   const std::size_t n = std::size_t(b.chains), m = std::size_t(b.draws), dof = std::size_t(dof_);
   // The block is [draw][component][chain]; the file's order is [chain][draw][component].
   std::vector<double> q(n * m * dof);
@@ -192,7 +187,7 @@ void NetcdfDraws::write(const DrawBlock& b) {
 
 void NetcdfDraws::close() {
   open_ = false;
-  check(nc_close(ids_->file), "write", "close", file_);
+  netcdf_check(nc_close(ids_->file), "write", "close", file_);
 }
 
 namespace {
@@ -222,7 +217,7 @@ double DrawsDiagnostics::min_ess_tail() const {
 }
 
 DrawsDiagnostics diagnose_draws_file(const std::filesystem::path& file, std::int64_t max_values) {
-  const auto ok = [&](int status, const char* what) { check(status, "read", what, file); };
+  const auto ok = [&](int status, const char* what) { netcdf_check(status, "read", what, file); };
   DrawsDiagnostics r;
   read_posterior(file, ok, [&](int post) {
     const std::int64_t chains = dimension(post, "chain", ok), draws = dimension(post, "draw", ok);

@@ -82,8 +82,8 @@ OutputFolder::OutputFolder(const fs::path& dir, Start start) : dir_(dir) {
     if (ec) throw std::runtime_error("cannot remove the stale " + partial(name).string() + ": " + ec.message());
   };
   for (const char* name : result_files) clear(name);
-  fs::remove(partial(checkpoint_file), ec);
-  if (start == Start::fresh_run) fs::remove(dir_ / checkpoint_file, ec);
+  fs::remove(partial(checkpoint_file), ec);  // a torn one
+  if (!ec && start == Start::fresh_run) fs::remove(dir_ / checkpoint_file, ec);
   if (ec) throw std::runtime_error("cannot remove the stale checkpoint in " + dir_.string() + ": " + ec.message());
 }
 

@@ -10,6 +10,7 @@
 #include <numeric>
 #include <sstream>
 
+#include "io/netcdf_check.hpp"
 #include "io/text_out.hpp"
 #include "tether/engine/config_error.hpp"
 #include "tether/engine/output.hpp"
@@ -387,10 +388,7 @@ class Netcdf {
   ~Netcdf() {
     if (id_ >= 0) nc_close(id_);
   }
-  void ok(int status, const std::string& what) const {
-    if (status != NC_NOERR)
-      throw std::runtime_error("cannot write " + file_.string() + " (" + what + "): " + nc_strerror(status));
-  }
+  void ok(int status, const std::string& what) const { netcdf_check(status, "write", what, file_); }
   int dim(const char* name, std::size_t n) {
     int d;
     ok(nc_def_dim(id_, name, n, &d), name);

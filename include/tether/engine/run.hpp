@@ -108,7 +108,7 @@ std::string resolve_backend(const std::string& requested);
 // "auto" picks cuda only from auto_cuda_min_ensemble up. Below one 128-thread
 // block per SM of an H100 (132 SMs) most of the GPU idles while a launch
 // still costs its fixed time; the crossover against the cpu backend is not
-// measured yet (issue 13: scripts/gpu-check.sh's size sweep is to set it).
+// measured yet: a GPU run of scripts/gpu-check.sh's size sweep is to set it.
 constexpr std::int64_t auto_cuda_min_ensemble = 132 * 128;
 std::string resolve_backend(const std::string& requested, std::int64_t ensemble);
 
