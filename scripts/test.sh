@@ -5,7 +5,7 @@
 # compile time; TETHER_CUDA_COMPILE_CHECK in CMakeLists.txt).
 set -euo pipefail
 cd "$(dirname "$0")/.."
-scripts/install-deps.sh --mpi
+scripts/install-deps.sh --mpi --python
 check=OFF
 scripts/has-gpu.sh || check=ON
 scripts/build.sh -DTETHER_CUDA_COMPILE_CHECK="$check"

@@ -57,6 +57,25 @@ Real step_size(const Node& node, const std::string& key) {
   return dt;
 }
 
+// The states a caller hands over as two count x columns arrays (row-major):
+// what ensemble.initial.states lists, checked as the config's numbers are.
+void states_from_arrays(const InMemoryRun& a, const std::string& where, std::vector<ExplicitState>& out) {
+  if (a.count < 1) throw ConfigError(where, "must hold at least one state (q and p have 0 rows)");
+  if (a.q_columns < 1 || a.p_columns < 1) throw ConfigError(where, "q and p must have at least one column");
+  out.resize(std::size_t(a.count));
+  for (std::int64_t i = 0; i < a.count; ++i) {
+    ExplicitState& s = out[std::size_t(i)];
+    s.q.assign(a.q + i * a.q_columns, a.q + (i + 1) * a.q_columns);
+    s.p.assign(a.p + i * a.p_columns, a.p + (i + 1) * a.p_columns);
+    for (const auto& [v, name] : {std::pair{&s.q, "q"}, std::pair{&s.p, "p"}})
+      for (std::size_t k = 0; k < v->size(); ++k)
+        if (!std::isfinite((*v)[k]))
+          throw ConfigError(where + "." + name + "[" + std::to_string(i) + "][" + std::to_string(k) + "]",
+                            std::string("must be a finite number, got ") +
+                                (std::isnan((*v)[k]) ? "nan" : (*v)[k] > 0 ? "inf" : "-inf"));
+  }
+}
+
 ExplicitState parse_state(const Node& s) {
   s.only({"q", "p"});
   return ExplicitState{s.numbers("q"), s.numbers("p")};
@@ -64,7 +83,7 @@ ExplicitState parse_state(const Node& s) {
 
 // The family decides what applies: index-1 systems take any (q, p), so no
 // thermal sampler, and without holonomic constraints nothing to project.
-InitialSpec parse_initial(const Node& ini, int system) {
+InitialSpec parse_initial(const Node& ini, int system, const InMemoryRun* in_memory = nullptr) {
   const SystemInfo& info = system_infos()[std::size_t(system)];
   const std::string& system_name = info.name;
   const bool mixed = info.family == Family::mixed;
@@ -80,6 +99,12 @@ InitialSpec parse_initial(const Node& ini, int system) {
     ini.only({"states", "project", "tolerance"});
     spec.kind = InitialSpec::Kind::states;
     const json& arr = ini.raw("states");
+    if (in_memory != nullptr && in_memory->q != nullptr && arr == "arrays") {
+      spec.project = ini.boolean("project", false);
+      spec.tolerance = ini.positive("tolerance", spec.tolerance);
+      states_from_arrays(*in_memory, ini.at("states"), spec.states);
+      return spec;
+    }
     if (!arr.is_array() || arr.empty())
       throw ConfigError(ini.at("states"), "must be a non-empty array of {\"q\": [...], \"p\": [...]}");
     for (std::size_t i = 0; i < arr.size(); ++i)
@@ -177,7 +202,8 @@ std::string describe_method(const RunConfig& c) { return describe_method(c.metho
 namespace {
 
 // on_this_machine: refuse what cannot fit in this machine's memory, and read the start draws.
-RunConfig parse_run_config(const std::string& text, const std::string& source, bool on_this_machine) {
+RunConfig parse_run_config(const std::string& text, const std::string& source, bool on_this_machine,
+                           const InMemoryRun* in_memory = nullptr) {
   const json j = parse_config_json(text, source);
   const Node top(j, "");
   top.only({"system", "method", "ensemble", "output", "backend", "precision"});
@@ -192,7 +218,7 @@ RunConfig parse_run_config(const std::string& text, const std::string& source, b
 
   const Node ens = top.object("ensemble");
   ens.only({"size", "seed", "batch_size", "initial"});
-  c.initial = parse_initial(ens.object("initial"), c.system);
+  c.initial = parse_initial(ens.object("initial"), c.system, in_memory);
   if (c.initial.kind == InitialSpec::Kind::states) {
     const auto n = static_cast<std::int64_t>(c.initial.states.size());
     c.size = ens.integer("size", 1, INT64_MAX, n);
@@ -252,6 +278,10 @@ RunConfig parse_run_config(const std::string& text, const std::string& source, b
       refuse_beyond_memory(out.at("trajectories"), snapshots * (2.0 * system_dof(c) + 8) * sizeof(Real),
                            std::to_string(std::int64_t(snapshots)) + " trajectory snapshots",
                            "follow fewer trajectories or raise output.trajectories.every, or write netcdf");
+    if (in_memory != nullptr && c.write_final_states)  // the caller keeps every final state: q, p and six numbers
+      refuse_beyond_memory(ens.at("size"), batch_bytes + double(c.size) * (2.0 * system_dof(c) + 6) * sizeof(Real),
+                           "the final states of " + std::to_string(c.size) + " trajectories",
+                           "run fewer trajectories per call, or set output.final_states to false");
     if (row_bytes > batch_bytes)
       refuse_beyond_memory(out.at("every"), batch_bytes + row_bytes,
                            std::to_string(std::int64_t(rows)) + " timeseries rows (steps / every)", "raise output.every");
@@ -270,6 +300,9 @@ RunConfig parse_run_config(const std::string& text, const std::string& source, b
 }  // namespace
 
 RunConfig parse_config(const std::string& text, const std::string& source) { return parse_run_config(text, source, true); }
+RunConfig parse_config_in_memory(const std::string& text, const std::string& source, const InMemoryRun& in_memory) {
+  return parse_run_config(text, source, true, &in_memory);
+}
 RunConfig parse_config_as_written(const std::string& text, const std::string& source) {
   return parse_run_config(text, source, false);
 }

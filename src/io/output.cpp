@@ -203,6 +203,11 @@ void check_room_for_sample(const SampleConfig& c, const fs::path& out) {
                      "fewer draws, or thin");
 }
 
+void check_memory_for_draws(const SampleConfig& c) {
+  refuse_beyond_memory("sample.draws", double(draws_file_bytes(c.sample, system_dof(c.run))), "chains x draws in memory",
+                       "lower sample.chains or sample.draws, or raise sample.thin");
+}
+
 void write_timeseries(const fs::path& file, const RunResult& r) {
   std::ofstream out(file, std::ios::binary);
   check_stream(out, file);
@@ -339,6 +344,10 @@ void write_geodesics(const fs::path& file, const ShootResult& r) {
 }
 
 void write_shoot_summary(const fs::path& file, const ShootConfig& c, const ShootResult& r) {
+  write_json(file, shoot_summary(c, r));
+}
+
+nlohmann::ordered_json shoot_summary(const ShootConfig& c, const ShootResult& r) {
   nlohmann::ordered_json j;
   j["command"] = "shoot";
   j["system"] = r.system;
@@ -423,11 +432,15 @@ void write_shoot_summary(const fs::path& file, const ShootConfig& c, const Shoot
   j["near_cut_locus_definition"] =
       "converged, and a conjugate point by (1 + cut_locus_margin) T or a distinct converged geodesic (another p0) "
       "at most (1 + cut_locus_margin) times as long: the distance may not be smooth there";
-  write_json(file, j);
+  return j;
 }
 
 void write_sample_summary(const fs::path& file, const SampleConfig& c, const SampleResult& r,
                           const DrawsDiagnostics& d) {
+  write_json(file, sample_summary(c, r, &d));
+}
+
+nlohmann::ordered_json sample_summary(const SampleConfig& c, const SampleResult& r, const DrawsDiagnostics* diagnostics) {
   const SampleSpec& s = c.sample;
   nlohmann::ordered_json j;
   j["command"] = "sample";
@@ -457,31 +470,34 @@ void write_sample_summary(const fs::path& file, const SampleConfig& c, const Sam
                              "(a step's solve failed, forwards or backwards), reversibility (the backward "
                              "integration from (q', -p') did not return to q)";
   j["draws_file"] = "draws.nc";
-  // NaN (fewer than 4 draws, or one chain for R-hat) is written as null.
-  auto number = [](double x) { return std::isfinite(x) ? nlohmann::ordered_json(x) : nlohmann::ordered_json(); };
-  auto one = [&](const ChainDiagnostics& x) {
-    return nlohmann::ordered_json{{"mean", number(x.mean)}, {"sd", number(x.sd)}, {"rhat", number(x.rhat)},
-                                  {"ess_bulk", number(x.ess_bulk)}, {"ess_tail", number(x.ess_tail)}};
-  };
-  nlohmann::ordered_json q = nlohmann::ordered_json::array();
-  for (const auto& x : d.q) q.push_back(one(x));
-  const double scale = d.chains_used > 0 ? double(r.chains) / double(d.chains_used) : 0.0;
-  j["diagnostics"] = {
-      {"chains_used", d.chains_used},
-      {"q", q},
-      {"potential", one(d.potential)},
-      {"max_rhat", number(d.max_rhat())},
-      {"min_ess_bulk", number(d.min_ess_bulk())},
-      {"min_ess_tail", number(d.min_ess_tail())},
-      {"min_ess_bulk_per_second", number(r.sampling_seconds > 0 ? d.min_ess_bulk() * scale / r.sampling_seconds : NAN)},
-      {"definition", "rank-normalised split R-hat and bulk/tail ESS (VGSCB21), as ArviZ computes them, over the "
-                     "first chains_used chains; ESS per second scales the minimum bulk ESS of q and V to all "
-                     "chains (they are independent) and divides by the sampling seconds"}};
+  if (diagnostics != nullptr) {  // of the written file (a caller holding the draws in memory has its own)
+    const DrawsDiagnostics& d = *diagnostics;
+    // NaN (fewer than 4 draws, or one chain for R-hat) is written as null.
+    auto number = [](double x) { return std::isfinite(x) ? nlohmann::ordered_json(x) : nlohmann::ordered_json(); };
+    auto one = [&](const ChainDiagnostics& x) {
+      return nlohmann::ordered_json{{"mean", number(x.mean)}, {"sd", number(x.sd)}, {"rhat", number(x.rhat)},
+                                    {"ess_bulk", number(x.ess_bulk)}, {"ess_tail", number(x.ess_tail)}};
+    };
+    nlohmann::ordered_json q = nlohmann::ordered_json::array();
+    for (const auto& x : d.q) q.push_back(one(x));
+    const double scale = d.chains_used > 0 ? double(r.chains) / double(d.chains_used) : 0.0;
+    j["diagnostics"] = {
+        {"chains_used", d.chains_used},
+        {"q", q},
+        {"potential", one(d.potential)},
+        {"max_rhat", number(d.max_rhat())},
+        {"min_ess_bulk", number(d.min_ess_bulk())},
+        {"min_ess_tail", number(d.min_ess_tail())},
+        {"min_ess_bulk_per_second", number(r.sampling_seconds > 0 ? d.min_ess_bulk() * scale / r.sampling_seconds : NAN)},
+        {"definition", "rank-normalised split R-hat and bulk/tail ESS (VGSCB21), as ArviZ computes them, over the "
+                       "first chains_used chains; ESS per second scales the minimum bulk ESS of q and V to all "
+                       "chains (they are independent) and divides by the sampling seconds"}};
+  }
   j["wall_seconds"] = r.wall_seconds;
   j["sampling_seconds"] = r.sampling_seconds;
   j["chain_iterations"] = r.chain_iterations;
   j["chain_iterations_per_second"] = r.sampling_seconds > 0 ? r.chain_iterations / r.sampling_seconds : 0.0;
-  write_json(file, j);
+  return j;
 }
 
 }  // namespace tether

@@ -417,37 +417,53 @@ class Netcdf {
 
 // CF flag attributes: xarray and ncdump show each status by name.
 void status_flags(Netcdf& nc, int var) {
-  const unsigned char values[4] = {0, 1, 2, 3};  // Status, whose names status_name gives
-  nc.ok(nc_put_att_uchar(nc.id(), var, "flag_values", NC_UBYTE, 4, values), "flag_values");
+  unsigned char values[status_count];  // Status, whose names status_name gives
   std::string meanings;
-  for (unsigned char v : values) {
-    if (!meanings.empty()) meanings += ' ';
+  for (int v = 0; v < status_count; ++v) {
+    values[v] = static_cast<unsigned char>(v);
+    if (v > 0) meanings += ' ';
     meanings += status_name(Status(v));
   }
+  nc.ok(nc_put_att_uchar(nc.id(), var, "flag_values", NC_UBYTE, status_count, values), "flag_values");
   nc.text(var, "flag_meanings", meanings);
 }
 
 }  // namespace
+
+nlohmann::ordered_json results_attributes(const RunConfig& c, const RunResult& r) {
+  const nlohmann::ordered_json summary = run_summary(c, r);
+  nlohmann::ordered_json a;
+  a["Conventions"] = "CF-1.8";
+  a["title"] = "tether run: " + r.system + " / " + describe_method(c);
+  a["source"] = "tether";
+  for (const char* key : {"system", "family", "method", "backend", "precision"})
+    if (summary.contains(key) && summary[key].is_string()) a[key] = summary[key];
+  a["summary"] = summary.dump();  // summary.json whole, for what has no attribute of its own
+  a["energy_error_definition"] = summary.value("energy_error_definition", "");
+  a["constraint_definition"] = summary.value("constraint_definition", "");
+  a["dt"] = c.dt;
+  a["steps"] = c.steps;
+  a["trajectories"] = c.size;
+  return a;
+}
 
 void write_results_netcdf(const fs::path& file, const RunConfig& c, const RunResult& r, const std::vector<fs::path>& finals,
                           const std::vector<fs::path>& snapshots) {
   const int dof = system_dof(c);
   const std::size_t n = std::size_t(dof);
   Netcdf nc(file);
-  const nlohmann::ordered_json summary = run_summary(c, r);
-  nc.text(NC_GLOBAL, "Conventions", "CF-1.8");
-  nc.text(NC_GLOBAL, "title", "tether run: " + r.system + " / " + describe_method(c));
-  nc.text(NC_GLOBAL, "source", "tether");
-  for (const char* key : {"system", "family", "method", "backend", "precision"})
-    if (summary.contains(key) && summary[key].is_string()) nc.text(NC_GLOBAL, key, summary[key].get<std::string>());
-  nc.text(NC_GLOBAL, "summary", summary.dump());  // summary.json whole, for what has no attribute of its own
-  nc.text(NC_GLOBAL, "energy_error_definition", summary.value("energy_error_definition", ""));
-  nc.text(NC_GLOBAL, "constraint_definition", summary.value("constraint_definition", ""));
-  const double dt = c.dt;
-  nc.ok(nc_put_att_double(nc.id(), NC_GLOBAL, "dt", NC_DOUBLE, 1, &dt), "dt");
-  const long long steps = c.steps, size = c.size;
-  nc.ok(nc_put_att_longlong(nc.id(), NC_GLOBAL, "steps", NC_INT64, 1, &steps), "steps");
-  nc.ok(nc_put_att_longlong(nc.id(), NC_GLOBAL, "trajectories", NC_INT64, 1, &size), "trajectories");
+  const nlohmann::ordered_json attributes = results_attributes(c, r);
+  for (const auto& [key, value] : attributes.items()) {
+    if (value.is_string()) {
+      nc.text(NC_GLOBAL, key.c_str(), value.get<std::string>());
+    } else if (value.is_number_integer()) {
+      const long long x = value.get<long long>();
+      nc.ok(nc_put_att_longlong(nc.id(), NC_GLOBAL, key.c_str(), NC_INT64, 1, &x), key);
+    } else {
+      const double x = value.get<double>();
+      nc.ok(nc_put_att_double(nc.id(), NC_GLOBAL, key.c_str(), NC_DOUBLE, 1, &x), key);
+    }
+  }
 
   const int coordinate = nc.dim("coordinate", n);
   const int coordinate_var = nc.var("coordinate", NC_INT, {coordinate}, "index of the generalized coordinate");

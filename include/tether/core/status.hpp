@@ -11,6 +11,7 @@ enum class Status : std::uint8_t {
   singular_matrix = 2,
   non_finite = 3,
 };
+constexpr int status_count = 4;
 
 inline const char* status_name(Status s) {
   switch (s) {

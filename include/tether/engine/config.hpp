@@ -142,6 +142,18 @@ std::int64_t snapshots_per_trajectory(const RunConfig& c);
 constexpr double timeseries_row_bytes = 128;
 
 RunConfig parse_config(const std::string& json_text, const std::string& source);
+// A run whose caller keeps its results in memory (the Python package): the
+// final states are counted against this machine's memory, and where the
+// config's ensemble.initial.states is the string "arrays", the states are
+// q and p, count x q_columns and count x p_columns, row-major (check_config
+// then checks their dimensions against the system's).
+struct InMemoryRun {
+  const Real* q = nullptr;
+  const Real* p = nullptr;
+  std::int64_t count = 0;
+  int q_columns = 0, p_columns = 0;
+};
+RunConfig parse_config_in_memory(const std::string& json_text, const std::string& source, const InMemoryRun& in_memory);
 // The same by the config's own rules only: without refusing what cannot fit
 // in this machine's memory and without reading the start draws (`tether merge`).
 RunConfig parse_config_as_written(const std::string& json_text, const std::string& source);

@@ -95,6 +95,9 @@ class RunFiles final : public FinalStateSink {
 void check_room_for_run(const RunConfig& c, const std::filesystem::path& out);
 void check_room_for_shoot(const ShootConfig& c, const std::filesystem::path& out);
 void check_room_for_sample(const SampleConfig& c, const std::filesystem::path& out);
+// Refuse (ConfigError at sample.draws) draws a caller would keep in memory
+// (the Python package) where this machine has less available.
+void check_memory_for_draws(const SampleConfig& c);
 
 void write_timeseries(const std::filesystem::path& file, const RunResult& r);
 nlohmann::ordered_json run_summary(const RunConfig& c, const RunResult& r);
@@ -106,6 +109,10 @@ void write_summary(const std::filesystem::path& file, const RunConfig& c, const 
 // are tracked, tracked x snapshot (their q, p, status); the summary as
 // global attributes. Final records and snapshots are read from the binary
 // side files the run wrote (read_records).
+// results.nc's global attributes, which the Python package's tether.run
+// Dataset carries too: CF conventions, a title, summary.json (whole, as text)
+// and its main entries.
+nlohmann::ordered_json results_attributes(const RunConfig& c, const RunResult& r);
 void write_results_netcdf(const std::filesystem::path& file, const RunConfig& c, const RunResult& r,
                           const std::vector<std::filesystem::path>& finals,
                           const std::vector<std::filesystem::path>& snapshots);
@@ -120,6 +127,7 @@ void merge_shard_folders(OutputFolder& folder, const std::vector<std::filesystem
 void write_shots(const std::filesystem::path& file, const ShootResult& r);
 void write_geodesics(const std::filesystem::path& file, const ShootResult& r);
 void write_shoot_summary(const std::filesystem::path& file, const ShootConfig& c, const ShootResult& r);
+nlohmann::ordered_json shoot_summary(const ShootConfig& c, const ShootResult& r);
 
 // `tether sample`: draws.nc (netCDF-4 in ArviZ's InferenceData layout:
 // posterior/q, posterior/potential, sample_stats/*) and summary.json.
@@ -167,5 +175,7 @@ struct DrawsDiagnostics {
 DrawsDiagnostics diagnose_draws_file(const std::filesystem::path& file, std::int64_t max_values = std::int64_t(1) << 22);
 void write_sample_summary(const std::filesystem::path& file, const SampleConfig& c, const SampleResult& r,
                           const DrawsDiagnostics& d);
+// summary.json's content; without `diagnostics` it has no "diagnostics" entry.
+nlohmann::ordered_json sample_summary(const SampleConfig& c, const SampleResult& r, const DrawsDiagnostics* diagnostics);
 
 }  // namespace tether

@@ -40,6 +40,7 @@ enum class ShotStatus : std::uint8_t {
   line_search_failed = 3,  // no step along the Newton direction reduced the residual
   integration_failed = 4,  // the flow could not be integrated from the guess (step Newton failed)
 };
+constexpr int shot_status_count = 5;
 
 inline const char* shot_status_name(ShotStatus s) {
   switch (s) {

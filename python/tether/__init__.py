@@ -1,0 +1,305 @@
+"""tether: ensembles of constrained mechanical trajectories, geodesic shooting
+and constrained Hamiltonian Monte Carlo, from Python.
+
+    import tether
+    ds = tether.run("configs/spherical_pendulum.json")        # xarray.Dataset, as results.nc
+    shots = tether.shoot("configs/heisenberg_sphere.json")    # xarray.Dataset, as shots.csv
+    idata = tether.sample("configs/double_pendulum_sample.json")  # arviz.InferenceData, as draws.nc
+
+A config is what the `tether` command reads: a path to a JSON file, or the
+same as a dict (NumPy arrays and scalars accepted anywhere a number or list
+is). Explicit initial states may be given as arrays,
+``{"ensemble": {"initial": {"states": {"q": Q, "p": P}}}}`` with Q and P of
+shape (trajectories, dof). Bad input raises `ConfigError` (a ValueError)
+whose message and `path` name the JSON path; nothing runs.
+
+The engine runs without the GIL; Ctrl-C stops it within about a second and
+raises KeyboardInterrupt. Results are NumPy arrays over the engine's own
+buffers, not copies.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+from typing import Any, Callable, Union
+
+import numpy as np
+import xarray as xr
+
+from . import _tether
+from ._tether import ConfigError
+
+__all__ = ["run", "shoot", "sample", "validate", "systems", "methods", "backends", "ConfigError"]
+__version__ = "0.1.0"
+
+Config = Union[str, "os.PathLike[str]", dict]
+Progress = Union[bool, Callable[[float, float], Any]]
+
+
+def _error(path: str, message: str) -> ConfigError:
+    error = ConfigError(f"config error at {path}: {message}")
+    error.path = path
+    return error
+
+
+def _plain(value: Any, path: str) -> Any:
+    """The config as JSON values; NumPy arrays and scalars become lists and numbers."""
+    if isinstance(value, dict):
+        out = {}
+        for key, item in value.items():
+            if not isinstance(key, str):
+                raise _error(path or "the config", f"has a key {key!r} that is not a string")
+            out[key] = _plain(item, f"{path}.{key}" if path else key)
+        return out
+    if isinstance(value, (list, tuple)):
+        return [_plain(item, f"{path}[{i}]") for i, item in enumerate(value)]
+    if isinstance(value, np.ndarray):
+        return _plain(value.tolist(), path)
+    if isinstance(value, np.generic):
+        return _plain(value.item(), path)
+    if isinstance(value, bool) or value is None or isinstance(value, (int, str)):
+        return value
+    if isinstance(value, float):
+        if not math.isfinite(value):
+            raise _error(path, f"must be a finite number, got {value}")
+        return value
+    raise _error(path, f"must be a JSON value (number, string, bool, list, dict), got {type(value).__name__}")
+
+
+def _config_text(config: Config) -> tuple[str, str, Any, Any]:
+    """(JSON text, its source for messages, q0, p0): explicit states given as arrays travel beside the text."""
+    if isinstance(config, (str, os.PathLike)):
+        path = os.fspath(config)
+        try:
+            with open(path, encoding="utf-8") as f:
+                return f.read(), path, None, None
+        except OSError as e:
+            raise _error(path, f"cannot be read: {e.strerror}") from None
+    if not isinstance(config, dict):
+        raise TypeError(f"config must be a dict or a path to a JSON file, not {type(config).__name__}")
+    q0 = p0 = None
+    initial = config.get("ensemble", {}).get("initial", {}) if isinstance(config.get("ensemble"), dict) else {}
+    states = initial.get("states") if isinstance(initial, dict) else None
+    if isinstance(states, dict):  # {"q": array, "p": array}: handed over as arrays, not as JSON text
+        where = "ensemble.initial.states"
+        if set(states) != {"q", "p"}:
+            raise _error(where, 'given as a dict must have exactly the keys "q" and "p" (arrays of shape (n, dof))')
+        arrays = []
+        for key in ("q", "p"):
+            try:
+                a = np.ascontiguousarray(states[key], dtype=np.float64)
+            except (TypeError, ValueError):
+                raise _error(f"{where}.{key}", "must be an array of numbers of shape (n, dof)") from None
+            if a.ndim == 1:
+                a = a[:, None]
+            if a.ndim != 2:
+                raise _error(f"{where}.{key}", f"must have shape (n, dof), got shape {a.shape}")
+            arrays.append(a)
+        q0, p0 = arrays
+        config = {**config, "ensemble": {**config["ensemble"], "initial": {**initial, "states": "arrays"}}}
+    return json.dumps(_plain(config, "")), "the config dict", q0, p0
+
+
+def _progress(progress: Progress, unit: str):
+    """A callback(done, total) and a close(): a tqdm bar (terminal or notebook) when tqdm is installed."""
+    if callable(progress):
+        return progress, lambda: None
+    if not progress:
+        return None, lambda: None
+    try:
+        from tqdm.auto import tqdm
+    except ImportError:
+        return None, lambda: None
+    bar = None
+
+    def update(done: float, total: float) -> None:
+        nonlocal bar
+        if bar is None:
+            bar = tqdm(total=total, unit=unit, unit_scale=True, delay=1.0, leave=False)
+        bar.update(done - bar.n)
+
+    def close() -> None:
+        if bar is not None:
+            bar.close()
+
+    return update, close
+
+
+def _call(function, progress: Progress, unit: str, *args):
+    callback, close = _progress(progress, unit)
+    try:
+        return function(*args, callback)
+    finally:
+        close()
+
+
+def _flags(names: list[str]) -> dict:
+    return {"flag_values": np.arange(len(names), dtype=np.uint8), "flag_meanings": " ".join(names)}
+
+
+def run(config: Config, *, backend: str | None = None, threads: int | None = None, batch_size: int | None = None,
+        progress: Progress = True) -> xr.Dataset:
+    """Integrate an ensemble (`tether run`). Returns the Dataset `tether run` writes as results.nc:
+    final q, p, status, failed_step and errors along `trajectory`, the timeseries along `step`
+    (time a coordinate), tracked trajectories along (tracked, snapshot), summary.json as attributes."""
+    text, source, q0, p0 = _config_text(config)
+    r = _call(_tether.run, progress, "trajectory-steps", text, source, q0, p0, backend or "", threads or 0,
+              batch_size or 0)
+    attrs = json.loads(r["attributes"])
+    one = {"units": "1"}
+    data = {
+        "mean_relative_energy_error": ("step", r["mean_relative_energy_error"],
+                                       {"long_name": "mean over live trajectories of |H - H0| / scale", **one}),
+        "max_relative_energy_error": ("step", r["max_relative_energy_error"],
+                                      {"long_name": "max over live trajectories of |H - H0| / scale", **one}),
+        "max_constraint_violation": ("step", r["max_constraint_violation"],
+                                     {"long_name": "max over live trajectories of the position constraint residual",
+                                      **one}),
+        "max_velocity_constraint_violation": (
+            "step", r["max_velocity_constraint_violation"],
+            {"long_name": "max over live trajectories of the velocity constraint residual", **one}),
+        "live_trajectories": ("step", r["live_trajectories"], {"long_name": "trajectories not failed"}),
+    }
+    dof = r["q"].shape[1] if "q" in r else (r["tracked_q"].shape[2] if "tracked_q" in r else None)
+    coords = {
+        "step": ("step", r["step"], {"long_name": "step number"}),
+        "time": ("step", r["time"], {"long_name": "time (step x dt)", "units": "the system's time unit"}),
+    }
+    if dof is None:
+        dof = _tether_dof(attrs)
+    coords["coordinate"] = ("coordinate", np.arange(dof, dtype=np.int32),
+                            {"long_name": "index of the generalized coordinate"})
+    if "q" in r:
+        n = r["q"].shape[0]
+        coords["trajectory"] = ("trajectory", np.arange(n, dtype=np.int64), {"long_name": "trajectory id"})
+        data["q"] = (("trajectory", "coordinate"), r["q"], {"long_name": "final generalized positions"})
+        data["p"] = (("trajectory", "coordinate"), r["p"], {"long_name": "final momenta"})
+        data["status"] = ("trajectory", r["status"],
+                          {"long_name": "how the trajectory ended", **_flags(_tether.status_names)})
+        data["failed_step"] = ("trajectory", r["failed_step"], {
+            "long_name": "step at which the trajectory failed (-1: it did not; 0: its start could not be prepared)"})
+        for name, meaning in (("energy_error", "relative energy error |H - H0| / scale at the last step"),
+                              ("constraint_violation", "position constraint residual at the last step"),
+                              ("velocity_constraint_violation", "velocity constraint residual at the last step")):
+            data[name] = ("trajectory", r[name], {"long_name": meaning, **one})
+    if "tracked" in r:
+        dt = attrs["dt"]
+        coords["tracked"] = ("tracked", r["tracked"],
+                             {"long_name": "id of a trajectory followed (output.trajectories)"})
+        coords["snapshot_step"] = ("snapshot", r["snapshot_step"], {"long_name": "step of the snapshot"})
+        coords["snapshot_time"] = ("snapshot", r["snapshot_step"] * dt,
+                                   {"long_name": "time of the snapshot", "units": "the system's time unit"})
+        data["tracked_q"] = (("tracked", "snapshot", "coordinate"), r["tracked_q"],
+                             {"long_name": "generalized positions of a followed trajectory"})
+        data["tracked_p"] = (("tracked", "snapshot", "coordinate"), r["tracked_p"],
+                             {"long_name": "momenta of a followed trajectory"})
+        data["tracked_status"] = (("tracked", "snapshot"), r["tracked_status"],
+                                  {"long_name": "status of a followed trajectory at the snapshot",
+                                   **_flags(_tether.status_names)})
+    return xr.Dataset(data, coords=coords, attrs=attrs)
+
+
+def _tether_dof(attrs: dict) -> int:
+    system = attrs["system"]
+    for s in _catalog()["systems"]:
+        if s["name"] == system:
+            return s["dof"]
+    raise KeyError(system)
+
+
+def shoot(config: Config, *, backend: str | None = None, threads: int | None = None,
+          progress: Progress = True) -> xr.Dataset:
+    """Solve boundary-value problems (`tether shoot`): the Dataset of shots.csv's columns along `target`
+    (q1, p0, pT along `coordinate`), status as CF flags, the solved geodesics along (geodesic, sample)
+    when the config asks for them, summary.json as attributes."""
+    text, source, _, _ = _config_text(config)
+    r = _call(_tether.shoot, progress, "shots", text, source, backend or "", threads or 0)
+    summary = json.loads(r.pop("summary"))
+    n = r["q1"].shape[1]
+    coords = {"target": np.arange(r["q1"].shape[0], dtype=np.int64), "coordinate": np.arange(n, dtype=np.int32)}
+    vectors = {"q1": "the target q(T)", "p0": "initial covector of the kept shot",
+               "pT": "final covector p(T) (NaN where not converged)"}
+    data = {name: (("target", "coordinate"), r.pop(name), {"long_name": meaning}) for name, meaning in vectors.items()}
+    data["status"] = ("target", r.pop("status"), {"long_name": "how the kept shot ended",
+                                                  **_flags(_tether.shot_status_names)})
+    data["near_cut_locus"] = ("target", r.pop("near_cut_locus").astype(bool),
+                              {"long_name": summary.get("near_cut_locus_definition", "")})
+    if "geodesic_q" in r:
+        coords["geodesic"] = r.pop("geodesic_target")
+        coords["geodesic_time"] = ("sample", r.pop("geodesic_time"))
+        data["geodesic_q"] = (("geodesic", "sample", "coordinate"), r.pop("geodesic_q"),
+                              {"long_name": "positions along the solved geodesic of the target"})
+    for name, values in r.items():
+        data[name] = ("target", values)
+    attrs = {k: (v if isinstance(v, (str, int, float)) and not isinstance(v, bool) else json.dumps(v))
+             for k, v in summary.items()}
+    attrs["summary"] = json.dumps(summary)
+    return xr.Dataset(data, coords=coords, attrs=attrs)
+
+
+def sample(config: Config, *, backend: str | None = None, threads: int | None = None, progress: Progress = True):
+    """Run constrained HMC chains (`tether sample`). Returns an arviz.InferenceData with groups
+    posterior (q, potential) and sample_stats (acceptance_rate, energy, step_size, n_steps, diverging,
+    outcome), as draws.nc holds them; without ArviZ, a dict of those two xarray.Datasets."""
+    text, source, _, _ = _config_text(config)
+    r = _call(_tether.sample, progress, "chain-iterations", text, source, backend or "", threads or 0)
+    summary = json.loads(r["summary"])
+    chains, draws, dof = r["q"].shape
+    coords = {"chain": np.arange(chains, dtype=np.int64), "draw": np.arange(draws, dtype=np.int64)}
+    common = {"inference_library": "tether"}
+    posterior = xr.Dataset(
+        {"q": (("chain", "draw", "q_dim"), r["q"]), "potential": (("chain", "draw"), r["potential"])},
+        coords={**coords, "q_dim": np.arange(dof, dtype=np.int64)},
+        attrs={**common, "system": summary["system"], "method": summary["method"],
+               "system_parameters": r["system_parameters"], "temperature": r["temperature"],
+               "summary": json.dumps(summary)})
+    stats = xr.Dataset(
+        {"acceptance_rate": (("chain", "draw"), r["acceptance_rate"]),
+         "energy": (("chain", "draw"), r["energy"]),
+         "step_size": (("chain", "draw"), r["step_size"]),
+         "n_steps": (("chain", "draw"), r["n_steps"]),
+         "diverging": (("chain", "draw"), r["outcome"] == _tether.hmc_outcome_names.index("newton")),
+         "outcome": (("chain", "draw"), r["outcome"], _flags(_tether.hmc_outcome_names))},
+        coords=coords, attrs=common)
+    try:
+        import arviz
+    except ImportError:
+        return {"posterior": posterior, "sample_stats": stats}
+    return arviz.InferenceData(posterior=posterior, sample_stats=stats)
+
+
+def validate(config: Config) -> None:
+    """Check a config as `tether validate` does (run, shoot or sample, by its top-level keys); raises ConfigError."""
+    text, source, q0, p0 = _config_text(config)
+    keys = json.loads(text)
+    command = "shoot" if "shoot" in keys else "sample" if "sample" in keys else "run"
+    if q0 is not None:  # states as arrays are checked by a run's own parse
+        raise _error("ensemble.initial.states", "given as arrays is checked by tether.run, not validate")
+    _tether.validate(command, text, source)
+
+
+_catalog_cache: dict | None = None
+
+
+def _catalog() -> dict:
+    global _catalog_cache
+    if _catalog_cache is None:
+        _catalog_cache = json.loads(_tether.catalog())
+    return _catalog_cache
+
+
+def systems() -> list[dict]:
+    """The registry's systems: name, family, dof, description, citation, parameter schema, methods it pairs with."""
+    return _catalog()["systems"]
+
+
+def methods() -> list[dict]:
+    """The registry's methods: name, order, symmetric, symplectic, description, citation, parameter schema."""
+    return _catalog()["methods"]
+
+
+def backends() -> dict:
+    """What this build can run on: cpu and reference always; cuda where built to run and a device is present."""
+    return _tether.backends()

@@ -1,0 +1,110 @@
+"""tether.run: the same numbers and layout as the command's results.nc,
+explicit states as arrays, the registry, and the buffers handed over."""
+import json
+
+import numpy as np
+import pytest
+import xarray as xr
+
+import tether
+
+
+def without_timings(ds):
+    """The Dataset less what differs between two runs of one config: its timings (in the summary)."""
+    ds = ds.copy()
+    summary = json.loads(ds.attrs.pop("summary"))
+    for key in ("wall_seconds", "integration_seconds", "trajectory_steps_per_second"):
+        summary.pop(key)
+    return ds, summary
+
+
+def test_run_is_results_nc(cli, pendulum, tmp_path):
+    pendulum["output"] = {"every": 20, "format": "netcdf", "trajectories": {"ids": [0, 17, 299], "every": 50}}
+    path = tmp_path / "config.json"
+    path.write_text(json.dumps(pendulum))
+    cli("run", path, "--out", tmp_path / "out")
+    with xr.open_dataset(tmp_path / "out" / "results.nc") as f:
+        expected, expected_summary = without_timings(f.load())
+    actual, actual_summary = without_timings(tether.run(pendulum, progress=False))
+    xr.testing.assert_identical(actual, expected)
+    assert actual_summary == expected_summary
+    assert set(actual.data_vars) >= {"q", "p", "status", "tracked_q", "max_relative_energy_error"}
+    # ... and from the file path, the same numbers.
+    from_path, _ = without_timings(tether.run(path, progress=False))
+    xr.testing.assert_identical(from_path, actual)
+
+
+def test_run_keeps_the_constraints(pendulum):
+    ds = tether.run(pendulum, progress=False)
+    length = pendulum["system"]["parameters"]["length"]
+    assert np.all(ds.status.values == 0)
+    assert np.max(np.abs(np.linalg.norm(ds.q.values, axis=1) - length)) < 1e-12
+    assert np.max(np.abs(np.sum(ds.q.values * ds.p.values, axis=1))) < 1e-11  # q . M^-1 p = 0 on T*N
+    assert float(ds.max_relative_energy_error.max()) < 1e-3
+    assert ds.time.values[-1] == pytest.approx(200 * 0.01)
+    assert ds.attrs["trajectories"] == 300 and ds.attrs["system"] == "spherical_pendulum"
+
+
+def test_states_as_arrays_continue_a_run_exactly(pendulum):
+    """A run of 2n steps equals a run of n steps continued from its final states, handed over as arrays."""
+    first = tether.run(pendulum, progress=False)
+    whole = dict(pendulum, method=dict(pendulum["method"], steps=400))
+    both = tether.run(whole, progress=False)
+    rest = dict(pendulum, ensemble={"initial": {"states": {"q": first.q.values, "p": first.p.values}}})
+    second = tether.run(rest, progress=False)
+    np.testing.assert_array_equal(second.q.values, both.q.values)
+    np.testing.assert_array_equal(second.p.values, both.p.values)
+    # The arrays are the config's list of states in another form.
+    listed = [{"q": q.tolist(), "p": p.tolist()} for q, p in zip(first.q.values[:5], first.p.values[:5])]
+    as_list = tether.run(dict(pendulum, ensemble={"initial": {"states": listed}}), progress=False)
+    as_arrays = tether.run(dict(pendulum, ensemble={"initial": {"states": {"q": first.q.values[:5],
+                                                                            "p": first.p.values[:5]}}}),
+                           progress=False)
+    np.testing.assert_array_equal(as_list.q.values, as_arrays.q.values)
+
+
+def test_results_are_the_engines_buffers(pendulum, monkeypatch):
+    """No copy: the Dataset's arrays are the ones the engine filled (NumPy views of its buffers)."""
+    handed = {}
+    engine_run = tether._tether.run
+
+    def spy(*args):
+        r = engine_run(*args)
+        handed.update({k: v.__array_interface__["data"][0] for k, v in r.items() if isinstance(v, np.ndarray)})
+        return r
+
+    monkeypatch.setattr(tether._tether, "run", spy)
+    ds = tether.run(pendulum, progress=False)
+    for name in ("q", "p", "status", "energy_error", "max_relative_energy_error"):
+        assert ds[name].values.__array_interface__["data"][0] == handed[name], name
+    assert not ds.q.values.flags.owndata
+
+
+def test_threads_and_batches_change_no_bit(pendulum):
+    one = tether.run(pendulum, threads=1, progress=False)
+    two = tether.run(pendulum, threads=2, batch_size=64, progress=False)
+    np.testing.assert_array_equal(one.q.values, two.q.values)
+    np.testing.assert_array_equal(one.max_relative_energy_error.values, two.max_relative_energy_error.values)
+
+
+def test_reference_backend_agrees(pendulum):
+    pendulum["ensemble"]["size"] = 20
+    cpu = tether.run(pendulum, progress=False)
+    reference = tether.run(pendulum, backend="reference", progress=False)
+    assert reference.attrs["backend"] == "reference"
+    np.testing.assert_allclose(reference.q.values, cpu.q.values, rtol=0, atol=1e-10)
+
+
+def test_registry_is_the_commands(cli):
+    listed = json.loads(cli("list", "--json").stdout)
+    assert tether.systems() == listed["systems"]
+    assert tether.methods() == listed["methods"]
+    assert "four_bar" in {s["name"] for s in tether.systems()}
+    assert tether.backends()["cuda_devices"] >= 0
+
+
+def test_progress_reaches_the_total(pendulum):
+    seen = []
+    tether.run(pendulum, progress=lambda done, total: seen.append((done, total)))
+    assert seen and seen[-1][0] == seen[-1][1] == 300 * 200
+    assert all(a[0] <= b[0] for a, b in zip(seen, seen[1:]))
