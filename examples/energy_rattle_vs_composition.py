@@ -18,7 +18,7 @@ CHAIN = {"name": "chain", "parameters": {"beads": 16, "bend_stiffness": 60.0, "b
 
 
 def main(quick: bool = False, out: str = "energy_rattle_vs_composition.png") -> None:
-    steps, size = (400, 64) if quick else (20000, 1024)
+    steps, size = (400, 64) if quick else (5000, 256)
     methods = {"RATTLE (order 2)": {"name": "rattle"},
                "composition of RATTLE, Kahan-Li order 8": {"name": "composition", "base": "rattle",
                                                            "scheme": "kahan_li8"}}
