@@ -8,7 +8,9 @@ cd "$(dirname "$0")/.."
 scripts/install-deps.sh --mpi --python
 check=OFF
 scripts/has-gpu.sh || check=ON
-scripts/build.sh -DTETHER_CUDA_COMPILE_CHECK="$check"
+python=()  # the Python the package is built and tested with: build-venv/ where install-deps made one
+[ -x build-venv/bin/python ] && python=(-DPython_EXECUTABLE="$PWD/build-venv/bin/python")
+scripts/build.sh -DTETHER_CUDA_COMPILE_CHECK="$check" "${python[@]}"
 # Tests share two cores: idle OpenMP threads must sleep, not spin.
 export OMP_WAIT_POLICY=passive
 ctest --test-dir build --output-on-failure -j"$(nproc)"

@@ -68,15 +68,11 @@ def _plain(value: Any, path: str) -> Any:
     raise _error(path, f"must be a JSON value (number, string, bool, list, dict), got {type(value).__name__}")
 
 
-def _config_text(config: Config) -> tuple[str, str, Any, Any]:
+def _config_text(config: Config) -> tuple[bytes, bytes, Any, Any]:
     """(JSON text, its source for messages, q0, p0): explicit states given as arrays travel beside the text."""
-    if isinstance(config, (str, os.PathLike)):
-        path = os.fspath(config)
-        try:
-            with open(path, encoding="utf-8") as f:
-                return f.read(), path, None, None
-        except OSError as e:
-            raise _error(path, f"cannot be read: {e.strerror}") from None
+    if isinstance(config, (str, bytes, os.PathLike)):
+        source = os.fsencode(config)
+        return _tether.read_config_file(source), source, None, None  # read as the command reads it
     if not isinstance(config, dict):
         raise TypeError(f"config must be a dict or a path to a JSON file, not {type(config).__name__}")
     q0 = p0 = None
@@ -88,10 +84,10 @@ def _config_text(config: Config) -> tuple[str, str, Any, Any]:
             raise _error(where, 'given as a dict must have exactly the keys "q" and "p" (arrays of shape (n, dof))')
         arrays = []
         for key in ("q", "p"):
-            try:
-                a = np.ascontiguousarray(states[key], dtype=np.float64)
-            except (TypeError, ValueError):
-                raise _error(f"{where}.{key}", "must be an array of numbers of shape (n, dof)") from None
+            a = np.asarray(states[key])
+            if a.dtype.kind not in "biuf":
+                raise _error(f"{where}.{key}", f"must be an array of real numbers, got dtype {a.dtype}")
+            a = np.ascontiguousarray(a, dtype=np.float64)
             if a.ndim == 1:
                 a = a[:, None]
             if a.ndim != 2:
@@ -99,7 +95,16 @@ def _config_text(config: Config) -> tuple[str, str, Any, Any]:
             arrays.append(a)
         q0, p0 = arrays
         config = {**config, "ensemble": {**config["ensemble"], "initial": {**initial, "states": "arrays"}}}
-    return json.dumps(_plain(config, "")), "the config dict", q0, p0
+    return json.dumps(_plain(config, "")).encode(), b"the config dict", q0, p0
+
+
+def _option(name: str, value: Any, most: int) -> int:
+    """threads= or batch_size= as the command's options take them: None (the config's), or 1 to most."""
+    if value is None:
+        return 0
+    if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or not 1 <= value <= most:
+        raise _error(name, f"must be an integer from 1 to {most}, got {value!r}")
+    return int(value)
 
 
 def _progress(progress: Progress, unit: str):
@@ -145,8 +150,8 @@ def run(config: Config, *, backend: str | None = None, threads: int | None = Non
     final q, p, status, failed_step and errors along `trajectory`, the timeseries along `step`
     (time a coordinate), tracked trajectories along (tracked, snapshot), summary.json as attributes."""
     text, source, q0, p0 = _config_text(config)
-    r = _call(_tether.run, progress, "trajectory-steps", text, source, q0, p0, backend or "", threads or 0,
-              batch_size or 0)
+    r = _call(_tether.run, progress, "trajectory-steps", text, source, q0, p0, backend or "",
+              _option("threads", threads, 1024), _option("batch_size", batch_size, 2**30))
     attrs = json.loads(r["attributes"])
     one = {"units": "1"}
     data = {
@@ -162,13 +167,11 @@ def run(config: Config, *, backend: str | None = None, threads: int | None = Non
             {"long_name": "max over live trajectories of the velocity constraint residual", **one}),
         "live_trajectories": ("step", r["live_trajectories"], {"long_name": "trajectories not failed"}),
     }
-    dof = r["q"].shape[1] if "q" in r else (r["tracked_q"].shape[2] if "tracked_q" in r else None)
+    dof = r["dof"]
     coords = {
         "step": ("step", r["step"], {"long_name": "step number"}),
         "time": ("step", r["time"], {"long_name": "time (step x dt)", "units": "the system's time unit"}),
     }
-    if dof is None:
-        dof = _tether_dof(attrs)
     coords["coordinate"] = ("coordinate", np.arange(dof, dtype=np.int32),
                             {"long_name": "index of the generalized coordinate"})
     if "q" in r:
@@ -201,21 +204,13 @@ def run(config: Config, *, backend: str | None = None, threads: int | None = Non
     return xr.Dataset(data, coords=coords, attrs=attrs)
 
 
-def _tether_dof(attrs: dict) -> int:
-    system = attrs["system"]
-    for s in _catalog()["systems"]:
-        if s["name"] == system:
-            return s["dof"]
-    raise KeyError(system)
-
-
 def shoot(config: Config, *, backend: str | None = None, threads: int | None = None,
           progress: Progress = True) -> xr.Dataset:
     """Solve boundary-value problems (`tether shoot`): the Dataset of shots.csv's columns along `target`
     (q1, p0, pT along `coordinate`), status as CF flags, the solved geodesics along (geodesic, sample)
     when the config asks for them, summary.json as attributes."""
     text, source, _, _ = _config_text(config)
-    r = _call(_tether.shoot, progress, "shots", text, source, backend or "", threads or 0)
+    r = _call(_tether.shoot, progress, "shots", text, source, backend or "", _option("threads", threads, 1024))
     summary = json.loads(r.pop("summary"))
     n = r["q1"].shape[1]
     coords = {"target": np.arange(r["q1"].shape[0], dtype=np.int64), "coordinate": np.arange(n, dtype=np.int32)}
@@ -224,8 +219,13 @@ def shoot(config: Config, *, backend: str | None = None, threads: int | None = N
     data = {name: (("target", "coordinate"), r.pop(name), {"long_name": meaning}) for name, meaning in vectors.items()}
     data["status"] = ("target", r.pop("status"), {"long_name": "how the kept shot ended",
                                                   **_flags(_tether.shot_status_names)})
-    data["near_cut_locus"] = ("target", r.pop("near_cut_locus").astype(bool),
-                              {"long_name": summary.get("near_cut_locus_definition", "")})
+    for name, meaning in (("converged", "the kept shot converged"),
+                          ("conjugate_point", "a conjugate point by T (false where not converged)"),
+                          ("near_cut_locus", summary.get("near_cut_locus_definition", "") +
+                           " (false where not converged)")):
+        data[name] = ("target", r.pop(name).astype(bool), {"long_name": meaning})
+    data["second_length"] = ("target", r.pop("second_length"),
+                             {"long_name": "length of the shortest other converged geodesic (inf where none)"})
     if "geodesic_q" in r:
         coords["geodesic"] = r.pop("geodesic_target")
         coords["geodesic_time"] = ("sample", r.pop("geodesic_time"))
@@ -244,7 +244,8 @@ def sample(config: Config, *, backend: str | None = None, threads: int | None = 
     posterior (q, potential) and sample_stats (acceptance_rate, energy, step_size, n_steps, diverging,
     outcome), as draws.nc holds them; without ArviZ, a dict of those two xarray.Datasets."""
     text, source, _, _ = _config_text(config)
-    r = _call(_tether.sample, progress, "chain-iterations", text, source, backend or "", threads or 0)
+    r = _call(_tether.sample, progress, "chain-iterations", text, source, backend or "",
+              _option("threads", threads, 1024))
     summary = json.loads(r["summary"])
     chains, draws, dof = r["q"].shape
     coords = {"chain": np.arange(chains, dtype=np.int64), "draw": np.arange(draws, dtype=np.int64)}
@@ -270,14 +271,13 @@ def sample(config: Config, *, backend: str | None = None, threads: int | None = 
     return arviz.InferenceData(posterior=posterior, sample_stats=stats)
 
 
-def validate(config: Config) -> None:
-    """Check a config as `tether validate` does (run, shoot or sample, by its top-level keys); raises ConfigError."""
-    text, source, q0, p0 = _config_text(config)
-    keys = json.loads(text)
-    command = "shoot" if "shoot" in keys else "sample" if "sample" in keys else "run"
+def validate(config: Config) -> str:
+    """Check a config as `tether validate` does, by the rules of its command (run, shoot or sample, from its
+    top-level keys), which it returns; raises ConfigError."""
+    text, source, q0, _ = _config_text(config)
     if q0 is not None:  # states as arrays are checked by a run's own parse
         raise _error("ensemble.initial.states", "given as arrays is checked by tether.run, not validate")
-    _tether.validate(command, text, source)
+    return _tether.validate(text, source)
 
 
 _catalog_cache: dict | None = None

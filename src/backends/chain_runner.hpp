@@ -54,7 +54,7 @@ class ChainRunner {
   // Runs plan's iterations on every chain of the batch (states and step sizes
   // in place, draws into the batch's draw storage).
   virtual void run(HostChains& chains, const SamplePlan& plan) = 0;
-  // Chain-iterations per call: about a second of work.
+  // Steps per call that take about a second (the first window; the next ones are timed).
   virtual double work_per_call() const = 0;
 };
 

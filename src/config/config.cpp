@@ -100,6 +100,7 @@ InitialSpec parse_initial(const Node& ini, int system, const InMemoryRun* in_mem
     spec.kind = InitialSpec::Kind::states;
     const json& arr = ini.raw("states");
     if (in_memory != nullptr && in_memory->q != nullptr && arr == "arrays") {
+      spec.states_as_arrays = true;
       spec.project = ini.boolean("project", false);
       spec.tolerance = ini.positive("tolerance", spec.tolerance);
       states_from_arrays(*in_memory, ini.at("states"), spec.states);
@@ -232,6 +233,11 @@ RunConfig parse_run_config(const std::string& text, const std::string& source, b
   if (c.initial.kind == InitialSpec::Kind::canonical && c.initial.dt == 0) c.initial.dt = c.dt;
   c.seed = static_cast<std::uint64_t>(ens.integer("seed", 0, INT64_MAX, 0));
   c.batch_size = ens.integer("batch_size", 1, std::int64_t(1) << 30, c.batch_size);
+  if (in_memory != nullptr && in_memory->batch_size != 0) {
+    if (in_memory->batch_size < 1 || in_memory->batch_size > (std::int64_t(1) << 30))
+      throw ConfigError("batch_size", "must be between 1 and 1073741824, got " + std::to_string(in_memory->batch_size));
+    c.batch_size = in_memory->batch_size;
+  }
 
   const Node out = top.object_or_empty("output");
   out.only({"every", "final_states", "checkpoint", "format", "trajectories"});
@@ -274,7 +280,7 @@ RunConfig parse_run_config(const std::string& text, const std::string& source, b
     const double rows = double(timeseries_rows(c)), row_bytes = rows * timeseries_row_bytes;
     // trajectories.csv is sorted by (id, step) in memory at the end of a run.
     const double snapshots = double(c.track_ids.size()) * double(snapshots_per_trajectory(c));
-    if (c.output_format == "csv")
+    if (c.output_format == "csv" || in_memory != nullptr)  // sorted in memory, or kept by the caller
       refuse_beyond_memory(out.at("trajectories"), snapshots * (2.0 * system_dof(c) + 8) * sizeof(Real),
                            std::to_string(std::int64_t(snapshots)) + " trajectory snapshots",
                            "follow fewer trajectories or raise output.trajectories.every, or write netcdf");
@@ -313,6 +319,8 @@ namespace {
 // data file is refused, not read until memory runs out.
 constexpr std::streamsize max_config_bytes = std::streamsize(256) << 20;
 
+}  // namespace
+
 std::string read_config_file(const std::string& path) {
   std::error_code ec;
   if (std::filesystem::is_directory(path, ec)) throw ConfigError(path, "is a folder, not a config file");
@@ -329,8 +337,6 @@ std::string read_config_file(const std::string& path) {
   if (in.bad()) throw ConfigError(path, "cannot be read: " + std::string(std::strerror(errno)));
   return text;
 }
-
-}  // namespace
 
 int system_dof(const RunConfig& c) { return system_infos()[std::size_t(c.system)].dof; }
 
@@ -684,6 +690,13 @@ bool has_top_level_key(const std::string& path, const char* key) {
 }
 
 }  // namespace
+
+std::string config_command(const std::string& text, const std::string& source) {
+  const json j = parse_config_json(text, source);
+  if (j.is_object() && j.contains("shoot")) return "shoot";
+  if (j.is_object() && j.contains("sample")) return "sample";
+  return "run";
+}
 
 bool is_shoot_config_file(const std::string& path) { return has_top_level_key(path, "shoot"); }
 bool is_sample_config_file(const std::string& path) { return has_top_level_key(path, "sample"); }

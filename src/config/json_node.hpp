@@ -26,7 +26,10 @@ inline std::string join(const std::vector<std::string>& v) {
 // cannot split the error line) and cut to 60 characters.
 inline std::string show(const nlohmann::json& j) {
   std::string s = j.dump();
-  return s.size() > 60 ? s.substr(0, 57) + "..." : s;
+  if (s.size() <= 60) return s;
+  std::size_t cut = 57;
+  while (cut > 0 && (static_cast<unsigned char>(s[cut]) & 0xC0) == 0x80) --cut;  // not inside a UTF-8 character
+  return s.substr(0, cut) + "...";
 }
 inline std::string show_key(const std::string& key) {
   const std::string quoted = show(nlohmann::json(key));

@@ -244,9 +244,17 @@ void check_initial_states(const S& sys, const RunConfig& c) {
   if (ini.kind != InitialSpec::Kind::states) return;
   for (std::size_t i = 0; i < ini.states.size(); ++i) {
     const std::string path = ini.path + ".states[" + std::to_string(i) + "]";
-    check_dims(ini.states[i], path);
-    // Index 1 without holonomic constraints: every (q, p) is a state.
-    if constexpr (!is_nonholonomic<S> || holonomic_count<S> > 0) check_on_manifold(sys, ini, ini.states[i], path);
+    try {
+      check_dims(ini.states[i], path);
+      // Index 1 without holonomic constraints: every (q, p) is a state.
+      if constexpr (!is_nonholonomic<S> || holonomic_count<S> > 0) check_on_manifold(sys, ini, ini.states[i], path);
+    } catch (const ConfigError& e) {
+      if (!ini.states_as_arrays || e.path().rfind(path + ".", 0) != 0) throw;
+      // States handed over as arrays: the error is at row i of array q or p, states.q[i].
+      const std::string key = e.path().substr(path.size() + 1);
+      const std::string message = std::string(e.what()).substr(std::string("config error at ").size() + e.path().size() + 2);
+      throw ConfigError(ini.path + ".states." + key + "[" + std::to_string(i) + "]", message);
+    }
   }
 }
 

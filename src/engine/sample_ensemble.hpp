@@ -25,7 +25,7 @@ constexpr double max_window_bytes = 256.0 * 1024 * 1024;
 template <class S, class M>
 std::unique_ptr<ChainRunner> make_chain_runner(const std::string& backend, const S& sys, const M& method,
                                                const HmcControl& ctl) {
-  if (backend == "cpu") return std::make_unique<HostChainRunner<S, M>>(sys, method, ctl, true, 5e7);
+  if (backend == "cpu") return std::make_unique<HostChainRunner<S, M>>(sys, method, ctl, true, 5e6);
   if (backend == "reference")
     return std::make_unique<HostChainRunner<S, ReferenceStepper<M>>>(sys, ReferenceStepper<M>{method}, ctl, false,
                                                                      2e3);
@@ -75,7 +75,7 @@ SampleResult sample_ensemble(const S& sys, const M& method, const SampleConfig& 
 
   for (std::int64_t first = 0; first < spec.chains; first += batch) {
     const std::int64_t count = std::min(batch, spec.chains - first);
-    // Iterations per window: about a call's work, and draw storage within max_window_bytes.
+    // Iterations per window: about a second's work, and draw storage within max_window_bytes.
     const double steps_per_iteration = 2.0 * double(ctl.steps) * (1 + ctl.steps_jitter);
     std::int64_t window = std::max<std::int64_t>(
         1, std::int64_t(runner->work_per_call() / (double(count) * steps_per_iteration)));
@@ -106,6 +106,9 @@ SampleResult sample_ensemble(const S& sys, const M& method, const SampleConfig& 
     plan.thin = spec.thin;
     plan.mu = std::log(10 * c.run.dt);
     plan.target_acceptance = spec.target_acceptance;
+    // The first window is the backend's guess at a second's work, each next
+    // one sized by the rate the last one measured: progress, and a caller's
+    // interruption, come about once a second. Windows change no draw.
     for (std::int64_t k = 0; k < total;) {
       plan.first = k;
       plan.iterations = std::min(window, total - k);
@@ -113,7 +116,11 @@ SampleResult sample_ensemble(const S& sys, const M& method, const SampleConfig& 
       h.draws = draws_before(spec, k + plan.iterations) - plan.first_draw;
       const auto t = clock::now();
       runner->run(h, plan);
-      sampling += std::chrono::duration<double>(clock::now() - t).count();
+      const double seconds = std::chrono::duration<double>(clock::now() - t).count();
+      sampling += seconds;
+      window = std::clamp<std::int64_t>(
+          seconds > 1e-3 ? std::int64_t(double(plan.iterations) / seconds) : 10 * plan.iterations, 1,
+          draws_cap * spec.thin);
       k += plan.iterations;
       done_work += double(count) * double(plan.iterations);
       if (opt.progress) opt.progress(done_work, total_work);

@@ -80,9 +80,16 @@ std::vector<TargetResult> shoot_pass(const S& sys, const ShootConfig& cfg, const
     }
   }
   const auto total = std::int64_t(shots.size());
-  const std::int64_t batch = std::max<std::int64_t>(1, std::min<std::int64_t>(cfg.run.batch_size, total));
-  for (std::int64_t first = 0; first < total; first += batch) {
-    HostShots h(std::min(batch, total - first), n, false);
+  // On the host backends, batches of about a second each (the first a probe
+  // of 64 shots, each next one sized by the rate the last one measured), so
+  // that progress, and a caller's interruption, come often; a GPU takes them
+  // all at once (up to batch_size). Batches change no result: each shot is
+  // merged in shot order.
+  const std::int64_t most = std::max<std::int64_t>(1, std::min<std::int64_t>(cfg.run.batch_size, total));
+  std::int64_t batch = backend == "cuda" ? most : std::min<std::int64_t>(most, 64);
+  for (std::int64_t first = 0, count = 0; first < total; first += count) {
+    count = std::min(batch, total - first);
+    HostShots h(count, n, false);
     for (std::int64_t i = 0; i < h.count; ++i) {
       const auto [t, j] = shots[std::size_t(first + i)];
       const std::vector<Real> g = j < 0 ? (*seeds)[std::size_t(t)].p0 : shot_guess(sp, t, j);
@@ -91,7 +98,11 @@ std::vector<TargetResult> shoot_pass(const S& sys, const ShootConfig& cfg, const
         h.guess[std::size_t(c * h.count + i)] = g[std::size_t(c)];
       }
     }
+    const auto start = clock::now();
     run_batch(h);
+    const double seconds = std::chrono::duration<double>(clock::now() - start).count();
+    if (backend != "cuda")
+      batch = std::clamp<std::int64_t>(seconds > 1e-3 ? std::int64_t(double(count) / seconds) : 10 * count, 1, most);
     for (std::int64_t i = 0; i < h.count; ++i)
       merge_shot(h, i, kept[std::size_t(shots[std::size_t(first + i)].first)], 0);
     if (opt.progress) opt.progress(double(first + h.count), double(total));
@@ -136,6 +147,7 @@ std::vector<TargetResult> shoot_pass(const S& sys, const ShootConfig& cfg, const
       }
     }
     run_batch(h);
+    if (opt.progress) opt.progress(double(total), double(total));  // (where a caller may stop the run)
     bool progress = false;
     for (std::int64_t i = 0; i < h.count; ++i)
       progress = merge_shot(h, i, kept[std::size_t(left[std::size_t(i)])], round) || progress;

@@ -167,15 +167,16 @@ using Array = nb::ndarray<const double, nb::ndim<2>, nb::c_contig, nb::device::c
 nb::dict run(const std::string& text, const std::string& source, std::optional<Array> q0, std::optional<Array> p0,
              const std::string& backend, int threads, std::int64_t batch_size, nb::object progress) {
   tether::InMemoryRun in_memory;
+  in_memory.batch_size = batch_size;
   if (q0 && p0) {
     if (q0->shape(0) != p0->shape(0))
       throw tether::ConfigError("ensemble.initial.states", "q has " + std::to_string(q0->shape(0)) + " rows, p " +
                                                                std::to_string(p0->shape(0)));
-    in_memory = {q0->data(), p0->data(), std::int64_t(q0->shape(0)), int(q0->shape(1)), int(p0->shape(1))};
+    in_memory.q = q0->data(), in_memory.p = p0->data(), in_memory.count = std::int64_t(q0->shape(0));
+    in_memory.q_columns = int(q0->shape(1)), in_memory.p_columns = int(p0->shape(1));
   }
   tether::RunConfig c = tether::parse_config_in_memory(text, source, in_memory);
   if (!backend.empty()) c.backend = backend;
-  if (batch_size > 0) c.batch_size = batch_size;
   Threads scope(threads);
   tether::check_config(c);
   c.backend = tether::resolve_backend(c.backend, c.size);
@@ -189,6 +190,7 @@ nb::dict run(const std::string& text, const std::string& source, std::optional<A
 
   nb::dict out;
   out["attributes"] = tether::results_attributes(c, r).dump();
+  out["dof"] = dof;
   const std::size_t rows = r.timeseries.size();
   std::vector<std::int64_t> step(rows), live(rows);
   std::vector<Real> time(rows), mean_error(rows), max_error(rows), max_cv(rows), max_vv(rows);
@@ -243,7 +245,7 @@ nb::dict shoot(const std::string& text, const std::string& source, const std::st
   const std::size_t t = r.targets.size(), n = c.shoot.q0.size();
   std::vector<Real> target(t * n), p0(t * n), pT(t * n), residual(t), energy(t), length(t), conjugate_time(t),
       error_estimate(t), second_length(t);
-  std::vector<std::uint8_t> status(t), near_cut_locus(t);
+  std::vector<std::uint8_t> status(t), converged(t), conjugate_point(t), near_cut_locus(t);
   std::vector<std::int32_t> iterations(t), attempts(t), converged_attempts(t), round(t);
   for (std::size_t i = 0; i < t; ++i) {
     const tether::TargetResult& k = r.targets[i];
@@ -251,6 +253,8 @@ nb::dict shoot(const std::string& text, const std::string& source, const std::st
     std::copy(k.p0.begin(), k.p0.end(), p0.begin() + std::ptrdiff_t(i * n));
     std::copy(k.pT.begin(), k.pT.end(), pT.begin() + std::ptrdiff_t(i * n));
     status[i] = static_cast<std::uint8_t>(k.status), near_cut_locus[i] = k.near_cut_locus;
+    converged[i] = k.status == tether::ShotStatus::converged;
+    conjugate_point[i] = converged[i] && k.conjugate_time <= r.time();  // as shots.csv says it
     iterations[i] = k.iterations, attempts[i] = k.attempts, converged_attempts[i] = k.converged_attempts;
     round[i] = k.round, residual[i] = k.residual, energy[i] = k.energy, length[i] = k.length;
     conjugate_time[i] = k.conjugate_time, error_estimate[i] = k.error_estimate, second_length[i] = k.second_length;
@@ -268,6 +272,8 @@ nb::dict shoot(const std::string& text, const std::string& source, const std::st
   out["error_estimate"] = hand_over(std::move(error_estimate), {t});
   out["conjugate_time"] = hand_over(std::move(conjugate_time), {t});
   out["second_length"] = hand_over(std::move(second_length), {t});
+  out["converged"] = hand_over(std::move(converged), {t});
+  out["conjugate_point"] = hand_over(std::move(conjugate_point), {t});
   out["near_cut_locus"] = hand_over(std::move(near_cut_locus), {t});
   out["attempts"] = hand_over(std::move(attempts), {t});
   out["converged_attempts"] = hand_over(std::move(converged_attempts), {t});
@@ -319,8 +325,10 @@ nb::dict sample(const std::string& text, const std::string& source, const std::s
   return out;
 }
 
-// Parses and checks a config as the command would before running (nothing runs).
-void validate(const std::string& command, const std::string& text, const std::string& source) {
+// Parses and checks a config as its command would before running (nothing
+// runs); returns the command ("run", "shoot" or "sample").
+std::string validate(const std::string& text, const std::string& source) {
+  const std::string command = tether::config_command(text, source);
   if (command == "shoot") {
     tether::parse_shoot_config(text, source);
   } else if (command == "sample") {
@@ -328,6 +336,7 @@ void validate(const std::string& command, const std::string& text, const std::st
   } else {
     tether::check_config(tether::parse_config(text, source));
   }
+  return command;
 }
 
 template <class F>
@@ -344,25 +353,42 @@ NB_MODULE(_tether, m) {
   config_error_type = PyErr_NewExceptionWithDoc(
       "tether.ConfigError", "A bad config: the message names what is wrong, `path` where (a JSON path, or the file).",
       PyExc_ValueError, nullptr);
+  if (config_error_type == nullptr) throw nb::python_error();
   m.attr("ConfigError") = nb::handle(config_error_type);
   nb::register_exception_translator([](const std::exception_ptr& p, void*) {
     try {
       std::rethrow_exception(p);
     } catch (const tether::ConfigError& e) {
-      nb::object error = nb::steal(PyObject_CallFunction(config_error_type, "s", e.what()));
+      // (A config's own bytes may be echoed: decoded with replacement, never an error of its own.)
+      const auto text = [](const std::string& s) {
+        return nb::steal(PyUnicode_DecodeUTF8(s.data(), Py_ssize_t(s.size()), "replace"));
+      };
+      nb::object error = nb::steal(PyObject_CallOneArg(config_error_type, text(e.what()).ptr()));
       if (!error.is_valid()) return;  // the call's own exception stands
-      error.attr("path") = e.path();
+      error.attr("path") = text(e.path());
       PyErr_SetObject(config_error_type, error.ptr());
     }
   });
 
-  m.def("run", &run, nb::arg("text"), nb::arg("source"), nb::arg("q0").none(), nb::arg("p0").none(),
-        nb::arg("backend"), nb::arg("threads"), nb::arg("batch_size"), nb::arg("progress").none());
-  m.def("shoot", &shoot, nb::arg("text"), nb::arg("source"), nb::arg("backend"), nb::arg("threads"),
-        nb::arg("progress").none());
-  m.def("sample", &sample, nb::arg("text"), nb::arg("source"), nb::arg("backend"), nb::arg("threads"),
-        nb::arg("progress").none());
-  m.def("validate", &validate, nb::arg("command"), nb::arg("text"), nb::arg("source"));
+  // Config text and its source travel as bytes: a file's own bytes, whatever its encoding or its name's.
+  const auto text = [](const nb::bytes& b) { return std::string(b.c_str(), b.size()); };
+  m.def("run", [text](nb::bytes t, nb::bytes s, std::optional<Array> q0, std::optional<Array> p0, const std::string& b,
+                      int threads, std::int64_t batch, nb::object progress) {
+    return run(text(t), text(s), q0, p0, b, threads, batch, std::move(progress));
+  }, nb::arg("text"), nb::arg("source"), nb::arg("q0").none(), nb::arg("p0").none(), nb::arg("backend"),
+        nb::arg("threads"), nb::arg("batch_size"), nb::arg("progress").none());
+  m.def("shoot", [text](nb::bytes t, nb::bytes s, const std::string& b, int threads, nb::object progress) {
+    return shoot(text(t), text(s), b, threads, std::move(progress));
+  }, nb::arg("text"), nb::arg("source"), nb::arg("backend"), nb::arg("threads"), nb::arg("progress").none());
+  m.def("sample", [text](nb::bytes t, nb::bytes s, const std::string& b, int threads, nb::object progress) {
+    return sample(text(t), text(s), b, threads, std::move(progress));
+  }, nb::arg("text"), nb::arg("source"), nb::arg("backend"), nb::arg("threads"), nb::arg("progress").none());
+  m.def("validate", [text](nb::bytes t, nb::bytes s) { return validate(text(t), text(s)); }, nb::arg("text"),
+        nb::arg("source"));
+  m.def("read_config_file", [text](nb::bytes path) {
+    const std::string content = tether::read_config_file(text(path));
+    return nb::bytes(content.data(), content.size());
+  }, nb::arg("path"));
   m.def("catalog", [] { return tether::catalog_json().dump(); });
   m.def("backends", [] {
     nb::dict out;

@@ -1,5 +1,7 @@
 """Bad input raises tether.ConfigError naming the JSON path; Ctrl-C and a
 failing progress callback stop a run; the GIL is free while it integrates."""
+import json
+import os
 import signal
 import subprocess
 import sys
@@ -52,20 +54,61 @@ def test_bad_state_arrays(pendulum):
     e = config_error(pendulum)
     assert e.path == "ensemble.initial.states.q[2][1]" and "got nan" in str(e)
     states["states"] = {"q": q[:, :2], "p": p}
-    assert config_error(pendulum).path.startswith("ensemble.initial.states")
+    assert config_error(pendulum).path == "ensemble.initial.states.q[0]"
+    states["states"] = {"q": q + 0j, "p": p}  # not silently made real
+    assert config_error(pendulum).path == "ensemble.initial.states.q"
+    states["states"] = {"q": q.astype(str), "p": p}
+    assert config_error(pendulum).path == "ensemble.initial.states.q"
     states["states"] = {"q": q, "p": p[:3]}
     assert config_error(pendulum).path == "ensemble.initial.states"
     states["states"] = {"q": q, "v": p}
     assert config_error(pendulum).path == "ensemble.initial.states"
-    states["states"] = {"q": q * 2, "p": p}  # off the sphere
-    assert "manifold" in str(config_error(pendulum)) or "constraint" in str(config_error(pendulum))
+    off = q.copy()
+    off[1] *= 2  # off the sphere
+    states["states"] = {"q": off, "p": p}
+    e = config_error(pendulum)
+    assert e.path == "ensemble.initial.states.q[1]" and "off the constraint manifold" in str(e)
     states["states"] = {"q": q, "p": p}
     assert tether.run(pendulum, progress=False).sizes["trajectory"] == 4
 
 
+def test_bad_files(tmp_path, pendulum):
+    """Files are read as the command reads them: every refusal a ConfigError naming the file."""
+    missing = tmp_path / "nowhere.json"
+    assert config_error(missing).path == str(missing)
+    assert "folder" in str(config_error(tmp_path))
+    assert "256 MiB" in str(config_error("/dev/zero"))
+    latin1 = tmp_path / "latin1.json"
+    latin1.write_bytes(b'{"system": {"name": "caf\xe9"}}')
+    assert isinstance(config_error(latin1), tether.ConfigError)
+    unclosed = tmp_path / "unclosed.json"
+    unclosed.write_text("{")
+    with pytest.raises(tether.ConfigError):
+        tether.validate(unclosed)
+    deep = tmp_path / "deep.json"
+    deep.write_text("[" * 200000)
+    with pytest.raises(tether.ConfigError) as caught:
+        tether.validate(deep)
+    assert "deeper" in str(caught.value)
+    odd_name = os.fsdecode(bytes(tmp_path / "x") + b"\xff.json")  # a name that is not UTF-8
+    with open(odd_name, "w") as f:
+        f.write(json.dumps(pendulum))
+    assert tether.run(odd_name, progress=False).sizes["trajectory"] == 300
+
+
+def test_echoed_text_cut_inside_a_character(pendulum):
+    pendulum["system"]["name"] = "a" + "\u00e9" * 40  # two bytes each: the cut at 57 bytes falls inside one
+    e = config_error(pendulum)
+    assert e.path == "system.name" and "\ufffd" not in str(e)
+
+
+@pytest.mark.parametrize("option, value", [("threads", 0), ("threads", 10**5), ("threads", -5), ("threads", 1.5),
+                                           ("batch_size", -1), ("batch_size", 2**31), ("batch_size", True)])
+def test_bad_options(pendulum, option, value):
+    assert config_error(pendulum, **{option: value}).path == option
+
+
 def test_missing_file_and_wrong_command(tmp_path, sphere):
-    e = config_error(tmp_path / "nowhere.json")
-    assert e.path == str(tmp_path / "nowhere.json")
     with pytest.raises(tether.ConfigError):
         tether.run(sphere, progress=False)  # a shooting config is not a run's
     with pytest.raises(TypeError):
@@ -73,8 +116,8 @@ def test_missing_file_and_wrong_command(tmp_path, sphere):
 
 
 def test_validate(pendulum, sphere, double_pendulum_sample):
-    for good in (pendulum, sphere, double_pendulum_sample):
-        tether.validate(good)
+    for command, good in (("run", pendulum), ("shoot", sphere), ("sample", double_pendulum_sample)):
+        assert tether.validate(good) == command
     sphere["shoot"]["q0"] = [0, 0]
     with pytest.raises(tether.ConfigError) as caught:
         tether.validate(sphere)
@@ -84,6 +127,13 @@ def test_validate(pendulum, sphere, double_pendulum_sample):
 def test_memory_that_cannot_fit_is_refused(pendulum):
     pendulum["ensemble"]["size"] = 2**34  # 2^34 final states: about 1 TiB
     assert config_error(pendulum).path == "ensemble.size"
+    pendulum["ensemble"]["size"] = 2**20
+    pendulum["output"] = {"format": "netcdf", "trajectories": {"ids": list(range(10**5)), "every": 1}}
+    pendulum["method"]["steps"] = 10**6  # 10^11 snapshots, held in memory whatever the format
+    assert config_error(pendulum).path == "output.trajectories"
+    pendulum["output"] = {"final_states": False}
+    pendulum["ensemble"]["size"] = 2**31  # batches of 2^30 would take 96 GiB: the override is checked as the config
+    assert config_error(pendulum, batch_size=2**30).path == "ensemble.batch_size"
 
 
 def long_run(pendulum):
@@ -92,11 +142,31 @@ def long_run(pendulum):
     return pendulum
 
 
-def test_ctrl_c_stops_a_run(pendulum):
-    """SIGINT, as a terminal's Ctrl-C sends it, to a process deep in a long run: KeyboardInterrupt within seconds."""
-    script = f"import tether; tether.run({long_run(pendulum)!r}, progress=False)"
-    child = subprocess.Popen([sys.executable, "-c", script], stderr=subprocess.PIPE, text=True)
-    time.sleep(2.0)  # imported and integrating
+def long_shoot(sphere):
+    sphere["shoot"]["targets"] = {"grid": {"min": [0.1, 0, -0.4], "max": [1.2, 0, 0.4], "count": [300, 1, 300]}}
+    sphere["method"] = {"name": "gauss_legendre", "stages": 3, "steps": 400}
+    del sphere["output"]
+    return sphere
+
+
+def long_sample(double_pendulum_sample):
+    double_pendulum_sample["sample"].update(chains=64, draws=10, warmup=10**8)
+    return double_pendulum_sample
+
+
+@pytest.mark.parametrize("command, make", [("run", "long_run"), ("shoot", "long_shoot"),
+                                           ("sample", "long_sample")])
+def test_ctrl_c_stops_a_long_call(command, make, pendulum, sphere, double_pendulum_sample):
+    """SIGINT, as a terminal's Ctrl-C sends it, to a process deep in a long call: KeyboardInterrupt within seconds."""
+    config = {"long_run": lambda: long_run(pendulum), "long_shoot": lambda: long_shoot(sphere),
+              "long_sample": lambda: long_sample(double_pendulum_sample)}[make]()
+    # The child says when the engine first reports progress: SIGINT then lands in the engine, not in import.
+    script = (f"import sys, tether\n"
+              f"def started(done, total, said=[]):\n"
+              f"    said or (print('started', flush=True), said.append(1))\n"
+              f"tether.{command}({config!r}, progress=started)\n")
+    child = subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    assert child.stdout.readline().strip() == "started", child.stderr.read()
     assert child.poll() is None
     start = time.monotonic()
     child.send_signal(signal.SIGINT)
@@ -104,7 +174,7 @@ def test_ctrl_c_stops_a_run(pendulum):
         _, stderr = child.communicate(timeout=10)  # the engine looks between launches of about a second
     except subprocess.TimeoutExpired:
         child.kill()
-        pytest.fail("the run went on after SIGINT")
+        pytest.fail("the call went on after SIGINT")
     assert "KeyboardInterrupt" in stderr
     assert time.monotonic() - start < 10
 

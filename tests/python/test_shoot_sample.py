@@ -28,7 +28,13 @@ def heisenberg_length(x, y, z):
     return r * t / math.sin(t)
 
 
+def cell(text):
+    """A shots.csv cell as the Dataset holds it: empty is NaN (not converged, or none)."""
+    return float(text) if text != "" else math.nan
+
+
 def test_shoot_is_shots_csv(cli, sphere, tmp_path):
+    sphere["shoot"]["targets"]["grid"]["min"][0] = 0.0  # x = 0, z != 0: on the cut locus (a circle of geodesics)
     path = tmp_path / "sphere.json"
     path.write_text(json.dumps(sphere))
     cli("shoot", path, "--out", tmp_path / "out")
@@ -37,15 +43,36 @@ def test_shoot_is_shots_csv(cli, sphere, tmp_path):
     ds = tether.shoot(sphere, progress=False)
     assert ds.sizes["target"] == len(rows) == 12
     names = tether._tether.shot_status_names
+    columns = set(rows[0])
     for k, row in enumerate(rows):
+        seen = {"target", "status"}
+        assert int(row["target"]) == ds.target.values[k]
         assert names[int(ds.status[k])] == row["status"]
-        for c in range(3):
-            assert float(row[f"q1_{c}"]) == ds.q1.values[k, c]
-            assert float(row[f"p0_{c}"]) == ds.p0.values[k, c]
-        assert float(row["length"]) == ds.length.values[k]
-        assert int(row["iterations"]) == ds.iterations.values[k]
-    assert ds.geodesic_q.shape == (3, 11, 3)  # 40 steps sampled every 4: 11 points
-    np.testing.assert_allclose(ds.geodesic_q.values[:, -1, :], ds.q1.values[:3], atol=1e-9)  # ends at its target
+        for vector in ("q1", "p0", "pT"):
+            for c in range(3):
+                np.testing.assert_equal(cell(row[f"{vector}_{c}"]), ds[vector].values[k, c])
+                seen.add(f"{vector}_{c}")
+        for name in ("residual", "energy", "length", "error_estimate", "conjugate_time", "second_length",
+                     "iterations", "attempts", "converged_attempts", "round"):
+            value = ds[name].values[k]
+            np.testing.assert_equal(cell(row[name]), value if np.isfinite(value) else math.nan, err_msg=name)
+            seen.add(name)
+        for flag in ("converged", "conjugate_point", "near_cut_locus"):  # empty where not converged
+            assert (row[flag] == "1") == bool(ds[flag].values[k]), flag
+            seen.add(flag)
+        assert seen == columns, columns - seen
+    assert 0 < int(ds.converged.sum()) and bool(ds.near_cut_locus.any())
+    # geodesics.csv: the first 3 targets' geodesics, sampled every 4 of 40 steps
+    with open(tmp_path / "out" / "geodesics.csv") as f:
+        points = list(csv.DictReader(f))
+    assert ds.geodesic_q.shape == (len(ds.geodesic), 11, 3) and len(points) == len(ds.geodesic) * 11
+    for j, point in enumerate(points):
+        g, k = divmod(j, 11)
+        assert int(point["target"]) == ds.geodesic.values[g]
+        assert float(point["t"]) == ds.geodesic_time.values[k]
+        assert [float(point[f"q{c}"]) for c in range(3)] == list(ds.geodesic_q.values[g, k])
+    ends = ds.geodesic_q.values[:, -1, :]
+    np.testing.assert_allclose(ends, ds.q1.values[ds.geodesic.values], atol=1e-9)  # each ends at its target
     assert ds.attrs["system"] == "heisenberg"
 
 

@@ -27,6 +27,7 @@ struct InitialSpec {
   bool project = false;                                // states: project onto T*N instead of rejecting
   Real tolerance = 1e-10;                              // states: allowed |g| and |G M^-1 p| without projection
   std::string path = "ensemble.initial";               // where the config gives it (error messages)
+  bool states_as_arrays = false;                       // states: handed over as two arrays (InMemoryRun)
   // canonical: each trajectory is the one draw of its own RATTLE-HMC chain
   // after `warmup` adapting iterations of `steps` steps from dt (0: the
   // run's dt), i.e. what `tether sample` with draws = 1 gives chain `id`.
@@ -152,12 +153,17 @@ struct InMemoryRun {
   const Real* p = nullptr;
   std::int64_t count = 0;
   int q_columns = 0, p_columns = 0;
+  std::int64_t batch_size = 0;  // > 0: instead of ensemble.batch_size (checked as it would be)
 };
 RunConfig parse_config_in_memory(const std::string& json_text, const std::string& source, const InMemoryRun& in_memory);
 // The same by the config's own rules only: without refusing what cannot fit
 // in this machine's memory and without reading the start draws (`tether merge`).
 RunConfig parse_config_as_written(const std::string& json_text, const std::string& source);
 RunConfig load_config_file(const std::string& path);
+// A config file's text: up to 256 MiB, else a ConfigError naming the file.
+std::string read_config_file(const std::string& path);
+// Which command a config is for, by its top-level keys: "shoot", "sample" or "run".
+std::string config_command(const std::string& json_text, const std::string& source);
 // The config file's JSON in one canonical text (keys sorted, no spacing): a
 // checkpoint records it, and a resume compares it with the config given.
 std::string canonical_config_file(const std::string& path);

@@ -54,7 +54,9 @@ struct ShootResult {
 };
 
 struct ShootOptions {
-  std::function<void(double done, double total)> progress;  // shots done / planned (the initial round)
+  // Shots done / planned in the initial round: after each batch (about a
+  // second apart on the host backends), and after each continuation round.
+  std::function<void(double done, double total)> progress;
 };
 
 ShootResult shoot(const ShootConfig& config, const ShootOptions& options);
