@@ -111,7 +111,10 @@ int do_run(const std::string& config_path, const std::string& out, const std::st
   refuse_other_commands_config(config_path, "run");
   tether::RunConfig cfg = tether::load_config_file(config_path);
   if (!backend.empty()) cfg.backend = backend;
-  if (batch_size > 0) cfg.batch_size = batch_size;
+  if (batch_size > 0) {
+    cfg.batch_size = batch_size;
+    tether::check_run_memory(cfg, false, "--batch-size");
+  }
   set_shard(cfg, shard, from_mpi);
 #ifdef _OPENMP
   if (threads > 0) omp_set_num_threads(int(threads));

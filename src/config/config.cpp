@@ -200,6 +200,33 @@ void parse_system(const Node& sys, RunConfig& c) {
 
 std::string describe_method(const RunConfig& c) { return describe_method(c.method, c.method_parameters); }
 
+// What a run will hold in memory: one batch of trajectories (q, p, q_prev
+// and eight per-trajectory numbers), and every timeseries row until it ends
+// (each batch adds to each row); the snapshots when sorted or kept; every
+// final state when the caller keeps them.
+void check_run_memory(const RunConfig& c, bool results_in_memory, const std::string& batch_key) {
+  const double batch = double(std::min(c.size, c.batch_size));
+  const double batch_bytes = batch * (3.0 * system_dof(c) + 8) * sizeof(Real);
+  const double rows = double(timeseries_rows(c)), row_bytes = rows * timeseries_row_bytes;
+  // trajectories.csv is sorted by (id, step) in memory at the end of a run.
+  const double snapshots = double(c.track_ids.size()) * double(snapshots_per_trajectory(c));
+  if (c.output_format == "csv" || results_in_memory)
+    refuse_beyond_memory("output.trajectories", snapshots * (2.0 * system_dof(c) + 8) * sizeof(Real),
+                         std::to_string(std::int64_t(snapshots)) + " trajectory snapshots",
+                         "follow fewer trajectories or raise output.trajectories.every, or write netcdf");
+  if (results_in_memory && c.write_final_states)  // q, p and six numbers of every trajectory
+    refuse_beyond_memory("ensemble.size", batch_bytes + double(c.size) * (2.0 * system_dof(c) + 6) * sizeof(Real),
+                         "the final states of " + std::to_string(c.size) + " trajectories",
+                         "run fewer trajectories per call, or set output.final_states to false");
+  if (row_bytes > batch_bytes)
+    refuse_beyond_memory("output.every", batch_bytes + row_bytes,
+                         std::to_string(std::int64_t(rows)) + " timeseries rows (steps / every)", "raise output.every");
+  else
+    refuse_beyond_memory(c.batch_size < c.size ? batch_key : "ensemble.size", batch_bytes + row_bytes,
+                         "batches of " + std::to_string(std::int64_t(batch)) + " trajectories",
+                         "lower " + batch_key + " (the run goes through the ensemble batch by batch)");
+}
+
 namespace {
 
 // on_this_machine: refuse what cannot fit in this machine's memory, and read the start draws.
@@ -271,31 +298,7 @@ RunConfig parse_run_config(const std::string& text, const std::string& source, b
     c.track_every = std::min(c.track_every, std::max<std::int64_t>(1, c.steps));
   }
 
-  // What the run will hold in memory: one batch of trajectories (q, p, q_prev
-  // and eight per-trajectory numbers), and every timeseries row until it
-  // ends (each batch adds to each row).
-  if (on_this_machine) {
-    const double batch = double(std::min(c.size, c.batch_size));
-    const double batch_bytes = batch * (3.0 * system_dof(c) + 8) * sizeof(Real);
-    const double rows = double(timeseries_rows(c)), row_bytes = rows * timeseries_row_bytes;
-    // trajectories.csv is sorted by (id, step) in memory at the end of a run.
-    const double snapshots = double(c.track_ids.size()) * double(snapshots_per_trajectory(c));
-    if (c.output_format == "csv" || in_memory != nullptr)  // sorted in memory, or kept by the caller
-      refuse_beyond_memory(out.at("trajectories"), snapshots * (2.0 * system_dof(c) + 8) * sizeof(Real),
-                           std::to_string(std::int64_t(snapshots)) + " trajectory snapshots",
-                           "follow fewer trajectories or raise output.trajectories.every, or write netcdf");
-    if (in_memory != nullptr && c.write_final_states)  // the caller keeps every final state: q, p and six numbers
-      refuse_beyond_memory(ens.at("size"), batch_bytes + double(c.size) * (2.0 * system_dof(c) + 6) * sizeof(Real),
-                           "the final states of " + std::to_string(c.size) + " trajectories",
-                           "run fewer trajectories per call, or set output.final_states to false");
-    if (row_bytes > batch_bytes)
-      refuse_beyond_memory(out.at("every"), batch_bytes + row_bytes,
-                           std::to_string(std::int64_t(rows)) + " timeseries rows (steps / every)", "raise output.every");
-    else
-      refuse_beyond_memory(ens.at(c.batch_size < c.size ? "batch_size" : "size"), batch_bytes + row_bytes,
-                           "batches of " + std::to_string(std::int64_t(batch)) + " trajectories",
-                           "lower ensemble.batch_size (the run goes through the ensemble batch by batch)");
-  }
+  if (on_this_machine) check_run_memory(c, in_memory != nullptr);
 
   static const std::string dbl = "double";
   if (top.has("backend")) c.backend = top.string("backend", backend_names());

@@ -551,7 +551,7 @@ TEST_F(CliTest, NonFiniteEnergyFailsTheTrajectory) {
 // What cannot fit is refused before the folder is touched, with the figure
 // and the key to change: a timeseries of 2^40 rows, a batch of 2^30 chain16
 // trajectories (1.3 TB), a shooting grid of 10^9 targets (validated in
-// milliseconds, not by generating them).
+// milliseconds, not by generating them), and the same batch asked for by --batch-size.
 TEST_F(CliTest, WhatCannotFitIsRefusedUpFront) {
   const fs::path out = dir_ / "out";
   ASSERT_EQ(run(write("first.json", base_config()), out).code, 0);
@@ -580,6 +580,16 @@ TEST_F(CliTest, WhatCannotFitIsRefusedUpFront) {
     EXPECT_EQ(read_file(out / "summary.json"), summary) << "the earlier results are kept";
     EXPECT_EQ(tether("validate " + quote(cfg)).code, 2) << c.path;
   }
+  // The config fits; the batch the option asks for does not, and is refused naming the option.
+  batch["ensemble"].erase("batch_size");
+  batch["output"]["final_states"] = false;
+  const Cli r = tether("run " + quote(write("big.json", batch)) + " --out " + quote(out) + " --quiet --batch-size " +
+                       std::to_string(std::int64_t(1) << 30));
+  EXPECT_EQ(r.code, 2) << r.err;
+  const std::string line = one_error_line(r);
+  EXPECT_NE(line.find("--batch-size"), std::string::npos) << line;
+  EXPECT_NE(line.find("of memory"), std::string::npos) << line;
+  EXPECT_EQ(read_file(out / "summary.json"), summary) << "the earlier results are kept";
 }
 
 // Failed trajectories are not bad input: the run completes (exit 0), warns,

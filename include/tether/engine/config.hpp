@@ -155,6 +155,12 @@ struct InMemoryRun {
   int q_columns = 0, p_columns = 0;
   std::int64_t batch_size = 0;  // > 0: instead of ensemble.batch_size (checked as it would be)
 };
+// Refuses (ConfigError, naming the key to change) a run whose batches,
+// timeseries rows, snapshots, or (results_in_memory) final states would not
+// fit in this machine's memory. parse_config checks it; a caller that changes
+// the batch size afterwards checks again, naming its own option as batch_key.
+void check_run_memory(const RunConfig& c, bool results_in_memory,
+                      const std::string& batch_key = "ensemble.batch_size");
 RunConfig parse_config_in_memory(const std::string& json_text, const std::string& source, const InMemoryRun& in_memory);
 // The same by the config's own rules only: without refusing what cannot fit
 // in this machine's memory and without reading the start draws (`tether merge`).
