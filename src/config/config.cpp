@@ -355,6 +355,10 @@ std::pair<std::int64_t, std::int64_t> shard_ids(const RunConfig& c) {
 std::int64_t snapshots_per_trajectory(const RunConfig& c) {
   return c.track_ids.empty() ? 0 : (c.steps + c.track_every - 1) / c.track_every + 1;
 }
+std::int64_t snapshot_step(const RunConfig& c, std::int64_t k) { return std::min(c.steps, k * c.track_every); }
+std::int64_t snapshot_index(const RunConfig& c, std::int64_t step) {
+  return step >= c.steps ? snapshots_per_trajectory(c) - 1 : step / c.track_every;
+}
 
 namespace {
 

@@ -312,7 +312,7 @@ void write_shots(const fs::path& file, const ShootResult& r) {
     append_cell(line, k.length);
     append_cell(line, k.error_estimate);
     for (Real x : k.pT) append_cell(line, x);
-    line += ok ? (k.conjugate_time <= r.time() ? ",1" : ",0") : ",";
+    line += ok ? (k.conjugate_point(r.time()) ? ",1" : ",0") : ",";
     append_cell(line, k.conjugate_time);
     append_cell(line, k.second_length);
     line += ok ? (k.near_cut_locus ? ",1" : ",0") : ",";
@@ -374,7 +374,7 @@ nlohmann::ordered_json shoot_summary(const ShootConfig& c, const ShootResult& r)
       ++converged;
       res_ok.push_back(k.residual);
       iterations += std::uint64_t(k.iterations);
-      if (k.conjugate_time <= r.time()) ++conjugate;
+      if (k.conjugate_point(r.time())) ++conjugate;
       if (k.near_cut_locus) ++near_cut;
     } else if (std::isfinite(k.residual)) {
       worst_left = std::max(worst_left, k.residual);

@@ -591,7 +591,7 @@ void write_results_netcdf(const fs::path& file, const RunConfig& c, const RunRes
     std::vector<long long> snap_steps(snaps);
     std::vector<double> snap_times(snaps);
     for (std::size_t s = 0; s < snaps; ++s) {
-      snap_steps[s] = std::min<long long>(c.steps, (long long)s * c.track_every);
+      snap_steps[s] = snapshot_step(c, std::int64_t(s));
       snap_times[s] = double(snap_steps[s]) * c.dt;
     }
     const std::vector<long long> tracked_ids(c.track_ids.begin(), c.track_ids.end());
@@ -600,7 +600,7 @@ void write_results_netcdf(const fs::path& file, const RunConfig& c, const RunRes
     nc.ok(nc_put_var_double(nc.id(), snap_time_var, snap_times.data()), "snapshot_time");
     for (const auto& part : snapshots) read_records(part, dof, [&](const TrajectoryRecord& t) {
       const auto at = std::lower_bound(c.track_ids.begin(), c.track_ids.end(), t.id);
-      const std::size_t s = t.step >= c.steps ? snaps - 1 : std::size_t(t.step / c.track_every);
+      const auto s = std::size_t(snapshot_index(c, t.step));
       if (at == c.track_ids.end() || *at != t.id || snap_steps[s] != t.step)
         throw std::runtime_error(part.string() + " holds a snapshot no config asked for");
       const std::size_t start[3] = {std::size_t(at - c.track_ids.begin()), s, 0}, count[3] = {1, 1, n};

@@ -117,8 +117,7 @@ class ArraySink final : public tether::FinalStateSink {
   }
   void snapshot(const tether::TrajectoryRecord& r) override {
     const auto at = std::lower_bound(c_.track_ids.begin(), c_.track_ids.end(), r.id);
-    const std::size_t s = r.step >= c_.steps ? snaps_ - 1 : std::size_t(r.step / c_.track_every);
-    const std::size_t k = std::size_t(at - c_.track_ids.begin()) * snaps_ + s;
+    const std::size_t k = std::size_t(at - c_.track_ids.begin()) * snaps_ + std::size_t(tether::snapshot_index(c_, r.step));
     std::copy(r.q.begin(), r.q.end(), tracked_q.begin() + std::ptrdiff_t(k * dof_));
     std::copy(r.p.begin(), r.p.end(), tracked_p.begin() + std::ptrdiff_t(k * dof_));
     tracked_status[k] = static_cast<std::uint8_t>(r.status);
@@ -220,7 +219,7 @@ nb::dict run(const std::string& text, const std::string& source, std::optional<A
   if (!c.track_ids.empty()) {
     const std::size_t t = c.track_ids.size(), s = sink.snapshots();
     std::vector<std::int64_t> snapshot_step(s);
-    for (std::size_t k = 0; k < s; ++k) snapshot_step[k] = std::min<std::int64_t>(c.steps, std::int64_t(k) * c.track_every);
+    for (std::size_t k = 0; k < s; ++k) snapshot_step[k] = tether::snapshot_step(c, std::int64_t(k));
     out["tracked"] = hand_over(std::vector<std::int64_t>(c.track_ids), {t});
     out["snapshot_step"] = hand_over(std::move(snapshot_step), {s});
     out["tracked_q"] = hand_over(std::move(sink.tracked_q), {t, s, m});
@@ -254,7 +253,7 @@ nb::dict shoot(const std::string& text, const std::string& source, const std::st
     std::copy(k.pT.begin(), k.pT.end(), pT.begin() + std::ptrdiff_t(i * n));
     status[i] = static_cast<std::uint8_t>(k.status), near_cut_locus[i] = k.near_cut_locus;
     converged[i] = k.status == tether::ShotStatus::converged;
-    conjugate_point[i] = converged[i] && k.conjugate_time <= r.time();  // as shots.csv says it
+    conjugate_point[i] = k.conjugate_point(r.time());
     iterations[i] = k.iterations, attempts[i] = k.attempts, converged_attempts[i] = k.converged_attempts;
     round[i] = k.round, residual[i] = k.residual, energy[i] = k.energy, length[i] = k.length;
     conjugate_time[i] = k.conjugate_time, error_estimate[i] = k.error_estimate, second_length[i] = k.second_length;

@@ -19,13 +19,18 @@ def without_timings(ds):
     return ds, summary
 
 
-def test_run_is_results_nc(cli, pendulum, tmp_path):
-    pendulum["output"] = {"every": 20, "format": "netcdf", "trajectories": {"ids": [0, 17, 299], "every": 50}}
+def command_results(cli, config, tmp_path):
+    """What `tether run` writes for `config` as results.nc, less timings: (Dataset, summary, config path)."""
     path = tmp_path / "config.json"
-    path.write_text(json.dumps(pendulum))
+    path.write_text(json.dumps(config))
     cli("run", path, "--out", tmp_path / "out")
     with xr.open_dataset(tmp_path / "out" / "results.nc") as f:
-        expected, expected_summary = without_timings(f.load())
+        return (*without_timings(f.load()), path)
+
+
+def test_run_is_results_nc(cli, pendulum, tmp_path):
+    pendulum["output"] = {"every": 20, "format": "netcdf", "trajectories": {"ids": [0, 17, 299], "every": 50}}
+    expected, expected_summary, path = command_results(cli, pendulum, tmp_path)
     actual, actual_summary = without_timings(tether.run(pendulum, progress=False))
     xr.testing.assert_identical(actual, expected)
     assert actual_summary == expected_summary
@@ -54,11 +59,7 @@ def shortened(name, **output):
 ])
 def test_every_family_is_results_nc(cli, name, output, tmp_path):
     config = shortened(name, **output)
-    path = tmp_path / "config.json"
-    path.write_text(json.dumps(config))
-    cli("run", path, "--out", tmp_path / "out")
-    with xr.open_dataset(tmp_path / "out" / "results.nc") as f:
-        expected, _ = without_timings(f.load())
+    expected, _, _ = command_results(cli, config, tmp_path)
     actual, _ = without_timings(tether.run(config, progress=False))
     xr.testing.assert_identical(actual, expected)
 

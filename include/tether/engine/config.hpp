@@ -138,6 +138,9 @@ std::pair<std::int64_t, std::int64_t> shard_ids(const RunConfig& c);
 constexpr std::int64_t shard_granule = 4096;
 // Snapshots of each tracked trajectory: step 0, every track_every steps, and the last step (0 without tracking).
 std::int64_t snapshots_per_trajectory(const RunConfig& c);
+// The step of snapshot k, and which snapshot a step is (the writers' and the Python package's index).
+std::int64_t snapshot_step(const RunConfig& c, std::int64_t k);
+std::int64_t snapshot_index(const RunConfig& c, std::int64_t step);
 // Host memory one timeseries row takes while a run accumulates it (its
 // reduction, energy sum and written row; engine/runner.hpp checks the figure).
 constexpr double timeseries_row_bytes = 128;

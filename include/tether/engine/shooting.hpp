@@ -29,6 +29,8 @@ struct TargetResult {
   bool near_cut_locus = false;
   int attempts = 0, converged_attempts = 0;
   int round = 0;  // 0: from the initial guesses; r: continuation round r
+  // Converged, and its geodesic meets a conjugate point by T (shots.csv's conjugate_point).
+  bool conjugate_point(Real T) const { return status == ShotStatus::converged && conjugate_time <= T; }
 };
 
 struct Geodesic {
