@@ -13,12 +13,14 @@
 //  10. p(T) against differences of the length, and the cut-locus flag;
 //      shoot.accuracy against the closed-form endpoint;
 //  11. multiple shooting: the same minimisers as single shooting;
+//  13. line-search trials without the tangent leave Newton's iterates as they were;
 //  12. bad shooting configs, each named by its JSON path.
 // Every expected value is derived from the mathematics, not read off output.
 #include <omp.h>
 
 #include <cmath>
 #include <complex>
+#include <random>
 #include <cstring>
 #include <sstream>
 #include <string>
@@ -787,6 +789,184 @@ TEST(ShootConfig, Nodes) {
 TEST(ShootConfig, UnknownNewtonKey) {
   expect_shoot_config_error(replaced(kGoodShoot, R"("tolerance": 1e-10)", R"("tolerence": 1e-10)"),
                             "shoot.newton.tolerence", "unknown key");
+}
+
+// ===========================================================================
+// 13. Line-search trials without the tangent (shoot.hpp, with_tangent): a
+// backtracking trial integrates q(T) alone, and an accepted one is integrated
+// again with its tangent. That must leave Newton's iterates as they were:
+// against the textbook damped Newton written out here (every trial with its
+// tangent), the same status and iterations for every shot, and the same p0 to
+// roundoff amplified by the iterations (1e-8) where it converged. The shots
+// start from scattered guesses, so most of them backtrack; the counting flow
+// checks that trials without the tangent were taken.
+
+struct StepCount {
+  long with_tangent = 0, without = 0;
+};
+StepCount step_count;
+
+template <class M>
+struct CountingFlow {
+  static constexpr int order = M::order;
+  template <class S>
+  using Carry = typename M::template Carry<S>;
+  template <class S, int C>
+  static Status step(const S& sys, PhaseState<S>& s, Real h, const NewtonOptions& opt, int& iterations,
+                     Tangent<S, C>* tangent, Carry<S>* carry = nullptr) {
+    ++(tangent ? step_count.with_tangent : step_count.without);
+    return M::step(sys, s, h, opt, iterations, tangent, carry);
+  }
+};
+
+// Damped Newton with the tangent integrated on every trial (Armijo, halving).
+template <class S, class Flow>
+ShotStatus textbook_newton(const S& sys, const ShootControl& ctl, const Vec<S::dof>& q0, const Vec<S::dof>& target,
+                           Vec<S::dof>& p, int& iterations) {
+  constexpr int n = S::dof;
+  Vec<n> qT;
+  Mat<n, n> jac;
+  if (shoot_endpoint<S, Flow>(sys, ctl, q0, p, qT, &jac) != Status::ok) return ShotStatus::integration_failed;
+  Real residual = (qT - target).norm();
+  for (;;) {
+    if (residual <= ctl.tolerance) return ShotStatus::converged;
+    if (iterations >= ctl.max_iterations) return ShotStatus::max_iterations;
+    const Vec<n> d = jac.partialPivLu().solve(target - qT);
+    ++iterations;
+    bool accepted = false;
+    Real alpha = 1;
+    for (int b = 0; b <= ctl.max_backtracks && !accepted; ++b, alpha /= 2) {
+      Vec<n> trial_qT;
+      Mat<n, n> trial_jac;
+      if (shoot_endpoint<S, Flow>(sys, ctl, q0, p + alpha * d, trial_qT, &trial_jac) != Status::ok) continue;
+      const Real trial = (trial_qT - target).norm();
+      if (trial <= (1 - Real(1e-4) * alpha) * residual) {
+        p += alpha * d;
+        qT = trial_qT;
+        jac = trial_jac;
+        residual = trial;
+        accepted = true;
+      }
+    }
+    if (!accepted) return ShotStatus::line_search_failed;
+  }
+}
+
+TEST(ShootNewton, TrialsWithoutTangentLeaveTheIteratesAsTheyWere) {
+  using Flow = CountingFlow<GaussLegendre<3>>;
+  const Heisenberg sys;
+  ShootControl ctl = control(1.0 / 16, 16, 1e-12);
+  ctl.max_iterations = 40;
+  const Vec3 q0 = Vec3::Zero();
+  std::mt19937_64 rng(7);
+  std::normal_distribution<Real> normal(0, 2);
+  int converged = 0, backtracked = 0;
+  long with_tangent = 0, with_tangent_textbook = 0, without = 0;
+  for (int t = 0; t < 60; ++t) {
+    const Vec3 target(-1.2 + 0.04 * t, 0.3 * std::sin(Real(t)), 0.4 * std::cos(Real(3 * t)));
+    const Vec3 guess(normal(rng), normal(rng), normal(rng));
+    Vec3 p = guess, p_textbook = guess;
+    int iterations = 0, iterations_textbook = 0;
+    Real residual;
+    step_count = {};
+    const ShotStatus st = shoot_newton<Heisenberg, Flow>(sys, ctl, q0, target, p, iterations, residual);
+    const StepCount ours = step_count;
+    step_count = {};
+    const ShotStatus textbook = textbook_newton<Heisenberg, Flow>(sys, ctl, q0, target, p_textbook, iterations_textbook);
+    ASSERT_EQ(step_count.without, 0);
+    // Each iteration's trials: the textbook one integrates the tangent on all
+    // of them, so more integrations than iterations + 1 means it backtracked.
+    const long integrations = step_count.with_tangent / ctl.steps;
+    backtracked += integrations > iterations_textbook + 1;
+    with_tangent += ours.with_tangent;
+    EXPECT_EQ(st, textbook) << "target " << t;
+    EXPECT_EQ(iterations, iterations_textbook) << "target " << t;
+    if (st == ShotStatus::converged && textbook == ShotStatus::converged) {
+      ++converged;
+      for (int c = 0; c < 3; ++c) EXPECT_NEAR(p[c], p_textbook[c], 1e-8 * (1 + std::abs(p[c]))) << "target " << t;
+      EXPECT_LE(residual, ctl.tolerance);
+    }
+    without += ours.without;
+    with_tangent_textbook += step_count.with_tangent;
+  }
+  EXPECT_GE(converged, 30);
+  EXPECT_GE(backtracked, 30);
+  EXPECT_GT(without, 0);
+  EXPECT_LT(with_tangent, with_tangent_textbook);
+}
+
+// The same for multiple shooting: the car in its bowl at T = 4, 4 nodes on
+// the straight segment, sweeps that all carry the tangent.
+template <class S, class Flow>
+ShotStatus textbook_multiple_newton(const S& sys, const ShootControl& ctl, const Vec<S::dof>& target,
+                                    ShootingNodes<S>& w, int& iterations) {
+  constexpr int n = S::dof;
+  Real residual;
+  if (shooting_sweep<S, Flow>(sys, ctl, target, w, residual) != Status::ok) return ShotStatus::integration_failed;
+  Vec<2 * n> base[kMaxShootingNodes], dz[kMaxShootingNodes];
+  for (;;) {
+    if (residual <= ctl.tolerance) return ShotStatus::converged;
+    if (iterations >= ctl.max_iterations) return ShotStatus::max_iterations;
+    if (!shooting_direction<S>(ctl, w, dz)) return ShotStatus::singular_jacobian;
+    ++iterations;
+    for (int k = 0; k < ctl.nodes; ++k) base[k] = w.z[k];
+    bool accepted = false;
+    Real alpha = 1;
+    for (int b = 0; b <= ctl.max_backtracks && !accepted; ++b, alpha /= 2) {
+      for (int k = 0; k < ctl.nodes; ++k) w.z[k] = base[k] + alpha * dz[k];
+      Real trial;
+      if (shooting_sweep<S, Flow>(sys, ctl, target, w, trial) == Status::ok &&
+          trial <= (1 - Real(1e-4) * alpha) * residual) {
+        residual = trial;
+        accepted = true;
+      }
+    }
+    if (!accepted) return ShotStatus::line_search_failed;
+  }
+}
+
+TEST(ShootNewton, MultipleShootingTrialsWithoutTangentLeaveTheIteratesAsTheyWere) {
+  using Flow = CountingFlow<GaussLegendre<2>>;
+  ParallelParking sys;
+  sys.prm.bowl = true;
+  ShootControl ctl = control(4.0 / 160, 160, 1e-10);
+  ctl.nodes = 4;
+  ctl.max_iterations = 60;
+  const Vec<4> q0 = Vec<4>::Zero();
+  std::mt19937_64 rng(11);
+  std::uniform_real_distribution<Real> box(-1, 1);
+  std::normal_distribution<Real> normal(0, 1);
+  int converged = 0;
+  long with_tangent = 0, with_tangent_textbook = 0, without = 0;
+  for (int t = 0; t < 12; ++t) {
+    const Vec<4> target(box(rng), box(rng), box(rng) / 2, box(rng) / 2);
+    const Vec<4> guess(normal(rng), normal(rng), normal(rng), normal(rng));
+    ShootingNodes<ParallelParking> ours, textbook;
+    ASSERT_TRUE((initial_nodes<ParallelParking, Flow>(sys, ctl, q0, guess, target, false, ours)));
+    textbook = ours;
+    int iterations = 0, iterations_textbook = 0;
+    Real residual;
+    step_count = {};
+    const ShotStatus st = multiple_shoot_newton<ParallelParking, Flow>(sys, ctl, target, ours, iterations, residual);
+    with_tangent += step_count.with_tangent;
+    without += step_count.without;
+    step_count = {};
+    const ShotStatus expected =
+        textbook_multiple_newton<ParallelParking, Flow>(sys, ctl, target, textbook, iterations_textbook);
+    with_tangent_textbook += step_count.with_tangent;
+    EXPECT_EQ(st, expected) << "target " << t;
+    EXPECT_EQ(iterations, iterations_textbook) << "target " << t;
+    if (st == ShotStatus::converged && expected == ShotStatus::converged) {
+      ++converged;
+      for (int k = 0; k < ctl.nodes; ++k)
+        for (int c = 0; c < 8; ++c)
+          EXPECT_NEAR(ours.z[k][c], textbook.z[k][c], 1e-8 * (1 + std::abs(textbook.z[k][c])))
+              << "target " << t << " node " << k;
+    }
+  }
+  EXPECT_GE(converged, 6);
+  EXPECT_GT(without, 0);
+  EXPECT_LT(with_tangent, with_tangent_textbook);
 }
 
 }  // namespace

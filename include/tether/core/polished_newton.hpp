@@ -15,16 +15,25 @@
 
 namespace tether {
 
+// A factored Jacobian kept from one solve to the next nearby one (a step's to
+// the next step's): the chord starts from it instead of from a fresh Jacobian.
+template <int N>
+struct Chord {
+  DenseLU<N> lu;
+  bool valid = false;
+};
+
 // fill(x, residual, jacobian) evaluates F(x), and its Jacobian when the
-// pointer is not null. start, when given, is a factored Jacobian of a nearby
-// solve (the previous step's): the chord starts from it instead of from a
-// fresh Jacobian, and refreshes only if it fails to contract.
+// pointer is not null. chord, when given, is where the factored Jacobian
+// lives: a valid one starts the iteration, and a refresh leaves its own there
+// for the next solve.
 template <int N, class Fill>
 TETHER_HD Status polished_newton(Vec<N>& x, const NewtonOptions& opt, int& iterations, Fill&& fill,
-                                 const DenseLU<N>* start = nullptr) {
-  DenseLU<N> own;
-  const DenseLU<N>* lu = start ? start : &own;
-  bool polishing = false, refresh = start == nullptr;
+                                 Chord<N>* chord = nullptr) {
+  Chord<N> local;
+  Chord<N>& c = chord ? *chord : local;
+  const DenseLU<N>& lu = c.lu;
+  bool polishing = false, refresh = !c.valid;
   Real last = 0;
   for (int it = 0;; ++it) {
     if (it >= opt.max_iterations) return Status::newton_not_converged;
@@ -33,14 +42,14 @@ TETHER_HD Status polished_newton(Vec<N>& x, const NewtonOptions& opt, int& itera
     if (refresh) {
       Mat<N, N> jac;
       fill(x, residual, &jac);
-      if (!own.factor(jac)) return Status::singular_matrix;
-      lu = &own;
+      c.valid = c.lu.factor(jac);
+      if (!c.valid) return Status::singular_matrix;
       refresh = false;
     } else {
       fill(x, residual, static_cast<Mat<N, N>*>(nullptr));
     }
     Vec<N> dx;
-    if (!lu->solve(-residual, dx)) return Status::singular_matrix;
+    if (!lu.solve(-residual, dx)) return Status::singular_matrix;
     x += dx;
     ++iterations;
     if (!all_finite(x)) return Status::non_finite;

@@ -72,15 +72,12 @@ struct GaussLegendre {
   template <class S>
   TETHER_HD static void start(const S&, PhaseState<S>&, Real) {}
 
-  // What a step with a tangent leaves for the next one: the LU of F_Z at its
-  // converged stages, which the tangent needs anyway, is the next step's
-  // chord matrix (its stages are O(h) away), so a step with a tangent
-  // factors F_Z once instead of twice.
+  // What a step leaves for the next one: its chord matrix F_Z (the next
+  // step's stages are O(h) away), refactored only when the chord stops
+  // contracting. A step with a tangent factors F_Z at its converged stages
+  // anyway, and leaves that one, so it factors once instead of twice.
   template <class S>
-  struct Carry {
-    DenseLU<Parts<S>::m * Stages> lu;
-    bool valid = false;
-  };
+  using Carry = Chord<Parts<S>::m * Stages>;
 
   // With a tangent (columns d(q, p) in some directions), it is carried along:
   // the derivative of this very map, dZ = F_Z^-1 (dq0, dp0, 0 per stage) at
@@ -116,7 +113,7 @@ struct GaussLegendre {
         if constexpr (k > 0) r.template segment<k>(j * m + 2 * n) = P::lambda(g);
         if (jac) add_stage_columns<S>(*jac, j, hs, h);
       }
-    }, carry && carry->valid ? &carry->lu : nullptr);
+    }, carry);
     if (st != Status::ok) return st;
     Vec<n> q1 = s.q, p1 = s.p;
     for (int j = 0; j < Stages; ++j) {
