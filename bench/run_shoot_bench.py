@@ -73,6 +73,23 @@ def provenance():
             "command": " ".join([os.path.relpath(sys.argv[0], ROOT)] + sys.argv[1:])}
 
 
+def build_of(binary):
+    """How a tether binary was built, from the CMakeCache.txt beside it: its instruction set
+    (TETHER_CPU_ARCH; empty is the portable baseline) and build type."""
+    found = {"binary": os.path.relpath(binary, ROOT)}
+    try:
+        with open(os.path.join(os.path.dirname(os.path.abspath(binary)), "CMakeCache.txt")) as f:
+            for line in f:
+                for key in ("TETHER_CPU_ARCH", "CMAKE_BUILD_TYPE"):
+                    if line.startswith(key + ":"):
+                        found[key] = line.split("=", 1)[1].strip()
+    except OSError:
+        pass
+    if "TETHER_CPU_ARCH" in found:
+        found["TETHER_CPU_ARCH"] = found["TETHER_CPU_ARCH"] or "portable"
+    return found
+
+
 @contextlib.contextmanager
 def tether_output(binary, command, config, threads):
     """`tether COMMAND` (shoot, sample) on config (a dict) in a scratch folder; yields its output

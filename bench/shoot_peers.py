@@ -48,7 +48,7 @@ import time
 
 import numpy as np
 
-from run_shoot_bench import provenance, save_result, tether_shoot  # recorded and run the same way
+from run_shoot_bench import build_of, provenance, save_result, tether_shoot  # recorded and run the same way
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
@@ -397,6 +397,7 @@ def main():
         "settings": {"targets": len(tq), "guesses_per_target": RANDOM_GUESSES + 1, "tolerance": TOLERANCE,
                      "processes": args.processes, "tether": f"gauss_legendre stages {args.stages}, steps {args.steps}, accuracy {args.accuracy or '-'}, "
                                                 f"tolerance {args.tether_tolerance}",
+                     "tether_build": build_of(args.tether) if "tether" in peers else None,
                      "jax": f"Dopri8, {args.jax_steps} fixed steps, {args.jax_iterations} Newton iterations"},
         "best": best, "ratios": ratios, "runs": runs,
     }
