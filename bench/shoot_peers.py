@@ -18,6 +18,16 @@ leaves up to 1.5e-10 relative length error where the length is ill-conditioned i
 target (phi near 2 pi), and the peers' solvers overshoot 1e-10 by far on their own.
 What is compared is the accuracy reached, judged the same way for every tool.
 
+--system martinet (beta 0.5, LJM12 eq. (42); an 8 x 8 x 7 grid on [-1, 1]^2 x [-0.3, 0.3])
+and --system parallel_parking (the car of MMVW13 §5 without potential; a 6 x 6 x 3 x 3
+grid on [-1, 1]^2 x [-0.5, 0.5]^2, guesses of scale 1) pose the same exercise where no
+closed form exists: the reference lengths are tether's own at --reference-steps GL3 steps
+(480: a discretisation error ~1e-16) with Newton at 1e-13, from the same guesses and
+continuation. There the JAX field is (H_p, -H_q) of the Hamiltonian by `jax.grad` (for
+the car, H at the multipliers that solve H_lambda = 0: MMVW13 Prop 4), and the SciPy
+peer is not written. Each result also gives the largest error over the targets where
+the shortest geodesic was kept: the integrator's accuracy apart from the solver's basin.
+
 Accuracy is judged against the closed-form Heisenberg distance: with r^2 = x^2 + y^2,
 the geodesic with phi = p_z T reaches z / r^2 = (phi - sin phi) / (8 sin^2(phi / 2)),
 and its length is r (phi / 2) / sin(phi / 2).
@@ -32,7 +42,8 @@ and its length is r (phi / 2) / sin(phi / 2).
 - jax: the flow and its tangent by diffrax Dopri8 with fixed steps (--jax-steps) under
   `jax.jacfwd`, Newton (no line search, --jax-iterations fixed iterations, since a
   vmapped loop runs as long as its slowest shot), `jit(vmap)` over all shots at once,
-  split over one host device per core, 64-bit. Timed twice: the first call (compile
+  split over one host device per core, 64-bit; then continuation as above, each
+  substep one vmapped solve over the targets left. Timed twice: the first call (compile
   included) and a second one, whose time counts.
 
 Rates are targets per second of the timed part (for the peers: the whole solve,
@@ -55,14 +66,14 @@ ROOT = os.path.dirname(HERE)
 
 T_END = 1.0
 TOLERANCE = 1e-10
-RANDOM_GUESSES, GUESS_SCALE, GUESS_SEED = 8, 2.0, 1
+RANDOM_GUESSES, GUESS_SEED = 8, 1
 ROUNDS, SUBSTEPS = 2, 4
 
 
 # ---------------------------------------------------------------------------
 # The problem: targets, guesses (tether's CounterRng), closed-form distance.
 
-def targets(quick):
+def heisenberg_targets(quick):
     xs = np.linspace(-1.2, 1.2, 25)
     zs = np.linspace(-0.4, 0.4, 17)
     if quick:
@@ -111,7 +122,8 @@ def philox_normals(seed, stream, count):
 def guesses(target_index, target):
     g = [np.asarray(target) / T_END]
     for j in range(RANDOM_GUESSES):
-        g.append(GUESS_SCALE * np.array(philox_normals(GUESS_SEED, target_index * RANDOM_GUESSES + j, 3)))
+        g.append(PROBLEM["guess_scale"] *
+                 np.array(philox_normals(GUESS_SEED, target_index * RANDOM_GUESSES + j, PROBLEM["dof"])))
     return g
 
 
@@ -130,35 +142,84 @@ def heisenberg_distance(q):
     return math.sqrt(r2) * (phi / 2) / math.sin(phi / 2)
 
 
-def length_errors(tq, lengths):
-    """max relative error of the kept lengths against the closed form, how many targets were
-    solved, and how many of those kept a geodesic that is not the shortest (error > 1e-6)."""
+def box_grid(lo, hi, counts, quick):
+    """The points of a grid on the box [lo, hi] (every 2nd point per axis with --quick)."""
+    axes = [np.linspace(a, b, c)[::2 if quick else 1] for a, b, c in zip(lo, hi, counts)]
+    return np.array(np.meshgrid(*axes, indexing="ij")).reshape(len(axes), -1).T
+
+
+def martinet_hamiltonian(q, p, beta=0.5):
+    """LJM12 eq. (42), as include/tether/systems/martinet.hpp writes it."""
+    return 0.5 * ((p[0] + p[2] * q[1] ** 2 / 2) ** 2 + (p[1] / (1 + beta * q[0])) ** 2)
+
+
+def parking_hamiltonian(q, p, np=np):
+    """The car of MMVW13 §5 (include/tether/systems/parallel_parking.hpp, L = alpha = beta = 1,
+    no potential): H = 1/2 w^T M^-1 w with w = p + G^T lambda and lambda~ solving
+    H_lambda = G M^-1 w = 0 (MMVW13 Prop 4). Along H_lambda = 0 the index-1 flow is the
+    Hamiltonian flow of this reduced H(q, p) = H(q, p, lambda~(q, p))."""
+    g = np.array([[np.sin(q[3]), -np.cos(q[3]), 0.0, 0.0], [np.sin(q[2]), -np.cos(q[2]), 1.0, 0.0]])
+    lam = -np.linalg.solve(g @ g.T, g @ p)  # M = I
+    w = p + g.T @ lam
+    return 0.5 * w @ w
+
+
+# Each problem: tether's system, the targets (q0 = 0, T = 1), the random guesses' scale,
+# H at q0 for a covector (the length is sqrt(2 H) T), the JAX Hamiltonian, and the
+# closed-form distance where there is one (else the reference is tether at many steps).
+PROBLEMS = {
+    "heisenberg": {"system": {"name": "heisenberg"}, "dof": 3, "guess_scale": 2.0,
+                   "targets": lambda quick: heisenberg_targets(quick), "exact": lambda q: heisenberg_distance(q),
+                   "energy": lambda p: (p[0] ** 2 + p[1] ** 2) / 2},
+    "martinet": {"system": {"name": "martinet", "parameters": {"beta": 0.5}}, "dof": 3, "guess_scale": 2.0,
+                 "targets": lambda quick: box_grid([-1, -1, -0.3], [1, 1, 0.3], [8, 8, 7], quick), "exact": None,
+                 "energy": lambda p: martinet_hamiltonian(np.zeros(3), p),
+                 "jax_hamiltonian": lambda q, p: martinet_hamiltonian(q, p)},
+    "parallel_parking": {"system": {"name": "parallel_parking"}, "dof": 4, "guess_scale": 1.0,
+                         "targets": lambda quick: box_grid([-1, -1, -0.5, -0.5], [1, 1, 0.5, 0.5], [6, 6, 3, 3], quick),
+                         "exact": None, "energy": lambda p: parking_hamiltonian(np.zeros(4), p),
+                         "jax_hamiltonian": None},  # set in run_jax (needs jax.numpy)
+}
+PROBLEM = PROBLEMS["heisenberg"]
+
+
+def length_errors(tq, lengths, reference):
+    """max relative error of the kept lengths against the reference lengths, how many targets
+    were solved, and how many of those kept a geodesic that is not the shortest (error > 1e-6)."""
     worst, solved, off = 0.0, 0, 0
-    for q, L in zip(tq, lengths):
-        if L is None or not math.isfinite(L):
+    for exact, L in zip(reference, lengths):
+        if L is None or not math.isfinite(L) or exact is None:
             continue
         solved += 1
-        exact = heisenberg_distance(q)
         worst = max(worst, abs(L - exact) / exact)
         off += abs(L - exact) > 1e-6 * exact
     return worst, solved, off
 
 
+def shortest_error(tq, lengths, reference):
+    """max relative length error over the targets where the shortest geodesic was kept: the
+    integrator's accuracy, apart from which geodesic the solver found."""
+    errors = [abs(L - e) / e for e, L in zip(reference, lengths)
+              if L is not None and e is not None and math.isfinite(L) and abs(L - e) <= 1e-6 * e]
+    return max(errors, default=0.0)
+
+
 # ---------------------------------------------------------------------------
 # tether
 
-def run_tether(binary, tq, threads, stages, steps, tolerance, accuracy=None):
+def run_tether(binary, tq, reference, threads, stages, steps, tolerance, accuracy=None):
     """steps: a fixed step count; or accuracy: shoot.accuracy, tether choosing the steps."""
     method = {"name": "gauss_legendre", "stages": stages}
     if accuracy is None:
         method["steps"] = steps
     config = {
-        "system": {"name": "heisenberg"},
+        "system": PROBLEM["system"],
         "method": method,
         "shoot": {
-            "q0": [0, 0, 0], "time": T_END,
+            "q0": [0] * PROBLEM["dof"], "time": T_END,
             "targets": {"list": [list(map(float, q)) for q in tq]},
-            "guesses": {"toward": True, "random": {"count": RANDOM_GUESSES, "scale": GUESS_SCALE, "seed": GUESS_SEED}},
+            "guesses": {"toward": True,
+                        "random": {"count": RANDOM_GUESSES, "scale": PROBLEM["guess_scale"], "seed": GUESS_SEED}},
             "newton": {"tolerance": tolerance, "max_iterations": 40},
             "continuation": {"rounds": ROUNDS, "substeps": SUBSTEPS},
         },
@@ -168,10 +229,12 @@ def run_tether(binary, tq, threads, stages, steps, tolerance, accuracy=None):
         config["shoot"]["accuracy"] = accuracy
     summary, rows = tether_shoot(binary, config, threads)
     lengths = [float(r["length"]) if r["converged"] == "1" else None for r in rows]
-    err, solved, off = length_errors(tq, lengths)
+    if reference is None:  # this run is the reference
+        return lengths
+    err, solved, off = length_errors(tq, lengths, reference)
     result = {"seconds": summary["shooting_seconds"], "shots": summary["shots"],
               "iterations": summary["shooting_iterations"], "solved": solved, "not_shortest": off,
-              "max_rel_length_error": err}
+              "max_rel_length_error": err, "max_rel_length_error_shortest": shortest_error(tq, lengths, reference)}
     if accuracy is not None:
         result["accuracy"] = summary["accuracy"]  # the steps chosen, passes, largest estimate
     return result
@@ -236,7 +299,7 @@ def scipy_continue(args):
     return (p, L)
 
 
-def run_scipy(tq, processes):
+def run_scipy(tq, reference, processes):
     t0 = time.perf_counter()
     with multiprocessing.Pool(processes) as pool:
         kept = pool.map(scipy_target, list(enumerate(tq)), chunksize=1)
@@ -252,33 +315,44 @@ def run_scipy(tq, processes):
             for i, r in zip(todo, pool.map(scipy_continue, jobs, chunksize=1)):
                 kept[i] = r
     seconds = time.perf_counter() - t0
-    err, solved, off = length_errors(tq, [k[1] if k else None for k in kept])
-    return {"seconds": seconds, "solved": solved, "not_shortest": off, "max_rel_length_error": err}
+    lengths = [k[1] if k else None for k in kept]
+    err, solved, off = length_errors(tq, lengths, reference)
+    return {"seconds": seconds, "solved": solved, "not_shortest": off, "max_rel_length_error": err,
+            "max_rel_length_error_shortest": shortest_error(tq, lengths, reference)}
 
 
 # ---------------------------------------------------------------------------
 # JAX: diffrax Dopri8 fixed steps, Newton with jax.jacfwd, jit(vmap) over every shot.
 
-def run_jax(tq, steps, iterations, processes):
+def run_jax(tq, reference, steps, iterations, processes):
     os.environ.setdefault("XLA_FLAGS", f"--xla_force_host_platform_device_count={processes}")
     import jax
     jax.config.update("jax_enable_x64", True)
     import jax.numpy as jnp
     import diffrax
 
-    def field(_, y, __):
-        x, yy, _z, px, py, pz = y
-        u, v = px - yy * pz / 2, py + x * pz / 2
-        return jnp.array([u, v, -yy * u / 2 + x * v / 2, -v * pz / 2, u * pz / 2, 0.0])
+    n = PROBLEM["dof"]
+    if PROBLEM is PROBLEMS["heisenberg"]:
+        def field(_, y, __):  # written out, as a user with the closed form would
+            x, yy, _z, px, py, pz = y
+            u, v = px - yy * pz / 2, py + x * pz / 2
+            return jnp.array([u, v, -yy * u / 2 + x * v / 2, -v * pz / 2, u * pz / 2, 0.0])
+    else:
+        hamiltonian = PROBLEM["jax_hamiltonian"] or (lambda q, p: parking_hamiltonian(q, p, np=jnp))
+        grad_q, grad_p = jax.grad(hamiltonian, 0), jax.grad(hamiltonian, 1)
+
+        def field(_, y, __):  # (H_p, -H_q) by automatic differentiation
+            q, p = y[:n], y[n:]
+            return jnp.concatenate([grad_p(q, p), -grad_q(q, p)])
 
     term = diffrax.ODETerm(field)
     solver = diffrax.Dopri8()
 
     def endpoint(p):
-        y0 = jnp.concatenate([jnp.zeros(3), p])
+        y0 = jnp.concatenate([jnp.zeros(n), p])
         sol = diffrax.diffeqsolve(term, solver, 0.0, T_END, T_END / steps, y0, max_steps=steps,
                                   stepsize_controller=diffrax.ConstantStepSize(), adjoint=diffrax.ForwardMode())
-        return sol.ys[-1, :3]
+        return sol.ys[-1, :n]
 
     def endpoint_twice(p):
         q = endpoint(p)
@@ -293,40 +367,58 @@ def run_jax(tq, steps, iterations, processes):
         return p, r
 
     solve = jax.jit(jax.vmap(newton))
-    guess = np.array([g for i, q in enumerate(tq) for g in guesses(i, q)])
-    tgt = np.repeat(tq, RANDOM_GUESSES + 1, axis=0)
     # The shots split over the host devices (one per core), padded to a multiple of their count.
     devices = jax.devices()[:processes]
-    shots = len(guess)
-    pad = -shots % len(devices)
-    guess = np.concatenate([guess, np.repeat(guess[-1:], pad, axis=0)])
-    tgt = np.concatenate([tgt, np.repeat(tgt[-1:], pad, axis=0)])
     sharding = jax.sharding.NamedSharding(jax.sharding.Mesh(np.array(devices), ("shots",)),
                                           jax.sharding.PartitionSpec("shots"))
-    guess, tgt = jax.device_put(guess, sharding), jax.device_put(tgt, sharding)
+
+    def solve_all(p0, aim):
+        count = len(p0)
+        pad = -count % len(devices)
+        p0 = np.concatenate([p0, np.repeat(p0[-1:], pad, axis=0)])
+        aim = np.concatenate([aim, np.repeat(aim[-1:], pad, axis=0)])
+        p, r = solve(jax.device_put(p0, sharding), jax.device_put(aim, sharding))
+        return np.asarray(p)[:count], np.asarray(r)[:count]
+
+    guess = np.array([g for i, q in enumerate(tq) for g in guesses(i, q)])
+    tgt = np.repeat(tq, RANDOM_GUESSES + 1, axis=0)
+    per = RANDOM_GUESSES + 1
 
     def once():
+        """Every shot, the shortest converged one per target, then continuation from the
+        nearest solved target for those left (as tether and the SciPy peer do)."""
         t0 = time.perf_counter()
-        p, r = solve(guess, tgt)
-        p, r = np.asarray(p)[:shots], np.asarray(r)[:shots]
-        return time.perf_counter() - t0, p, r
+        p, r = solve_all(guess, tgt)
+        kept = [None] * len(tq)  # (length, p0)
+        for k in range(len(guess)):
+            if np.isfinite(r[k]) and r[k] <= TOLERANCE:
+                L = math.sqrt(2 * PROBLEM["energy"](p[k])) * T_END
+                i = k // per
+                if kept[i] is None or L < kept[i][0]:
+                    kept[i] = (L, p[k])
+        for _ in range(ROUNDS):
+            todo = [i for i, k in enumerate(kept) if k is None]
+            solved = [i for i, k in enumerate(kept) if k is not None]
+            if not todo or not solved:
+                break
+            near = [min(solved, key=lambda s: np.linalg.norm(tq[s] - tq[i])) for i in todo]
+            pc = np.array([kept[s][1] for s in near])
+            ok = np.ones(len(todo), bool)
+            for j in range(1, SUBSTEPS + 1):
+                aim = np.array([tq[s] + j / SUBSTEPS * (tq[i] - tq[s]) for s, i in zip(near, todo)])
+                pc, rc = solve_all(pc, aim)
+                ok &= np.isfinite(rc) & (rc <= TOLERANCE)
+            for c, i in enumerate(todo):
+                if ok[c]:
+                    kept[i] = (math.sqrt(2 * PROBLEM["energy"](pc[c])) * T_END, pc[c])
+        return time.perf_counter() - t0, kept, r
 
     first, _, _ = once()
-    second, p, r = once()
-    per = RANDOM_GUESSES + 1
-    kept = []
-    for i in range(len(tq)):
-        best = None
-        for j in range(per):
-            k = i * per + j
-            if np.isfinite(r[k]) and r[k] <= TOLERANCE:
-                L = math.hypot(p[k, 0], p[k, 1]) * T_END
-                best = L if best is None or L < best else best
-        kept.append(best)
-    err, solved, off = length_errors(tq, kept)
-    # (no continuation: every target is solved from its guesses at these settings; `solved` says so)
+    second, kept, r = once()
+    lengths = [k[0] if k else None for k in kept]
+    err, solved, off = length_errors(tq, lengths, reference)
     return {"seconds": second, "seconds_first_call": first, "solved": solved, "not_shortest": off,
-            "max_rel_length_error": err,
+            "max_rel_length_error": err, "max_rel_length_error_shortest": shortest_error(tq, lengths, reference),
             "devices": len(devices), "shots_not_converged": int(np.sum(~(r <= TOLERANCE)))}
 
 
@@ -349,7 +441,11 @@ def main():
                          "alone leaves ~1.5e-10 relative length error where the length is ill-conditioned)")
     ap.add_argument("--jax-steps", type=int, default=19, help="Dopri8 fixed steps (default 19)")
     ap.add_argument("--jax-iterations", type=int, default=40, help="Newton iterations (default 40)")
-    ap.add_argument("--quick", action="store_true", help="every 4th grid point (30 targets)")
+    ap.add_argument("--system", default="heisenberg", choices=sorted(PROBLEMS),
+                    help="the problem (default heisenberg, judged against its closed form)")
+    ap.add_argument("--reference-steps", type=int, default=480,
+                    help="without a closed form: tether GL3 at this many steps, Newton 1e-13, is the reference")
+    ap.add_argument("--quick", action="store_true", help="a coarser grid of targets")
     ap.add_argument("--no-save", action="store_true", help="print the JSON only")
     args = ap.parse_args()
 
@@ -359,9 +455,27 @@ def main():
             sys.exit(f"error: --peers: unknown peer '{p}' (tether, scipy, jax)")
     if "tether" in peers and not os.access(args.tether, os.X_OK):
         sys.exit(f"error: {args.tether} is not an executable tether binary (build first, or pass --tether)")
-    tq = targets(args.quick)
+    global PROBLEM
+    PROBLEM = PROBLEMS[args.system]
+    if "scipy" in peers and args.system != "heisenberg":
+        sys.exit("error: --peers: the SciPy shooter is written for heisenberg only")
+    tq = PROBLEM["targets"](args.quick)
+    if PROBLEM["exact"]:
+        reference = [PROBLEM["exact"](q) for q in tq]
+        reference_from = "the closed-form distance"
+    else:
+        if not os.access(args.tether, os.X_OK):
+            sys.exit(f"error: {args.tether} is needed for the reference lengths (build first, or pass --tether)")
+        print(f"[shoot_peers] reference: tether GL3, {args.reference_steps} steps", file=sys.stderr)
+        reference = run_tether(args.tether, tq, None, args.processes, 3, args.reference_steps, 1e-13)
+        reference_from = (f"tether gauss_legendre 3 stages, {args.reference_steps} steps, Newton 1e-13 "
+                          f"(its discretisation error ~ (1/{args.reference_steps})^6), the same guesses and continuation")
+        if any(L is None for L in reference):
+            print(f"[shoot_peers] the reference left {sum(L is None for L in reference)} targets unsolved: "
+                  "they are not judged", file=sys.stderr)
     steps = [int(s) for s in args.steps.split(",") if s]
     accuracies = [float(a) for a in args.accuracy.split(",") if a]
+    judged = sum(L is not None for L in reference)
     labels = [f"tether_gl{args.stages}_{n}" for n in steps] if "tether" in peers else []
     labels += [f"tether_gl{args.stages}_accuracy_{a:g}" for a in accuracies] if "tether" in peers else []
     labels += [p for p in peers if p != "tether"]
@@ -372,19 +486,20 @@ def main():
                 continue
             print(f"[shoot_peers] run {rep + 1}/{args.repeats}: {p}", file=sys.stderr)
             if p.startswith("tether") and "_accuracy_" in p:
-                r = run_tether(args.tether, tq, args.processes, args.stages, None, args.tether_tolerance,
+                r = run_tether(args.tether, tq, reference, args.processes, args.stages, None, args.tether_tolerance,
                                accuracy=float(p.rsplit("_", 1)[1]))
             elif p.startswith("tether"):
-                r = run_tether(args.tether, tq, args.processes, args.stages, int(p.rsplit("_", 1)[1]),
+                r = run_tether(args.tether, tq, reference, args.processes, args.stages, int(p.rsplit("_", 1)[1]),
                                args.tether_tolerance)
             elif p == "scipy":
-                r = run_scipy(tq, args.processes)
+                r = run_scipy(tq, reference, args.processes)
             else:
-                r = run_jax(tq, args.jax_steps, args.jax_iterations, args.processes)
+                r = run_jax(tq, reference, args.jax_steps, args.jax_iterations, args.processes)
             r["targets_per_second"] = len(tq) / r["seconds"]
             runs[p].append(r)
-            print(f"[shoot_peers]   {len(tq) / r['seconds']:.2f} targets/s, {r['solved']}/{len(tq)} solved "
-                  f"({r['not_shortest']} not the shortest), max rel. length error {r['max_rel_length_error']:.2e}",
+            print(f"[shoot_peers]   {len(tq) / r['seconds']:.2f} targets/s, {r['solved']}/{judged} solved "
+                  f"({r['not_shortest']} not the shortest), max rel. length error {r['max_rel_length_error']:.2e} "
+                  f"({r['max_rel_length_error_shortest']:.2e} where the shortest was kept)",
                   file=sys.stderr)
     best = {p: max(rs, key=lambda r: r["targets_per_second"]) for p, rs in runs.items()}
     ratios = {}
@@ -392,9 +507,10 @@ def main():
         for p in (p for p in best if not p.startswith("tether")):
             ratios[f"{t}_over_{p}"] = best[t]["targets_per_second"] / best[p]["targets_per_second"]
     doc = {
-        "benchmark": "heisenberg shooting, tether against peers",
+        "benchmark": f"{args.system} shooting, tether against peers",
         **provenance(),
-        "settings": {"targets": len(tq), "guesses_per_target": RANDOM_GUESSES + 1, "tolerance": TOLERANCE,
+        "settings": {"system": PROBLEM["system"], "targets": len(tq), "guesses_per_target": RANDOM_GUESSES + 1,
+                     "guess_scale": PROBLEM["guess_scale"], "tolerance": TOLERANCE, "accuracy_judged_against": reference_from,
                      "processes": args.processes, "tether": f"gauss_legendre stages {args.stages}, steps {args.steps}, accuracy {args.accuracy or '-'}, "
                                                 f"tolerance {args.tether_tolerance}",
                      "tether_build": build_of(args.tether) if "tether" in peers else None,
