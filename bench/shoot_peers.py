@@ -208,9 +208,10 @@ def shortest_error(tq, lengths, reference):
 # tether
 
 def run_tether(binary, tq, reference, threads, stages, steps, tolerance, accuracy=None):
-    """steps: a fixed step count; or accuracy: shoot.accuracy, tether choosing the steps."""
+    """steps: a fixed step count; or accuracy: shoot.accuracy, tether choosing the steps
+    (its first pass at steps, or at its default 16 when steps is None)."""
     method = {"name": "gauss_legendre", "stages": stages}
-    if accuracy is None:
+    if steps is not None:
         method["steps"] = steps
     config = {
         "system": PROBLEM["system"],
@@ -436,6 +437,8 @@ def main():
     ap.add_argument("--steps", default="80", help="tether's steps, a comma list runs each (default 80)")
     ap.add_argument("--accuracy", default="",
                     help="tether with shoot.accuracy instead of a step count, a comma list runs each (e.g. 1e-10)")
+    ap.add_argument("--first-steps", type=int, default=None,
+                    help="with --accuracy: tether's first pass at this many steps (default: tether's own, 16)")
     ap.add_argument("--tether-tolerance", type=float, default=1e-12,
                     help="tether's shooting tolerance on |q(T) - q1| (default 1e-12: at 1e-10 the residual "
                          "alone leaves ~1.5e-10 relative length error where the length is ill-conditioned)")
@@ -486,7 +489,8 @@ def main():
                 continue
             print(f"[shoot_peers] run {rep + 1}/{args.repeats}: {p}", file=sys.stderr)
             if p.startswith("tether") and "_accuracy_" in p:
-                r = run_tether(args.tether, tq, reference, args.processes, args.stages, None, args.tether_tolerance,
+                r = run_tether(args.tether, tq, reference, args.processes, args.stages, args.first_steps,
+                               args.tether_tolerance,
                                accuracy=float(p.rsplit("_", 1)[1]))
             elif p.startswith("tether"):
                 r = run_tether(args.tether, tq, reference, args.processes, args.stages, int(p.rsplit("_", 1)[1]),
@@ -511,7 +515,7 @@ def main():
         **provenance(),
         "settings": {"system": PROBLEM["system"], "targets": len(tq), "guesses_per_target": RANDOM_GUESSES + 1,
                      "guess_scale": PROBLEM["guess_scale"], "tolerance": TOLERANCE, "accuracy_judged_against": reference_from,
-                     "processes": args.processes, "tether": f"gauss_legendre stages {args.stages}, steps {args.steps}, accuracy {args.accuracy or '-'}, "
+                     "processes": args.processes, "tether": f"gauss_legendre stages {args.stages}, steps {args.steps}, accuracy {args.accuracy or '-'} (first pass {args.first_steps or 16} steps), "
                                                 f"tolerance {args.tether_tolerance}",
                      "tether_build": build_of(args.tether) if "tether" in peers else None,
                      "jax": f"Dopri8, {args.jax_steps} fixed steps, {args.jax_iterations} Newton iterations"},
