@@ -23,6 +23,7 @@ from __future__ import annotations
 import json
 import math
 import os
+import time
 from typing import Any, Callable, Union
 
 import numpy as np
@@ -244,12 +245,13 @@ def sample(config: Config, *, backend: str | None = None, threads: int | None = 
     posterior (q, potential) and sample_stats (acceptance_rate, energy, step_size, n_steps, diverging,
     outcome), as draws.nc holds them; without ArviZ, a dict of those two xarray.Datasets."""
     text, source, _, _ = _config_text(config)
+    created = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())  # as draws.nc: when the run started
     r = _call(_tether.sample, progress, "chain-iterations", text, source, backend or "",
               _option("threads", threads, 1024))
     summary = json.loads(r["summary"])
     chains, draws, dof = r["q"].shape
     coords = {"chain": np.arange(chains, dtype=np.int64), "draw": np.arange(draws, dtype=np.int64)}
-    common = {"inference_library": "tether"}
+    common = {"created_at": created, "inference_library": "tether"}
     posterior = xr.Dataset(
         {"q": (("chain", "draw", "q_dim"), r["q"]), "potential": (("chain", "draw"), r["potential"])},
         coords={**coords, "q_dim": np.arange(dof, dtype=np.int64)},
@@ -273,11 +275,10 @@ def sample(config: Config, *, backend: str | None = None, threads: int | None = 
 
 def validate(config: Config) -> str:
     """Check a config as `tether validate` does, by the rules of its command (run, shoot or sample, from its
-    top-level keys), which it returns; raises ConfigError."""
-    text, source, q0, _ = _config_text(config)
-    if q0 is not None:  # states as arrays are checked by a run's own parse
-        raise _error("ensemble.initial.states", "given as arrays is checked by tether.run, not validate")
-    return _tether.validate(text, source)
+    top-level keys), which it returns; raises ConfigError. A run's initial states given as arrays are checked
+    as tether.run checks them."""
+    text, source, q0, p0 = _config_text(config)
+    return _tether.validate(text, source, q0, p0)
 
 
 _catalog_cache: dict | None = None

@@ -163,8 +163,10 @@ class ArrayDraws final : public tether::DrawSink {
 
 using Array = nb::ndarray<const double, nb::ndim<2>, nb::c_contig, nb::device::cpu>;
 
-nb::dict run(const std::string& text, const std::string& source, std::optional<Array> q0, std::optional<Array> p0,
-             const std::string& backend, int threads, std::int64_t batch_size, nb::object progress) {
+// What a run takes from memory: initial states given as arrays (when q0 and
+// p0 are), and the batch-size override (0: the config's).
+tether::InMemoryRun in_memory_run(const std::optional<Array>& q0, const std::optional<Array>& p0,
+                                  std::int64_t batch_size) {
   tether::InMemoryRun in_memory;
   in_memory.batch_size = batch_size;
   if (q0 && p0) {
@@ -174,7 +176,12 @@ nb::dict run(const std::string& text, const std::string& source, std::optional<A
     in_memory.q = q0->data(), in_memory.p = p0->data(), in_memory.count = std::int64_t(q0->shape(0));
     in_memory.q_columns = int(q0->shape(1)), in_memory.p_columns = int(p0->shape(1));
   }
-  tether::RunConfig c = tether::parse_config_in_memory(text, source, in_memory);
+  return in_memory;
+}
+
+nb::dict run(const std::string& text, const std::string& source, std::optional<Array> q0, std::optional<Array> p0,
+             const std::string& backend, int threads, std::int64_t batch_size, nb::object progress) {
+  tether::RunConfig c = tether::parse_config_in_memory(text, source, in_memory_run(q0, p0, batch_size));
   if (!backend.empty()) c.backend = backend;
   Threads scope(threads);
   tether::check_config(c);
@@ -325,15 +332,21 @@ nb::dict sample(const std::string& text, const std::string& source, const std::s
 }
 
 // Parses and checks a config as its command would before running (nothing
-// runs); returns the command ("run", "shoot" or "sample").
-std::string validate(const std::string& text, const std::string& source) {
+// runs), a run's states given as arrays included; returns the command ("run",
+// "shoot" or "sample").
+std::string validate(const std::string& text, const std::string& source, std::optional<Array> q0,
+                     std::optional<Array> p0) {
   const std::string command = tether::config_command(text, source);
+  const bool arrays = q0 && p0;
+  if (arrays && command != "run")
+    throw tether::ConfigError("ensemble.initial.states", "given as arrays is for tether.run, not " + command);
   if (command == "shoot") {
     tether::parse_shoot_config(text, source);
   } else if (command == "sample") {
     tether::check_sample_config(tether::parse_sample_config(text, source));
   } else {
-    tether::check_config(tether::parse_config(text, source));
+    tether::check_config(arrays ? tether::parse_config_in_memory(text, source, in_memory_run(q0, p0, 0))
+                                : tether::parse_config(text, source));
   }
   return command;
 }
@@ -382,8 +395,9 @@ NB_MODULE(_tether, m) {
   m.def("sample", [text](nb::bytes t, nb::bytes s, const std::string& b, int threads, nb::object progress) {
     return sample(text(t), text(s), b, threads, std::move(progress));
   }, nb::arg("text"), nb::arg("source"), nb::arg("backend"), nb::arg("threads"), nb::arg("progress").none());
-  m.def("validate", [text](nb::bytes t, nb::bytes s) { return validate(text(t), text(s)); }, nb::arg("text"),
-        nb::arg("source"));
+  m.def("validate", [text](nb::bytes t, nb::bytes s, std::optional<Array> q0, std::optional<Array> p0) {
+    return validate(text(t), text(s), q0, p0);
+  }, nb::arg("text"), nb::arg("source"), nb::arg("q0").none(), nb::arg("p0").none());
   m.def("read_config_file", [text](nb::bytes path) {
     const std::string content = tether::read_config_file(text(path));
     return nb::bytes(content.data(), content.size());

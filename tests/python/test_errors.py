@@ -43,7 +43,16 @@ def test_bad_values(pendulum, change, path):
     assert config_error(pendulum).path == path
 
 
-def test_bad_state_arrays(pendulum):
+def test_bad_state_arrays(pendulum, sphere):
+    """Each refused by tether.run, and by tether.validate at the same path."""
+    def config_error(config):
+        with pytest.raises(tether.ConfigError) as caught:
+            tether.run(config, progress=False)
+        with pytest.raises(tether.ConfigError) as checked:
+            tether.validate(config)
+        assert checked.value.path == caught.value.path, str(checked.value)
+        return caught.value
+
     q = np.tile([0.0, 0.0, -1.0], (4, 1))
     p = np.zeros((4, 3))
     states = pendulum["ensemble"]["initial"] = {"states": {"q": q, "p": p}}
@@ -69,7 +78,12 @@ def test_bad_state_arrays(pendulum):
     e = config_error(pendulum)
     assert e.path == "ensemble.initial.states.q[1]" and "off the constraint manifold" in str(e)
     states["states"] = {"q": q, "p": p}
+    assert tether.validate(pendulum) == "run"
     assert tether.run(pendulum, progress=False).sizes["trajectory"] == 4
+    sphere["ensemble"] = {"initial": {"states": {"q": q, "p": p}}}  # arrays are for runs only
+    with pytest.raises(tether.ConfigError) as caught:
+        tether.validate(sphere)
+    assert caught.value.path == "ensemble.initial.states" and "tether.run" in str(caught.value)
 
 
 def test_bad_files(tmp_path, pendulum):

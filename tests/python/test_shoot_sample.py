@@ -1,6 +1,7 @@
 """tether.shoot against shots.csv and the closed-form Heisenberg distance;
 tether.sample against draws.nc, as ArviZ InferenceData or plain xarray."""
 import csv
+import datetime
 import json
 import math
 import sys
@@ -99,6 +100,14 @@ def test_sample_is_draws_nc(cli, double_pendulum_sample, tmp_path):
                                            "outcome"])):
         with xr.open_dataset(tmp_path / "out" / "draws.nc", group=group) as f:
             expected = f.load()
+        # Every attribute draws.nc gives the group, with the same value but for the time it was made.
+        assert set(expected.attrs) <= set(idata[group].attrs), group
+        for key, value in expected.attrs.items():
+            if key == "created_at":
+                made = [datetime.datetime.strptime(v, "%Y-%m-%dT%H:%M:%SZ") for v in (value, idata[group].attrs[key])]
+                assert abs((made[1] - made[0]).total_seconds()) < 600, (group, value, idata[group].attrs[key])
+            else:
+                assert idata[group].attrs[key] == value, (group, key)
         for name in names:
             np.testing.assert_array_equal(idata[group][name].values, expected[name].values, err_msg=name)
             assert idata[group][name].dims == expected[name].dims, name
