@@ -148,7 +148,12 @@ def box_grid(lo, hi, counts, quick):
     return np.array(np.meshgrid(*axes, indexing="ij")).reshape(len(axes), -1).T
 
 
-def martinet_hamiltonian(q, p, beta=0.5):
+def heisenberg_hamiltonian(q, p, np=np):
+    """H = 1/2 ((p_x - y p_z / 2)^2 + (p_y + x p_z / 2)^2): the frame of heisenberg.hpp."""
+    return 0.5 * ((p[0] - q[1] * p[2] / 2) ** 2 + (p[1] + q[0] * p[2] / 2) ** 2)
+
+
+def martinet_hamiltonian(q, p, np=np, beta=0.5):
     """LJM12 eq. (42), as include/tether/systems/martinet.hpp writes it."""
     return 0.5 * ((p[0] + p[2] * q[1] ** 2 / 2) ** 2 + (p[1] / (1 + beta * q[0])) ** 2)
 
@@ -165,22 +170,26 @@ def parking_hamiltonian(q, p, np=np):
 
 
 # Each problem: tether's system, the targets (q0 = 0, T = 1), the random guesses' scale,
-# H at q0 for a covector (the length is sqrt(2 H) T), the JAX Hamiltonian, and the
-# closed-form distance where there is one (else the reference is tether at many steps).
+# its Hamiltonian H(q, p, np) (the length is sqrt(2 H(q0, p0)) T; JAX integrates its
+# (H_p, -H_q) with np = jax.numpy), and the closed-form distance where there is one
+# (else the reference is tether at many steps).
 PROBLEMS = {
     "heisenberg": {"system": {"name": "heisenberg"}, "dof": 3, "guess_scale": 2.0,
-                   "targets": lambda quick: heisenberg_targets(quick), "exact": lambda q: heisenberg_distance(q),
-                   "energy": lambda p: (p[0] ** 2 + p[1] ** 2) / 2},
+                   "targets": heisenberg_targets, "exact": heisenberg_distance,
+                   "hamiltonian": heisenberg_hamiltonian},
     "martinet": {"system": {"name": "martinet", "parameters": {"beta": 0.5}}, "dof": 3, "guess_scale": 2.0,
                  "targets": lambda quick: box_grid([-1, -1, -0.3], [1, 1, 0.3], [8, 8, 7], quick), "exact": None,
-                 "energy": lambda p: martinet_hamiltonian(np.zeros(3), p),
-                 "jax_hamiltonian": lambda q, p: martinet_hamiltonian(q, p)},
+                 "hamiltonian": martinet_hamiltonian},
     "parallel_parking": {"system": {"name": "parallel_parking"}, "dof": 4, "guess_scale": 1.0,
                          "targets": lambda quick: box_grid([-1, -1, -0.5, -0.5], [1, 1, 0.5, 0.5], [6, 6, 3, 3], quick),
-                         "exact": None, "energy": lambda p: parking_hamiltonian(np.zeros(4), p),
-                         "jax_hamiltonian": None},  # set in run_jax (needs jax.numpy)
+                         "exact": None, "hamiltonian": parking_hamiltonian},
 }
 PROBLEM = PROBLEMS["heisenberg"]
+
+
+def length(p0):
+    """The length of the geodesic from q0 = 0 with covector p0: sqrt(2 H) T (H is conserved)."""
+    return math.sqrt(2 * PROBLEM["hamiltonian"](np.zeros(PROBLEM["dof"]), np.asarray(p0))) * T_END
 
 
 def length_errors(tq, lengths, reference):
@@ -276,8 +285,7 @@ def scipy_shot(p0, target):
     sol = root(fun, p0, jac=True, method="hybr", options={"xtol": 1e-13, "maxfev": 200})
     q, _ = scipy_endpoint(sol.x)
     ok = np.linalg.norm(q - target) <= TOLERANCE
-    px, py, pz = sol.x
-    return ok, sol.x, math.sqrt(px * px + py * py) * T_END  # H = (px^2 + py^2) / 2 at q0 = 0
+    return ok, sol.x, length(sol.x)
 
 
 def scipy_target(args):
@@ -339,7 +347,9 @@ def run_jax(tq, reference, steps, iterations, processes):
             u, v = px - yy * pz / 2, py + x * pz / 2
             return jnp.array([u, v, -yy * u / 2 + x * v / 2, -v * pz / 2, u * pz / 2, 0.0])
     else:
-        hamiltonian = PROBLEM["jax_hamiltonian"] or (lambda q, p: parking_hamiltonian(q, p, np=jnp))
+        def hamiltonian(q, p):
+            return PROBLEM["hamiltonian"](q, p, np=jnp)
+
         grad_q, grad_p = jax.grad(hamiltonian, 0), jax.grad(hamiltonian, 1)
 
         def field(_, y, __):  # (H_p, -H_q) by automatic differentiation
@@ -393,7 +403,7 @@ def run_jax(tq, reference, steps, iterations, processes):
         kept = [None] * len(tq)  # (length, p0)
         for k in range(len(guess)):
             if np.isfinite(r[k]) and r[k] <= TOLERANCE:
-                L = math.sqrt(2 * PROBLEM["energy"](p[k])) * T_END
+                L = length(p[k])
                 i = k // per
                 if kept[i] is None or L < kept[i][0]:
                     kept[i] = (L, p[k])
@@ -411,7 +421,7 @@ def run_jax(tq, reference, steps, iterations, processes):
                 ok &= np.isfinite(rc) & (rc <= TOLERANCE)
             for c, i in enumerate(todo):
                 if ok[c]:
-                    kept[i] = (math.sqrt(2 * PROBLEM["energy"](pc[c])) * T_END, pc[c])
+                    kept[i] = (length(pc[c]), pc[c])
         return time.perf_counter() - t0, kept, r
 
     first, _, _ = once()
