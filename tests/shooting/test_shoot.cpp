@@ -806,16 +806,14 @@ struct StepCount {
 };
 StepCount step_count;
 
+// The method's own flow, counting its steps with and without the tangent.
 template <class M>
-struct CountingFlow {
-  static constexpr int order = M::order;
-  template <class S>
-  using Carry = typename M::template Carry<S>;
+struct CountingFlow : MethodFlow<M> {
   template <class S, int C>
   static Status step(const S& sys, PhaseState<S>& s, Real h, const NewtonOptions& opt, int& iterations,
-                     Tangent<S, C>* tangent, Carry<S>* carry = nullptr) {
+                     Tangent<S, C>* tangent, typename MethodFlow<M>::template Carry<S>* carry = nullptr) {
     ++(tangent ? step_count.with_tangent : step_count.without);
-    return M::step(sys, s, h, opt, iterations, tangent, carry);
+    return MethodFlow<M>::step(sys, s, h, opt, iterations, tangent, carry);
   }
 };
 
