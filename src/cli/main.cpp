@@ -7,8 +7,10 @@
 #include <csignal>
 #include <cstdio>
 #include <filesystem>
+#include <functional>
 #include <iostream>
 #include <sstream>
+#include <tuple>
 #include <unistd.h>
 #ifdef _OPENMP
 #include <omp.h>
@@ -90,21 +92,84 @@ extern "C" void request_stop(int sig) {
   std::signal(sig, SIG_DFL);
 }
 
-// --shard k/K: the k-th of K slices (0 <= k < K), each at least one granule of trajectories.
-void set_shard(tether::RunConfig& cfg, const std::string& shard, bool from_mpi) {
+// --shard k/K: the k-th of K slices (0 <= k < K), each at least one
+// granule of trajectories (a run) or chains (a sample, granule 1).
+void set_shard(tether::RunConfig& cfg, const std::string& shard, bool from_mpi, std::int64_t granule,
+               const char* unit) {
   if (shard.empty()) return;
   long k = -1, count = -1;
   char rest = 0;
   if (std::sscanf(shard.c_str(), "%ld/%ld%c", &k, &count, &rest) != 2 || count < 1 || k < 0 || k >= count)
     throw tether::ConfigError("--shard", "must be k/K with 0 <= k < K, got \"" + shard.substr(0, 40) + "\"");
-  const std::int64_t granules = (cfg.size + tether::shard_granule - 1) / tether::shard_granule;
+  const std::int64_t granules = (cfg.size + granule - 1) / granule;
   if (count > granules && !from_mpi)  // (mpirun's extra ranks get empty slices)
-    throw tether::ConfigError("--shard", std::to_string(cfg.size) + " trajectories make at most " +
-                                             std::to_string(granules) + " shards (slices of " +
-                                             std::to_string(tether::shard_granule) + "), not " + std::to_string(count));
+    throw tether::ConfigError("--shard", std::to_string(cfg.size) + " " + unit + " make at most " +
+                                             std::to_string(granules) + " shards" +
+                                             (granule > 1 ? " (slices of " + std::to_string(granule) + ")" : "") +
+                                             ", not " + std::to_string(count));
   cfg.shard_index = int(k);
   cfg.shard_count = int(count);
 }
+
+// What a checkpoint (and a shard) must match to be resumed (or merged): the
+// command, its config, and what the command line changed (the backend and
+// batches change the bits), and the build.
+nlohmann::json identity_of(const char* command, const std::string& config_path, const tether::RunConfig& cfg) {
+  return {{"format", "tether checkpoint 1"},
+          {"command", command},
+          {"config", nlohmann::json::parse(tether::canonical_config_file(config_path))},
+          {"backend", cfg.backend},
+          {"batch_size", cfg.batch_size},
+          {"shard", cfg.shard_index},
+          {"shards", cfg.shard_count},
+          {"build", tether::build_fingerprint()}};
+}
+
+// The checkpoint in `folder`, refused unless it matches `identity` (naming
+// what differs): its state bytes, and the byte counts of the files it goes on from.
+std::pair<std::string, nlohmann::json> matching_checkpoint(const tether::OutputFolder& folder,
+                                                           const nlohmann::json& identity) {
+  tether::OutputFolder::Checkpoint ck = folder.read_checkpoint();
+  const std::string where = folder.dir().string();
+  for (const char* key : {"command", "config", "backend", "batch_size", "shard", "shards", "build"}) {
+    if (ck.header[key] == identity[key]) continue;
+    const std::string k = key;
+    if (k == "command")
+      throw tether::ConfigError("--resume", "the checkpoint in " + where + " was written by `tether " +
+                                                ck.header.value("command", std::string("run")) + "`, not `tether " +
+                                                identity[key].get<std::string>() + "`");
+    if (k == "build")
+      throw std::runtime_error("cannot resume: the checkpoint in " + where + " was written by another build of tether (" +
+                               ck.header[key].dump() + "), whose results differ in the last bits");
+    const nlohmann::json diff = nlohmann::json::diff(ck.header[key], identity[key]);
+    const std::string option = k == "backend" ? "--backend" : k == "batch_size" ? "--batch-size" : "--shard";
+    throw tether::ConfigError(k == "config" && !diff.empty() ? config_path_of(diff[0].value("path", std::string()))
+                                                             : option,
+                              "differs from what wrote the checkpoint in " + where +
+                                  ": resume with the same config and options, or run afresh without --resume");
+  }
+  return {std::move(ck.state), ck.header.value("files", nlohmann::json::object())};
+}
+
+// Signals during a run or sample: SIGINT and SIGTERM ask it to stop at its
+// next boundary and leave a checkpoint; a second one ends the process.
+struct StopOnSignals {
+  StopOnSignals() {
+    std::signal(SIGINT, request_stop);
+    std::signal(SIGTERM, request_stop);
+  }
+  ~StopOnSignals() {
+    std::signal(SIGINT, SIG_DFL);
+    std::signal(SIGTERM, SIG_DFL);
+  }
+  // The exit status after a stop, with what to type to go on.
+  static int stopped(const char* command, const std::string& config_path, const std::string& out) {
+    const int sig = stop_signal;
+    std::fprintf(stderr, "\nstopped by %s: checkpoint written; go on with `tether %s %s --out %s --resume` (and the same options)\n",
+                 sig == SIGINT ? "SIGINT" : "SIGTERM", command, config_path.c_str(), out.c_str());
+    return 128 + sig;
+  }
+};
 
 int do_run(const std::string& config_path, const std::string& out, const std::string& backend, long threads,
            long batch_size, bool quiet, bool resume, const std::string& shard, bool from_mpi = false) {
@@ -115,7 +180,7 @@ int do_run(const std::string& config_path, const std::string& out, const std::st
     cfg.batch_size = batch_size;
     tether::check_run_memory(cfg, false, "--batch-size");
   }
-  set_shard(cfg, shard, from_mpi);
+  set_shard(cfg, shard, from_mpi, tether::shard_granule, "trajectories");
 #ifdef _OPENMP
   if (threads > 0) omp_set_num_threads(int(threads));
 #endif
@@ -123,40 +188,13 @@ int do_run(const std::string& config_path, const std::string& out, const std::st
   cfg.backend = tether::resolve_backend(cfg.backend, cfg.size);
   if (!resume) tether::check_room_for_run(cfg, out);
 
-  // What a checkpoint must match to be resumed: the config, and what the
-  // command line changed (the backend and batches change the bits).
-  const nlohmann::json identity = {{"format", "tether checkpoint 1"},
-                                   {"config", nlohmann::json::parse(tether::canonical_config_file(config_path))},
-                                   {"backend", cfg.backend},
-                                   {"batch_size", cfg.batch_size},
-                                   {"shard", cfg.shard_index},
-                                   {"shards", cfg.shard_count},
-                                   {"build", tether::build_fingerprint()}};
+  const nlohmann::json identity = identity_of("run", config_path, cfg);
   if (resume && !std::filesystem::exists(std::filesystem::path(out) / "checkpoint.tether"))
     throw std::runtime_error("cannot resume: " + out + " holds no checkpoint (checkpoint.tether)");
   tether::OutputFolder folder(out, resume ? tether::OutputFolder::Start::resume : tether::OutputFolder::Start::fresh_run);
   std::string resume_state;
   nlohmann::json file_sizes;
-  if (resume) {
-    tether::OutputFolder::Checkpoint ck = folder.read_checkpoint();
-    for (const char* key : {"config", "backend", "batch_size", "shard", "shards", "build"})
-      if (ck.header[key] != identity[key]) {
-        if (std::string(key) == "build")
-          throw std::runtime_error("cannot resume: the checkpoint in " + folder.dir().string() + " was written by another "
-                                   "build of tether (" + ck.header[key].dump() + "), whose results differ in the last bits");
-        const nlohmann::json diff = nlohmann::json::diff(ck.header[key], identity[key]);
-        const std::string option = std::string(key) == "backend"      ? "--backend"
-                                   : std::string(key) == "batch_size" ? "--batch-size"
-                                                                      : "--shard";
-        const std::string where = std::string(key) == "config" && !diff.empty()
-                                      ? config_path_of(diff[0].value("path", std::string()))
-                                      : option;
-        throw tether::ConfigError(where, "differs from what wrote the checkpoint in " + folder.dir().string() +
-                                             ": resume with the same config and options, or run afresh without --resume");
-      }
-    resume_state = std::move(ck.state);
-    file_sizes = ck.header.value("files", nlohmann::json::object());
-  }
+  if (resume) std::tie(resume_state, file_sizes) = matching_checkpoint(folder, identity);
   tether::RunFiles files(folder, cfg, resume ? &file_sizes : nullptr);
   tether::RunOptions opt;
   opt.final_states = &files;
@@ -170,17 +208,12 @@ int do_run(const std::string& config_path, const std::string& out, const std::st
   opt.checkpoint_every = cfg.checkpoint_every;
   opt.resume = resume ? &resume_state : nullptr;
   opt.stop = &stop_signal;
-  std::signal(SIGINT, request_stop);
-  std::signal(SIGTERM, request_stop);
-  const tether::RunResult r = tether::run(cfg, opt);
-  if (r.stopped) {
-    const int sig = stop_signal;
-    std::fprintf(stderr, "\nstopped by %s: checkpoint written; go on with `tether run %s --out %s --resume` (and the same options)\n",
-                 sig == SIGINT ? "SIGINT" : "SIGTERM", config_path.c_str(), out.c_str());
-    return 128 + sig;
+  tether::RunResult r;
+  {
+    StopOnSignals signals;
+    r = tether::run(cfg, opt);
+    if (r.stopped) return StopOnSignals::stopped("run", config_path, out);
   }
-  std::signal(SIGINT, SIG_DFL);
-  std::signal(SIGTERM, SIG_DFL);
   if (cfg.shard_count > 1) {
     const auto [lo, hi] = tether::shard_ids(cfg);
     nlohmann::json header = identity;
@@ -260,31 +293,58 @@ int do_shoot(const std::string& config_path, const std::string& out, const std::
 }
 
 int do_sample(const std::string& config_path, const std::string& out, const std::string& backend, long threads,
-              bool quiet) {
+              bool quiet, bool resume, const std::string& shard, bool from_mpi = false) {
   refuse_other_commands_config(config_path, "sample");
   tether::SampleConfig cfg = tether::load_sample_config_file(config_path);
   if (!backend.empty()) cfg.run.backend = backend;
+  set_shard(cfg.run, shard, from_mpi, 1, "chains");
 #ifdef _OPENMP
   if (threads > 0) omp_set_num_threads(int(threads));
 #endif
   cfg.run.backend = tether::resolve_backend(cfg.run.backend, cfg.sample.chains);
   tether::check_sample_config(cfg);
-  tether::check_room_for_sample(cfg, out);
-  tether::OutputFolder folder(out);
+  if (!resume) tether::check_room_for_sample(cfg, out);
+
+  const nlohmann::json identity = identity_of("sample", config_path, cfg.run);
+  if (resume && !std::filesystem::exists(std::filesystem::path(out) / "checkpoint.tether"))
+    throw std::runtime_error("cannot resume: " + out + " holds no checkpoint (checkpoint.tether)");
+  tether::OutputFolder folder(out, resume ? tether::OutputFolder::Start::resume : tether::OutputFolder::Start::fresh_run);
+  std::string resume_state;
+  nlohmann::json file_sizes;
+  if (resume) std::tie(resume_state, file_sizes) = matching_checkpoint(folder, identity);
+  tether::SampleFiles files(folder, cfg, resume ? &file_sizes : nullptr);
+  tether::SampleOptions opt;
+  opt.draws = &files;
+  Progress progress(quiet, "chain-iterations");
+  opt.progress = [&](double d, double t) { progress(d, t); };
+  opt.checkpoint = [&](const std::string& state) {
+    nlohmann::json header = identity;
+    header["files"] = files.checkpoint_sizes();
+    folder.write_checkpoint(header, state);
+  };
+  opt.checkpoint_every = cfg.run.checkpoint_every;
+  opt.resume = resume ? &resume_state : nullptr;
+  opt.stop = &stop_signal;
   tether::SampleResult r;
   {
-    tether::NetcdfDraws draws(folder.partial("draws.nc"), cfg, tether::system_dof(cfg.run));
-    tether::SampleOptions opt;
-    opt.draws = &draws;
-    Progress progress(quiet, "chain-iterations");
-    opt.progress = [&](double d, double t) { progress(d, t); };
-    r = tether::sample(cfg, opt);  // on failure the folder removes draws.nc.partial
-    draws.close();
+    StopOnSignals signals;
+    r = tether::sample(cfg, opt);
+    if (r.stopped) return StopOnSignals::stopped("sample", config_path, out);
   }
-  const tether::DrawsDiagnostics diagnostics = tether::diagnose_draws_file(folder.partial("draws.nc"));
-  tether::write_sample_summary(folder.partial("summary.json"), cfg, r, diagnostics);
-  folder.commit("draws.nc");
-  folder.commit("summary.json");
+  if (cfg.run.shard_count > 1) {
+    const auto [lo, hi] = tether::shard_ids(cfg.run, 1);
+    nlohmann::json header = identity;
+    header["format"] = "tether shard 1";
+    header["ids"] = {lo, hi};
+    header["wall_seconds"] = r.wall_seconds;
+    files.finish_shard(r, header);
+    if (!quiet)
+      std::printf("%s shard %d of %d: chains %lld to %lld in %.3g s\n  wrote %s (join all %d with `tether merge`)\n",
+                  r.system.c_str(), cfg.run.shard_index, cfg.run.shard_count, (long long)lo, (long long)hi - 1,
+                  r.wall_seconds, folder.dir().string().c_str(), cfg.run.shard_count);
+    return 0;
+  }
+  const tether::DrawsDiagnostics diagnostics = files.finish(r);
   if (!quiet) {
     const double proposals = double(r.chains) * double(r.draws);
     std::printf("%s / %s on %s: %lld chains x %lld draws (warm-up %lld, thin %lld) in %.3g s (%.3g chain-iterations/s)\n"
@@ -315,15 +375,15 @@ int do_merge(const std::vector<std::string>& shards, const std::string& out, boo
   return 0;
 }
 
-// `mpirun -np K tether run CONFIG --out DIR`: rank k runs shard k/K into
-// DIR/.shards/k (on GPU k mod devices), and once every rank has finished, rank
-// 0 merges them into DIR, as `tether merge` does, and removes DIR/.shards.
-// A bad config is reported once, by rank 0; a rank's runtime error by that
-// rank. Stopped ranks leave their checkpoints: the same mpirun with --resume
-// goes on (finished shards are kept as they are).
-int do_mpi_run(const tether::cli::MpiWorld& world, const std::string& config_path, const std::string& out,
-               const std::string& backend, long threads, long batch_size, bool quiet, bool resume,
-               const std::string& shard) {
+// `mpirun -np K tether run|sample CONFIG --out DIR`: rank k runs shard k/K
+// into DIR/.shards/k (on GPU k mod devices), and once every rank has
+// finished, rank 0 merges them into DIR, as `tether merge` does, and removes
+// DIR/.shards. A bad config is reported once, by rank 0; a rank's runtime
+// error by that rank. Stopped ranks leave their checkpoints: the same mpirun
+// with --resume goes on (finished shards are kept as they are). `one_shard`
+// runs this rank's shard (do_run or do_sample) into a folder.
+int do_mpi(const tether::cli::MpiWorld& world, const std::string& out, bool quiet, bool resume,
+           const std::string& shard, const std::function<int(const std::string& dir, const std::string& shard)>& one_shard) {
   namespace fs = std::filesystem;
   const fs::path shards = fs::path(out) / ".shards", mine = shards / std::to_string(world.rank);
   int code = 0;
@@ -332,9 +392,7 @@ int do_mpi_run(const tether::cli::MpiWorld& world, const std::string& config_pat
     if (!shard.empty()) throw tether::ConfigError("--shard", "is given by mpirun's rank: give mpirun -np K or --shard, not both");
     tether::use_cuda_device_of_rank(world.rank);
     const bool finished = fs::exists(mine / "shard.tether") && !fs::exists(mine / "checkpoint.tether");
-    if (!(resume && finished))
-      code = do_run(config_path, mine.string(), backend, threads, batch_size, true, resume,
-                    std::to_string(world.rank) + "/" + std::to_string(world.size), true);
+    if (!(resume && finished)) code = one_shard(mine.string(), std::to_string(world.rank) + "/" + std::to_string(world.size));
   } catch (const tether::ConfigError& e) {
     code = exit_bad_input;
     error = e.what();
@@ -525,15 +583,17 @@ int run_command(int argc, char** argv, const tether::cli::MpiWorld& world) {
   shoot->add_option("--threads", sthreads, "cpu threads (default: all cores)")->check(CLI::Range(1L, 1024L));
   shoot->add_flag("--quiet", squiet, "no progress or report on the terminal");
 
-  std::string mconfig, mout, mbackend;
+  std::string mconfig, mout, mbackend, mshard;
   long mthreads = 0;
-  bool mquiet = false;
+  bool mquiet = false, mresume = false;
   auto* sample = app.add_subcommand("sample", "constrained Hamiltonian Monte Carlo: many chains on N = {g(q) = 0}");
   sample->add_option("config", mconfig, "sampling config (JSON)")->required();
   sample->add_option("--out", mout, "output folder")->required();
   sample->add_option("--backend", mbackend, "auto, cpu, reference or cuda (overrides the config)");
   sample->add_option("--threads", mthreads, "cpu threads (default: all cores)")->check(CLI::Range(1L, 1024L));
   sample->add_flag("--quiet", mquiet, "no progress or report on the terminal");
+  sample->add_flag("--resume", mresume, "go on from the checkpoint in --out (same config and options)");
+  sample->add_option("--shard", mshard, "k/K: run only the k-th of K slices of the chains (join them with merge)");
 
   std::string vconfig;
   auto* validate = app.add_subcommand("validate", "check a config and say what is wrong and where");
@@ -551,18 +611,23 @@ int run_command(int argc, char** argv, const tether::cli::MpiWorld& world) {
   }
 
   try {
-    if (*run && world.size > 1) return do_mpi_run(world, config, out, backend, threads, batch, quiet, resume, shard);
+    if (*run && world.size > 1)
+      return do_mpi(world, out, quiet, resume, shard, [&](const std::string& dir, const std::string& slice) {
+        return do_run(config, dir, backend, threads, batch, true, resume, slice, true);
+      });
     if (*run) return do_run(config, out, backend, threads, batch, quiet, resume, shard);
-    if (world.size > 1 && (*shoot || *sample)) {  // not sharded yet: refused rather than run K times or on one rank
-      if (world.rank == 0)
-        std::fprintf(stderr, "error: tether %s does not run under mpirun yet (run it as one process)\n",
-                     *shoot ? "shoot" : "sample");
+    if (*sample && world.size > 1)
+      return do_mpi(world, mout, mquiet, mresume, mshard, [&](const std::string& dir, const std::string& slice) {
+        return do_sample(mconfig, dir, mbackend, mthreads, true, mresume, slice, true);
+      });
+    if (*sample) return do_sample(mconfig, mout, mbackend, mthreads, mquiet, mresume, mshard);
+    if (world.size > 1 && *shoot) {  // not sharded yet: refused rather than run K times or on one rank
+      if (world.rank == 0) std::fprintf(stderr, "error: tether shoot does not run under mpirun yet (run it as one process)\n");
       return exit_bad_input;
     }
     if (world.size > 1 && world.rank > 0) return 0;  // validate, list and merge run once, on rank 0
     if (*merge) return do_merge(merge_shards, merge_out, merge_quiet);
     if (*shoot) return do_shoot(sconfig, sout, sbackend, sthreads, squiet);
-    if (*sample) return do_sample(mconfig, mout, mbackend, mthreads, mquiet);
     if (*validate) return do_validate(vconfig);
     if (*list) do_list(list_json);
     return 0;

@@ -345,10 +345,10 @@ int system_dof(const RunConfig& c) { return system_infos()[std::size_t(c.system)
 
 std::int64_t timeseries_rows(const RunConfig& c) { return (c.steps + c.output_every - 1) / c.output_every + 1; }
 
-std::pair<std::int64_t, std::int64_t> shard_ids(const RunConfig& c) {
+std::pair<std::int64_t, std::int64_t> shard_ids(const RunConfig& c, std::int64_t granule) {
   if (c.shard_count <= 1) return {0, c.size};
-  const std::int64_t granules = (c.size + shard_granule - 1) / shard_granule;
-  const auto cut = [&](std::int64_t k) { return std::min(c.size, granules * k / c.shard_count * shard_granule); };
+  const std::int64_t granules = (c.size + granule - 1) / granule;
+  const auto cut = [&](std::int64_t k) { return std::min(c.size, granules * k / c.shard_count * granule); };
   return {cut(c.shard_index), cut(c.shard_index + 1)};
 }
 
@@ -598,7 +598,7 @@ SampleConfig parse_sample_config(const std::string& text, const std::string& sou
   if (top.has("ensemble") && !top.has("sample"))
     throw ConfigError("sample", "is missing: this is a run config, for `tether run` (a sampling config has \"sample\" "
                                 "where a run config has \"ensemble\")");
-  top.only({"system", "method", "sample", "backend", "precision"});
+  top.only({"system", "method", "sample", "output", "backend", "precision"});
   SampleConfig cfg;
   RunConfig& c = cfg.run;
   SampleSpec& s = cfg.sample;
@@ -674,6 +674,13 @@ SampleConfig parse_sample_config(const std::string& text, const std::string& sou
     throw ConfigError(sm.at("initial.states"), "lists " + std::to_string(c.initial.states.size()) +
                                                    " states for " + std::to_string(s.chains) + " chains");
   c.size = s.chains;
+  const Node out = top.object_or_empty("output");
+  out.only({"checkpoint"});  // draws.nc is the output; a checkpoint every N iterations of a batch
+  if (out.has("checkpoint")) {
+    const Node ck = out.object("checkpoint");
+    ck.only({"every"});
+    c.checkpoint_every = ck.integer("every", 1, INT64_MAX);
+  }
 
   static const std::string dbl = "double";
   if (top.has("backend")) c.backend = top.string("backend", backend_names());

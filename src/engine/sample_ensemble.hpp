@@ -11,6 +11,7 @@
 
 #include "backends/chain_runner.hpp"
 #include "backends/reference/reference_backend.hpp"
+#include "engine/checkpoint_blob.hpp"
 #include "engine/initial_state.hpp"
 #include "tether/engine/sample.hpp"
 #ifdef TETHER_HAVE_CUDA
@@ -40,6 +41,42 @@ inline std::int64_t draws_before(const SampleSpec& s, std::int64_t k) {
   return k <= s.warmup ? 0 : (k - s.warmup + s.thin - 1) / s.thin;
 }
 
+// What a sample is between two windows, for a checkpoint: the batch's
+// first chain and the iterations it has done, its chains' states and step
+// sizes (their random streams are counters: nothing else to keep), and the
+// counts and sums of everything so far.
+struct SampleProgress {
+  std::int64_t first = 0, done = 0;
+  double work_done = 0;
+  SampleResult tally;
+
+  void save(BlobWriter& w, const HostChains& h) const {
+    w.put(first), w.put(done), w.put(work_done);
+    w.put(tally.outcomes), w.put(tally.acceptance), w.put(tally.step_size_min), w.put(tally.step_size_max);
+    w.put(tally.sampling_seconds), w.put(tally.chain_iterations);
+    w.put(h.count), w.put(h.q), w.put(h.p), w.put(h.step_size), w.put(h.log_h_bar), w.put(h.h_bar);
+  }
+  // Restores what save wrote; false when it does not fit a sample of chains
+  // [lo, hi) in batches of `batch` from lo, `iterations` each, `dof` coordinates.
+  bool load(BlobReader& b, std::unique_ptr<HostChains>& h, std::int64_t lo, std::int64_t hi, std::int64_t batch,
+            std::int64_t iterations, int dof, std::int64_t draws) {
+    std::int64_t count = 0;
+    b.get(first), b.get(done), b.get(work_done);
+    b.get(tally.outcomes), b.get(tally.acceptance), b.get(tally.step_size_min), b.get(tally.step_size_max);
+    b.get(tally.sampling_seconds), b.get(tally.chain_iterations);
+    b.get(count);
+    if (!(first >= lo && first < hi && (first - lo) % batch == 0 && count == std::min(batch, hi - first) &&
+          done >= 0 && done <= iterations))
+      return false;
+    h = std::make_unique<HostChains>(count, first, dof, draws);
+    const std::size_t n = std::size_t(count) * std::size_t(dof);
+    b.get(h->q), b.get(h->p), b.get(h->step_size), b.get(h->log_h_bar), b.get(h->h_bar);
+    b.expect_end();
+    return h->q.size() == n && h->p.size() == n && h->step_size.size() == std::size_t(count) &&
+           h->log_h_bar.size() == std::size_t(count) && h->h_bar.size() == std::size_t(count);
+  }
+};
+
 template <class S, class M>
 SampleResult sample_ensemble(const S& sys, const M& method, const SampleConfig& c, const std::string& backend,
                              const SampleOptions& opt) {
@@ -58,48 +95,63 @@ SampleResult sample_ensemble(const S& sys, const M& method, const SampleConfig& 
   ctl.seed = c.run.seed;
   auto runner = make_chain_runner<S, M>(backend, sys, method, ctl);
 
-  SampleResult r;
-  r.chains = spec.chains;
-  r.draws = spec.draws;
-  r.warmup = spec.warmup;
-  r.thin = spec.thin;
-  r.step_size_min = INFINITY;
-  r.step_size_max = 0;
-  Real acceptance_sum = 0;
+  // The chains of the whole sample, or of this shard: any slice, since a
+  // chain's draws depend on its id alone and the tallies add up exactly.
+  const auto [lo, hi] = shard_ids(c.run, 1);
+  SampleProgress at;
+  SampleResult& tally = at.tally;
   const std::int64_t total = spec.iterations();
-  const double total_work = double(spec.chains) * double(total);
-  double done_work = 0, sampling = 0;
+  const double total_work = double(hi - lo) * double(total);
   const int dof = S::dof;
   const double bytes_per_draw = double(dof + 4) * sizeof(Real) + sizeof(std::int32_t) + 1;
-  const std::int64_t batch = std::min(c.run.batch_size, spec.chains);
+  const std::int64_t batch = std::max<std::int64_t>(1, std::min(c.run.batch_size, hi - lo));
+  // Draw storage: at most max_window_bytes for a full batch.
+  const std::int64_t draws_cap =
+      std::max<std::int64_t>(1, std::int64_t(max_window_bytes / (bytes_per_draw * double(batch))));
+  const std::int64_t stored_per_window = std::min(spec.draws, draws_cap);
 
-  for (std::int64_t first = 0; first < spec.chains; first += batch) {
-    const std::int64_t count = std::min(batch, spec.chains - first);
+  std::unique_ptr<HostChains> resumed;
+  if (opt.resume != nullptr) {
+    BlobReader b(*opt.resume);
+    if (!at.load(b, resumed, lo, hi, batch, total, dof, stored_per_window))
+      throw std::runtime_error("the checkpoint does not fit this sample (its chains, batches or iterations differ)");
+  }
+  const auto checkpoint = [&](const HostChains& h) {
+    BlobWriter w;
+    at.save(w, h);
+    opt.checkpoint(w.bytes());
+  };
+
+  for (at.first = resumed ? at.first : lo; at.first < hi; at.first += batch) {
+    const std::int64_t first = at.first, count = std::min(batch, hi - first);
+    std::unique_ptr<HostChains> fresh = std::move(resumed);
+    if (!fresh) {
+      fresh = std::make_unique<HostChains>(count, first, dof, stored_per_window);
+      HostChains& h = *fresh;
+      // Start: each chain's state on T*N, as the run's initial spec gives it.
+      for (std::int64_t i = 0; i < count; ++i) {
+        PhaseState<S> s;
+        Real moved = 0;
+        if (initial_state<S>(sys, c.run, first + i, s, moved) != Status::ok)
+          throw ConfigError("sample.initial", "chain " + std::to_string(first + i) +
+                                                  " cannot start: its initial state could not be put on the "
+                                                  "constraint manifold");
+        for (int k = 0; k < dof; ++k) {
+          h.q[std::size_t(k * count + i)] = s.q[k];
+          h.p[std::size_t(k * count + i)] = s.p[k];
+        }
+        h.step_size[std::size_t(i)] = c.run.dt;
+        h.log_h_bar[std::size_t(i)] = 0;
+        h.h_bar[std::size_t(i)] = 0;
+      }
+      at.done = 0;
+    }
+    HostChains& h = *fresh;
     // Iterations per window: about a second's work, and draw storage within max_window_bytes.
     const double steps_per_iteration = 2.0 * double(ctl.steps) * (1 + ctl.steps_jitter);
     std::int64_t window = std::max<std::int64_t>(
         1, std::int64_t(runner->work_per_call() / (double(count) * steps_per_iteration)));
-    const std::int64_t draws_cap =
-        std::max<std::int64_t>(1, std::int64_t(max_window_bytes / (bytes_per_draw * double(count))));
-    window = std::min(window, draws_cap * spec.thin);
-    HostChains h(count, first, dof, std::min(spec.draws, draws_cap));
-
-    // Start: each chain's state on T*N, as the run's initial spec gives it.
-    for (std::int64_t i = 0; i < count; ++i) {
-      PhaseState<S> s;
-      Real moved = 0;
-      if (initial_state<S>(sys, c.run, first + i, s, moved) != Status::ok)
-        throw ConfigError("sample.initial", "chain " + std::to_string(first + i) +
-                                                " cannot start: its initial state could not be put on the "
-                                                "constraint manifold");
-      for (int k = 0; k < dof; ++k) {
-        h.q[std::size_t(k * count + i)] = s.q[k];
-        h.p[std::size_t(k * count + i)] = s.p[k];
-      }
-      h.step_size[std::size_t(i)] = c.run.dt;
-      h.log_h_bar[std::size_t(i)] = 0;
-      h.h_bar[std::size_t(i)] = 0;
-    }
+    window = std::min(window, stored_per_window * spec.thin);
 
     SamplePlan plan;
     plan.warmup = spec.warmup;
@@ -107,9 +159,11 @@ SampleResult sample_ensemble(const S& sys, const M& method, const SampleConfig& 
     plan.mu = std::log(10 * c.run.dt);
     plan.target_acceptance = spec.target_acceptance;
     // The first window is the backend's guess at a second's work, each next
-    // one sized by the rate the last one measured: progress, and a caller's
-    // interruption, come about once a second. Windows change no draw.
-    for (std::int64_t k = 0; k < total;) {
+    // one sized by the rate the last one measured: progress, checkpoints and
+    // a caller's interruption come about once a second. Windows change no draw.
+    std::int64_t last_checkpoint = at.done;
+    while (at.done < total) {
+      const std::int64_t k = at.done;
       plan.first = k;
       plan.iterations = std::min(window, total - k);
       plan.first_draw = draws_before(spec, k);
@@ -117,44 +171,58 @@ SampleResult sample_ensemble(const S& sys, const M& method, const SampleConfig& 
       const auto t = clock::now();
       runner->run(h, plan);
       const double seconds = std::chrono::duration<double>(clock::now() - t).count();
-      sampling += seconds;
+      tally.sampling_seconds += seconds;
       window = std::clamp<std::int64_t>(
           seconds > 1e-3 ? std::int64_t(double(plan.iterations) / seconds) : 10 * plan.iterations, 1,
-          draws_cap * spec.thin);
-      k += plan.iterations;
-      done_work += double(count) * double(plan.iterations);
-      if (opt.progress) opt.progress(done_work, total_work);
-      if (h.draws == 0) continue;
-      for (std::int64_t j = 0; j < h.draws * count; ++j) {
-        ++r.outcomes[std::size_t(h.draw_outcome[std::size_t(j)])];
-        acceptance_sum += h.draw_acceptance[std::size_t(j)];
+          stored_per_window * spec.thin);
+      at.done += plan.iterations;
+      at.work_done += double(count) * double(plan.iterations);
+      if (opt.progress) opt.progress(at.work_done, total_work);
+      if (h.draws > 0) {
+        for (std::int64_t j = 0; j < h.draws * count; ++j) {
+          ++tally.outcomes[std::size_t(h.draw_outcome[std::size_t(j)])];
+          tally.acceptance.add(h.draw_acceptance[std::size_t(j)]);
+        }
+        if (opt.draws) {
+          DrawBlock b;
+          b.first_chain = first;
+          b.chains = count;
+          b.first_draw = plan.first_draw;
+          b.draws = h.draws;
+          b.dof = dof;
+          b.q = h.draw_q.data();
+          b.potential = h.draw_potential.data();
+          b.acceptance = h.draw_acceptance.data();
+          b.energy = h.draw_energy.data();
+          b.step_size = h.draw_step_size.data();
+          b.steps = h.draw_steps.data();
+          b.outcome = h.draw_outcome.data();
+          opt.draws->write(b);
+        }
       }
-      if (opt.draws) {
-        DrawBlock b;
-        b.first_chain = first;
-        b.chains = count;
-        b.first_draw = plan.first_draw;
-        b.draws = h.draws;
-        b.dof = dof;
-        b.q = h.draw_q.data();
-        b.potential = h.draw_potential.data();
-        b.acceptance = h.draw_acceptance.data();
-        b.energy = h.draw_energy.data();
-        b.step_size = h.draw_step_size.data();
-        b.steps = h.draw_steps.data();
-        b.outcome = h.draw_outcome.data();
-        opt.draws->write(b);
+      if (opt.stop != nullptr && *opt.stop != 0) {  // a signal: leave a checkpoint and return
+        if (opt.checkpoint) checkpoint(h);
+        tally.stopped = true;
+        return tally;
+      }
+      if (opt.checkpoint && opt.checkpoint_every > 0 && at.done - last_checkpoint >= opt.checkpoint_every &&
+          (at.done < total || first + batch < hi)) {  // (not once the last batch is done: the sample is)
+        checkpoint(h);
+        last_checkpoint = at.done;
       }
     }
     for (Real x : h.step_size) {
-      r.step_size_min = std::min(r.step_size_min, x);
-      r.step_size_max = std::max(r.step_size_max, x);
+      tally.step_size_min = std::min(tally.step_size_min, x);
+      tally.step_size_max = std::max(tally.step_size_max, x);
     }
+    tally.chain_iterations += double(count) * double(total);
   }
-  const double stored = double(spec.chains) * double(spec.draws);
-  r.mean_acceptance = stored > 0 ? acceptance_sum / stored : 0;
-  r.chain_iterations = total_work;
-  r.sampling_seconds = sampling;
+  SampleResult r = tally;
+  r.chains = hi - lo;
+  r.draws = spec.draws;
+  r.warmup = spec.warmup;
+  r.thin = spec.thin;
+  r.set_mean_acceptance(r.chains);
   r.wall_seconds = std::chrono::duration<double>(clock::now() - start).count();
   return r;
 }

@@ -38,13 +38,14 @@ namespace {
 
 // Every file a run, shoot or sample writes: removed together, so no file of
 // an earlier run sits beside this run's summary.json.
-// (A shard's folder holds final.csv or final.bin, trajectories.bin and shard.tether.)
-constexpr const char* result_files[] = {"summary.json",     "final.csv",  "timeseries.csv",   "shots.csv",
-                                        "geodesics.csv",    "draws.nc",   "results.nc",       "trajectories.csv",
-                                        "final.bin",        "trajectories.bin", "shard.tether"};
+// (A run shard's folder holds final.csv or final.bin, trajectories.bin and
+// shard.tether; a sample shard's draws.bin and shard.tether.)
+constexpr const char* result_files[] = {"summary.json", "final.csv",  "timeseries.csv",   "shots.csv",
+                                        "geodesics.csv", "draws.nc",  "results.nc",       "trajectories.csv",
+                                        "final.bin",    "draws.bin", "trajectories.bin", "shard.tether"};
 // The .partial files a checkpoint goes on from: kept when a run stops at one.
 bool checkpoint_needs(const std::string& name) {
-  return name == "final.csv" || name == "final.bin" || name == "trajectories.bin";
+  return name == "final.csv" || name == "final.bin" || name == "trajectories.bin" || name == "draws.bin";
 }
 const std::string checkpoint_file = "checkpoint.tether";
 
@@ -199,8 +200,11 @@ void check_room_for_shoot(const ShootConfig& c, const fs::path& out) {
 }
 
 void check_room_for_sample(const SampleConfig& c, const fs::path& out) {
-  refuse_beyond_disk(out, "sample.draws", double(draws_file_bytes(c.sample, system_dof(c.run))), "chains x draws",
-                     "fewer draws, or thin");
+  // A shard keeps draws.bin (its slice); a whole sample has draws.bin and draws.nc side by side at the end.
+  const auto [lo, hi] = shard_ids(c.run, 1);
+  const double bytes = double(draws_file_bytes(c.sample, system_dof(c.run))) * double(hi - lo) /
+                       double(std::max<std::int64_t>(1, c.sample.chains)) * (c.run.shard_count > 1 ? 1 : 2);
+  refuse_beyond_disk(out, "sample.draws", bytes, "chains x draws (draws.bin, then draws.nc)", "fewer draws, or thin");
 }
 
 void check_memory_for_draws(const SampleConfig& c) {

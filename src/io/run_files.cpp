@@ -11,6 +11,7 @@
 #include <sstream>
 
 #include "io/netcdf_check.hpp"
+#include "io/side_files.hpp"
 #include "io/text_out.hpp"
 #include "tether/engine/config_error.hpp"
 #include "tether/engine/output.hpp"
@@ -18,8 +19,6 @@
 namespace tether {
 
 namespace fs = std::filesystem;
-
-namespace {
 
 // Opens `file` to go on after its first `bytes` (a checkpoint's count),
 // dropping what a stopped run wrote after them.
@@ -34,6 +33,20 @@ void reopen_at(std::ofstream& out, const fs::path& file, std::uintmax_t bytes) {
   out.open(file, std::ios::binary | std::ios::app);
   check_stream(out, file);
 }
+
+// The file's written bytes on disk (fsync on any descriptor of the file
+// flushes them all): a checkpoint must not count bytes a crash could lose.
+void sync_file(const fs::path& file) {
+  const int fd = ::open(file.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0 || ::fsync(fd) != 0) {
+    const int why = errno;
+    if (fd >= 0) ::close(fd);
+    throw std::runtime_error("cannot write " + file.string() + " to disk: " + std::strerror(why));
+  }
+  ::close(fd);
+}
+
+namespace {
 
 // A side file of fixed-size binary records, one per TrajectoryRecord:
 // id, step, failed_step, status, the three errors, q, p.
@@ -188,22 +201,6 @@ void RunFiles::snapshot(const TrajectoryRecord& r) {
   if (files_->snapshots) files_->snapshots->put(r);
 }
 
-namespace {
-
-// The file's written bytes on disk (fsync on any descriptor of the file
-// flushes them all): a checkpoint must not count bytes a crash could lose.
-void sync_file(const fs::path& file) {
-  const int fd = ::open(file.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0 || ::fsync(fd) != 0) {
-    const int why = errno;
-    if (fd >= 0) ::close(fd);
-    throw std::runtime_error("cannot write " + file.string() + " to disk: " + std::strerror(why));
-  }
-  ::close(fd);
-}
-
-}  // namespace
-
 nlohmann::json RunFiles::checkpoint_sizes() {
   Files& f = *files_;
   nlohmann::json sizes = nlohmann::json::object();
@@ -287,18 +284,16 @@ void RunFiles::finish_shard(const RunResult& r, const nlohmann::json& header) {
   folder_.commit("shard.tether");
 }
 
-void merge_shard_folders(OutputFolder& folder, const std::vector<fs::path>& shards) {
-  struct Shard {
-    fs::path dir;
-    nlohmann::json header;
-    std::string tally;
-  };
-  std::vector<Shard> parts;
+std::vector<ShardFolder> read_shard_folders(const std::vector<fs::path>& shards) {
+  if (shards.empty()) throw ConfigError("shards", "none given");
+  std::vector<ShardFolder> parts;
   for (const auto& dir : shards) {
     const fs::path file = dir / "shard.tether";
     std::ifstream in(file, std::ios::binary);
-    if (!in) throw ConfigError(dir.string(), "holds no shard.tether: not the folder of a finished `tether run --shard`");
-    Shard s{dir, {}, {}};
+    if (!in)
+      throw ConfigError(dir.string(), "holds no shard.tether: not the folder of a finished `tether run --shard` "
+                                      "or `tether sample --shard`");
+    ShardFolder s{dir, {}, {}};
     std::string line;
     std::getline(in, line);
     try {
@@ -313,24 +308,29 @@ void merge_shard_folders(OutputFolder& folder, const std::vector<fs::path>& shar
     s.tally = rest.str();
     parts.push_back(std::move(s));
   }
-  // One config and backend; shards 0 .. K-1, each once.
+  // One command, config and backend; shards 0 .. K-1, each once.
   const nlohmann::json& first = parts.front().header;
   const std::int64_t count = first.value("shards", std::int64_t(0));
   for (const auto& p : parts)
-    for (const char* key : {"config", "backend", "shards"})  // batch sizes change no bit
+    for (const char* key : {"command", "config", "backend", "shards"})  // batch sizes change no bit
       if (p.header[key] != first[key])
         throw ConfigError(p.dir.string(), std::string("is a shard of another run than ") + parts.front().dir.string() +
                                               " (its " + key + " differs)");
   if (std::int64_t(parts.size()) != count)
     throw ConfigError(parts.front().dir.string(), "is one of " + std::to_string(count) + " shards; " +
                                                       std::to_string(parts.size()) + " were given");
-  std::sort(parts.begin(), parts.end(),
-            [](const Shard& a, const Shard& b) { return a.header.value("shard", 0) < b.header.value("shard", 0); });
+  std::sort(parts.begin(), parts.end(), [](const ShardFolder& a, const ShardFolder& b) {
+    return a.header.value("shard", 0) < b.header.value("shard", 0);
+  });
   for (std::int64_t k = 0; k < count; ++k)
     if (parts[std::size_t(k)].header.value("shard", -1) != k)
       throw ConfigError(parts[std::size_t(k)].dir.string(), "shard " + std::to_string(k) + " of " +
                                                                 std::to_string(count) + " is missing or given twice");
+  return parts;
+}
 
+void merge_run_shard_folders(OutputFolder& folder, const std::vector<ShardFolder>& parts) {
+  const nlohmann::json& first = parts.front().header;
   // As the shards parsed it, without this machine's memory checks or the start draws (the merge needs neither).
   RunConfig c = parse_config_as_written(first["config"].dump(), "the shards' config");
   c.backend = first.value("backend", std::string());
@@ -374,6 +374,14 @@ void merge_shard_folders(OutputFolder& folder, const std::vector<fs::path>& shar
                                std::to_string(c.size) + ": a shard's final.csv is damaged");
   }
   write_run_outputs(folder, c, r, final_csv, finals_bin, snapshots);
+}
+
+void merge_shard_folders(OutputFolder& folder, const std::vector<fs::path>& shards) {
+  const std::vector<ShardFolder> parts = read_shard_folders(shards);
+  if (parts.front().header.value("command", "") == "sample")
+    merge_sample_shard_folders(folder, parts);
+  else
+    merge_run_shard_folders(folder, parts);
 }
 
 // ---------------------------------------------------------------- results.nc

@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # `mpirun -np K tether run` against one process, byte for byte (summary.json
 # but for its timings), for K = 2 and 3 on a 2-core machine (oversubscribed),
-# CSV with snapshots and a batch size that straddles the shards' slices.
+# CSV with snapshots and a batch size that straddles the shards' slices; and
+# `mpirun -np K tether sample` against one process (summary.json, whose
+# diagnostics are computed from all of draws.nc, but for its timings).
 # Usage: mpi_check.sh TETHER MPIRUN WORKDIR
 set -euo pipefail
 tether=$1 mpirun=$2 work=$3
@@ -31,6 +33,18 @@ sed -e 's/"size": 9000/"size": 100/' -e 's/\[0, 4500, 8999\]/[0, 50, 99]/' confi
 for f in final.csv timeseries.csv trajectories.csv; do
   cmp "small_single/$f" "small_mpi/$f" || { echo "mpirun -np 2 on 100 trajectories: $f differs"; exit 1; }
 done
+cat > sample.json <<'JSON'
+{"system": {"name": "spherical_pendulum"}, "method": {"name": "rattle", "dt": 0.1, "steps": 5},
+ "sample": {"chains": 7, "draws": 25, "warmup": 10, "thin": 2, "seed": 3, "batch_size": 3}, "backend": "cpu"}
+JSON
+"$tether" sample sample.json --out sample_single --quiet --threads 1
+strip_sample() { grep -v -E '"(wall_seconds|sampling_seconds|chain_iterations_per_second|min_ess_bulk_per_second)"' "$1"; }
+for ranks in 2 3; do
+  "$mpirun" -np "$ranks" "$tether" sample sample.json --out "sample_mpi$ranks" --quiet --threads 1
+  [ -e "sample_mpi$ranks/draws.nc" ] || { echo "mpirun -np $ranks tether sample wrote no draws.nc"; exit 1; }
+  diff <(strip_sample sample_single/summary.json) <(strip_sample "sample_mpi$ranks/summary.json") ||
+    { echo "mpirun -np $ranks tether sample: summary.json differs beyond its timings"; exit 1; }
+done
 # A bad config: exit 2, said once.
 echo '{"system": {"name": "spherical_pendulum"}}' > bad.json
 set +e
@@ -40,4 +54,4 @@ set -e
 [ "$code" -ne 0 ] || { echo "a bad config passed under mpirun"; exit 1; }
 [ "$(grep -c '^error:' bad.err)" -eq 1 ] || { echo "the bad config's error was not said exactly once:"; cat bad.err; exit 1; }
 [ ! -e bad/summary.json ] || { echo "a bad config left a summary"; exit 1; }
-echo "mpirun -np 2 and 3 match the single-process run (and -np 2 on 100 trajectories, one shard empty)"
+echo "mpirun -np 2 and 3 match the single-process run and sample (and -np 2 on 100 trajectories, one shard empty)"

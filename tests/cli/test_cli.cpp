@@ -14,6 +14,7 @@
 #include <filesystem>
 #include <fstream>
 #include <functional>
+#include <map>
 #include <nlohmann/json.hpp>
 #include <sstream>
 #include <set>
@@ -1525,6 +1526,150 @@ TEST_F(CliTest, SampleBadInputNamesThePathAndWritesNothing) {
   EXPECT_EQ(r.code, 2);
   EXPECT_NE(one_error_line(r).find("tether sample"), std::string::npos) << r.err;
   EXPECT_FALSE(fs::exists(dir_ / "never"));
+}
+
+// ---------------------------------------------------------------- sample: shards, merge, checkpoints
+
+// Every draws.nc variable's values, group by group (posterior, sample_stats).
+std::map<std::string, std::vector<double>> draws_values(const fs::path& file) {
+  std::map<std::string, std::vector<double>> v;
+  int id = -1;
+  EXPECT_EQ(nc_open(file.c_str(), NC_NOWRITE, &id), NC_NOERR) << file;
+  if (id < 0) return v;
+  const std::pair<const char*, std::vector<const char*>> groups[] = {
+      {"posterior", {"q", "potential", "chain", "draw"}},
+      {"sample_stats", {"acceptance_rate", "energy", "step_size", "n_steps", "diverging", "outcome"}}};
+  for (const auto& [group, names] : groups) {
+    int g = -1;
+    EXPECT_EQ(nc_inq_grp_ncid(id, group, &g), NC_NOERR) << group;
+    for (const char* name : names) v[std::string(group) + "/" + name] = nc_values(g, name);
+  }
+  nc_close(id);
+  return v;
+}
+
+// summary.json of a sample without its timings.
+json sample_without_timings(json s) {
+  for (const char* key : {"wall_seconds", "sampling_seconds", "chain_iterations_per_second"}) s.erase(key);
+  s["diagnostics"].erase("min_ess_bulk_per_second");
+  return s;
+}
+
+// Seven chains in batches of 3 (which straddle the shards' slices).
+json sharded_sample_config() {
+  json j = sample_config();
+  j["sample"]["chains"] = 7;
+  j["sample"]["batch_size"] = 3;
+  return j;
+}
+
+// --shard k/K samples a slice of the chains; `tether merge` joins the K
+// folders (given last first) into the draws.nc and summary.json one sample
+// writes: the same numbers, and summary.json but for its timings.
+TEST_F(CliTest, SampleShardsMergeIntoTheSingleSamplesNumbers) {
+  const fs::path cfg = write("sample.json", sharded_sample_config()), whole = dir_ / "whole";
+  const auto sample = [&](const fs::path& out, const std::string& extra) {
+    return tether("sample " + quote(cfg) + " --out " + quote(out) + " --quiet " + extra);
+  };
+  ASSERT_EQ(sample(whole, "").code, 0);
+  EXPECT_FALSE(fs::exists(whole / "draws.bin")) << "the side file goes once draws.nc is made";
+  const auto expected = draws_values(whole / "draws.nc");
+  ASSERT_EQ(expected.at("posterior/q").size(), 7u * 25 * 3);
+  for (const int count : {2, 3, 7}) {
+    std::string dirs;
+    for (int k = count - 1; k >= 0; --k) {
+      const fs::path d = dir_ / ("shard" + std::to_string(count) + "_" + std::to_string(k));
+      const Cli r = sample(d, "--shard " + std::to_string(k) + "/" + std::to_string(count));
+      ASSERT_EQ(r.code, 0) << r.err;
+      EXPECT_TRUE(fs::exists(d / "shard.tether") && fs::exists(d / "draws.bin")) << d;
+      EXPECT_FALSE(fs::exists(d / "summary.json") || fs::exists(d / "draws.nc")) << "a shard is not a finished sample";
+      dirs += " " + quote(d);
+    }
+    const fs::path merged = dir_ / ("merged" + std::to_string(count));
+    const Cli m = tether("merge" + dirs + " --out " + quote(merged) + " --quiet");
+    ASSERT_EQ(m.code, 0) << m.err;
+    EXPECT_EQ(draws_values(merged / "draws.nc"), expected) << count << " shards";
+    EXPECT_EQ(sample_without_timings(json::parse(read_file(merged / "summary.json"))),
+              sample_without_timings(json::parse(read_file(whole / "summary.json"))))
+        << count << " shards";
+  }
+  // Shards of a sample and of a run do not merge; a sample has at most one shard per chain.
+  ASSERT_EQ(run(write("run.json", base_config()), dir_ / "run_shard", "--shard 1/2").code, 2) << "5 trajectories, one slice";
+  const Cli r = sample(dir_ / "bad", "--shard 0/8");
+  EXPECT_EQ(r.code, 2);
+  EXPECT_NE(one_error_line(r).find("--shard: 7 chains make at most 7 shards, not 8"), std::string::npos) << r.err;
+  EXPECT_FALSE(fs::exists(dir_ / "bad"));
+}
+
+// Pendulum chains that sample for a second or two in one batch: the cpu
+// backend's first window (5e6 steps) is about half of it, so the first
+// checkpoint comes in the middle of the batch, the next at its end.
+json checkpointed_sample_config() {
+  json j = sample_config();
+  j["sample"]["chains"] = 16;
+  j["sample"]["warmup"] = 200;
+  j["sample"]["draws"] = 3000;
+  j["sample"]["thin"] = 20;
+  j["output"] = {{"checkpoint", {{"every", 1000}}}};
+  return j;
+}
+
+// `tether sample` in the background, sent `signal` once its first checkpoint
+// is on disk; out: "exit STATUS".
+Cli sample_and_signal(const fs::path& dir, const fs::path& cfg, const fs::path& out, const std::string& signal) {
+  const fs::path o = dir / "signal.stdout", e = dir / "signal.stderr";
+  const std::string checkpoint = quote(out / "checkpoint.tether"), summary = quote(out / "summary.json");
+  const std::string cmd = "{ " + quote(TETHER_BINARY) + " sample " + quote(cfg) + " --out " + quote(out) +
+                          " --quiet & pid=$!; for i in $(seq 200); do [ -e " + checkpoint + " ] || [ -e " + summary +
+                          " ] && break; sleep 0.05; done; kill -" + signal + " $pid; wait $pid; echo \"exit $?\"; } >" +
+                          quote(o) + " 2>" + quote(e);
+  Cli r;
+  r.code = std::system(cmd.c_str());
+  r.out = read_file(o);
+  r.err = read_file(e);
+  return r;
+}
+
+// Killed with SIGKILL, or stopped with SIGTERM (a last checkpoint, exit 143),
+// after its first checkpoint, then resumed: the draws and summary of the
+// sample never stopped.
+TEST_F(CliTest, AStoppedSampleResumesToTheSameDraws) {
+  const fs::path cfg = write("sample.json", checkpointed_sample_config()), whole = dir_ / "whole";
+  const auto sample = [&](const fs::path& c, const fs::path& out, const std::string& extra) {
+    return tether("sample " + quote(c) + " --out " + quote(out) + " --quiet " + extra);
+  };
+  ASSERT_EQ(sample(cfg, whole, "").code, 0);
+  const auto expected = draws_values(whole / "draws.nc");
+  for (const std::string signal : {"KILL", "TERM"}) {
+    const fs::path out = dir_ / ("stopped_" + signal);
+    const Cli stopped = sample_and_signal(dir_, cfg, out, signal);
+    if (fs::exists(out / "summary.json")) GTEST_SKIP() << "the sample finished before the signal: a faster machine";
+    ASSERT_TRUE(fs::exists(out / "checkpoint.tether")) << signal << ": " << stopped.err;
+    EXPECT_TRUE(fs::exists(out / "draws.bin.partial")) << "what the checkpoint goes on from";
+    if (signal == "TERM") {
+      EXPECT_NE(stopped.err.find("stopped by SIGTERM: checkpoint written; go on with `tether sample"), std::string::npos)
+          << stopped.err;
+      EXPECT_EQ(stopped.out, "exit 143\n");
+    }
+    if (signal == "KILL") {  // a resume with another config, or by another command, is refused and destroys nothing
+      json other = checkpointed_sample_config();
+      other["sample"]["seed"] = 4;
+      const Cli r = sample(write("other.json", other), out, "--resume");
+      EXPECT_EQ(r.code, 2);
+      EXPECT_NE(one_error_line(r).find("sample.seed: differs from what wrote the checkpoint"), std::string::npos) << r.err;
+      const Cli w = run(write("run.json", base_config()), out, "--resume");
+      EXPECT_EQ(w.code, 2);
+      EXPECT_NE(one_error_line(w).find("was written by `tether sample`, not `tether run`"), std::string::npos) << w.err;
+      EXPECT_TRUE(fs::exists(out / "checkpoint.tether") && fs::exists(out / "draws.bin.partial"));
+    }
+    const Cli resumed = sample(cfg, out, "--resume");
+    ASSERT_EQ(resumed.code, 0) << signal << ": " << resumed.err;
+    EXPECT_EQ(draws_values(out / "draws.nc"), expected) << signal;
+    EXPECT_EQ(sample_without_timings(json::parse(read_file(out / "summary.json"))),
+              sample_without_timings(json::parse(read_file(whole / "summary.json"))))
+        << signal;
+    EXPECT_FALSE(fs::exists(out / "checkpoint.tether") || fs::exists(out / "draws.bin.partial"));
+  }
 }
 
 }  // namespace

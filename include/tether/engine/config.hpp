@@ -63,7 +63,8 @@ struct RunConfig {
   InitialSpec initial;
   std::int64_t output_every = 0;
   bool write_final_states = true;
-  std::int64_t checkpoint_every = 0;  // output.checkpoint.every: steps of a batch between checkpoints (0: none)
+  // output.checkpoint.every: steps (a sample's iterations) of a batch between checkpoints (0: none)
+  std::int64_t checkpoint_every = 0;
   std::string output_format = "csv";  // csv | netcdf
   // tether run --shard k/K: this run integrates the k-th of K slices of the
   // ensemble (shard_ids), for `tether merge` to join into the whole run's output.
@@ -131,11 +132,12 @@ int system_dof(const RunConfig& c);
 
 // Rows of a run's timeseries: step 0, then every output.every steps, and the last step.
 std::int64_t timeseries_rows(const RunConfig& c);
-// The ids [first, end) a run integrates: all of them, or its shard's slice.
-// Slices are cut at multiples of 4096 trajectories (engine/tally.hpp's
-// blocks), so that shards merge into exactly the single run's statistics.
-std::pair<std::int64_t, std::int64_t> shard_ids(const RunConfig& c);
+// The ids [first, end) a run integrates (or a sample's chains): all of
+// them, or its shard's slice. A run's slices are cut at multiples of 4096
+// trajectories (engine/tally.hpp's blocks), so that shards merge into exactly
+// the single run's statistics; a sample's at any chain (granule 1).
 constexpr std::int64_t shard_granule = 4096;
+std::pair<std::int64_t, std::int64_t> shard_ids(const RunConfig& c, std::int64_t granule = shard_granule);
 // Snapshots of each tracked trajectory: step 0, every track_every steps, and the last step (0 without tracking).
 std::int64_t snapshots_per_trajectory(const RunConfig& c);
 // The step of snapshot k, and which snapshot a step is (the writers' and the Python package's index).

@@ -118,8 +118,9 @@ void write_results_netcdf(const std::filesystem::path& file, const RunConfig& c,
                           const std::vector<std::filesystem::path>& snapshots);
 
 // `tether merge`: the K shard folders of one config (each holding the
-// shard.tether a `tether run --shard k/K` committed last) into `folder`, as
-// the files one run of the config writes, byte for byte but for timings.
+// shard.tether a `tether run --shard k/K` or `tether sample --shard k/K`
+// committed last) into `folder`, as the files one run of the config writes:
+// byte for byte but for timings (draws.nc and results.nc: the same numbers).
 // Throws ConfigError naming the folder that does not belong.
 void merge_shard_folders(OutputFolder& folder, const std::vector<std::filesystem::path>& shards);
 
@@ -177,5 +178,28 @@ void write_sample_summary(const std::filesystem::path& file, const SampleConfig&
                           const DrawsDiagnostics& d);
 // summary.json's content; without `diagnostics` it has no "diagnostics" entry.
 nlohmann::ordered_json sample_summary(const SampleConfig& c, const SampleResult& r, const DrawsDiagnostics* diagnostics);
+
+// What `tether sample` writes into its folder. As the sample goes, each
+// window's draws whole into a binary side file (draws.bin), which a
+// checkpoint counts and a resume goes on from; at the end (finish) draws.nc
+// made from it, then summary.json, each committed into place. A shard's
+// folder keeps draws.bin and shard.tether instead (finish_shard).
+class SampleFiles final : public DrawSink {
+ public:
+  // `resume`: the byte counts a checkpoint recorded (checkpoint_sizes).
+  SampleFiles(OutputFolder& folder, const SampleConfig& c, const nlohmann::json* resume = nullptr);
+  ~SampleFiles() override;
+  void write(const DrawBlock& block) override;
+  nlohmann::json checkpoint_sizes();
+  DrawsDiagnostics finish(const SampleResult& r);
+  // shard.tether: `header` as its first line, then the shard's counts and sums.
+  void finish_shard(const SampleResult& r, const nlohmann::json& header);
+
+ private:
+  struct Files;
+  OutputFolder& folder_;
+  const SampleConfig& c_;
+  std::unique_ptr<Files> files_;
+};
 
 }  // namespace tether

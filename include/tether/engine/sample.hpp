@@ -1,9 +1,13 @@
 #pragma once
 // `tether sample`: constrained Hamiltonian Monte Carlo, many chains at once
 // (include/tether/sampling/hmc.hpp), draws streamed to a DrawSink.
+#include <algorithm>
 #include <array>
+#include <cmath>
+#include <csignal>
 #include <cstdint>
 #include <functional>
+#include <limits>
 #include <string>
 #include <vector>
 
@@ -59,6 +63,46 @@ struct SampleOptions {
   DrawSink* draws = nullptr;                                // may be null (summary only)
   bool check_only = false;                                  // validate against the system's equations, run nothing
   std::function<void(double done, double total)> progress;  // chain-iterations
+  // Checkpoints, as for a run (RunOptions): the sample's whole state between
+  // two windows of iterations, handed to `checkpoint` once a batch has gone
+  // `checkpoint_every` iterations past the last one (0: never) and when *stop
+  // turns non-zero, after which sample() returns with SampleResult::stopped.
+  // `resume`: bytes a checkpoint of the same config gave; the draws from
+  // there on are those of a sample never stopped (the sink has the earlier ones).
+  std::function<void(const std::string& bytes)> checkpoint;
+  std::int64_t checkpoint_every = 0;
+  const std::string* resume = nullptr;
+  const volatile std::sig_atomic_t* stop = nullptr;
+};
+
+// The sum of acceptance probabilities (in [0, 1]) in fixed point, units of
+// 2^-62 in 128 bits: exact, so it is the same whatever order the draws are
+// added in (batches, windows, shards). A NaN is counted, never dropped.
+struct AcceptanceSum {
+  std::uint64_t high = 0, low = 0;
+  std::int64_t nan = 0;
+  void add(Real a) {
+    if (!(a >= 0 && a <= 1)) {
+      ++nan;
+      return;
+    }
+    add_units(static_cast<std::uint64_t>(std::llround(std::ldexp(a, 62))));
+  }
+  void merge(const AcceptanceSum& o) {
+    add_units(o.low);
+    high += o.high;
+    nan += o.nan;
+  }
+  Real mean(double count) const {
+    if (nan > 0) return std::numeric_limits<Real>::quiet_NaN();
+    return count > 0 ? (std::ldexp(double(high), 2) + std::ldexp(double(low), -62)) / count : 0;
+  }
+
+ private:
+  void add_units(std::uint64_t x) {
+    low += x;
+    high += low < x ? 1 : 0;
+  }
 };
 
 struct SampleResult {
@@ -67,10 +111,26 @@ struct SampleResult {
   // Over the stored draws: how many proposals ended each way (HmcOutcome order),
   // and the mean acceptance probability.
   std::array<std::int64_t, 4> outcomes{};
+  AcceptanceSum acceptance;
   Real mean_acceptance = 0;
-  Real step_size_min = 0, step_size_max = 0;  // the chains' step sizes after warm-up
+  Real step_size_min = std::numeric_limits<Real>::infinity(), step_size_max = 0;  // after warm-up
   double wall_seconds = 0, sampling_seconds = 0;
   double chain_iterations = 0;  // warm-up included
+  bool stopped = false;  // by SampleOptions::stop: partial, a checkpoint holds the rest
+  // Another's counts, extrema and sums (a shard's); mean_acceptance is then
+  // set_mean_acceptance's to recompute.
+  void merge(const SampleResult& o) {
+    for (std::size_t k = 0; k < outcomes.size(); ++k) outcomes[k] += o.outcomes[k];
+    acceptance.merge(o.acceptance);
+    step_size_min = std::min(step_size_min, o.step_size_min);
+    step_size_max = std::max(step_size_max, o.step_size_max);
+    sampling_seconds += o.sampling_seconds;
+    chain_iterations += o.chain_iterations;
+  }
+  // Over the stored draws of `chain_count` chains.
+  void set_mean_acceptance(std::int64_t chain_count) {
+    mean_acceptance = acceptance.mean(double(chain_count) * double(draws));
+  }
 };
 
 SampleResult sample(const SampleConfig& config, const SampleOptions& options);
