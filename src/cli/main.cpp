@@ -171,6 +171,32 @@ struct StopOnSignals {
   }
 };
 
+// Runs `step` on every rank of an MPI world and agrees on its outcome: the
+// worst exit code of all ranks (0: every rank went well). A config error
+// every rank meets is said once, by rank 0; one that only some ranks meet (a
+// checkpoint, this node's memory), and a runtime error, by each rank that
+// met it. One process: `step` runs as it is, its errors the caller's.
+int on_every_rank(const tether::cli::MpiWorld& world, const std::function<int()>& step) {
+  if (world.size <= 1) return step();
+  int code = 0;
+  std::string error;
+  try {
+    code = step();
+  } catch (const tether::ConfigError& e) {
+    code = exit_bad_input;
+    error = e.what();
+  } catch (const std::exception& e) {
+    code = exit_runtime_error;
+    error = "rank " + std::to_string(world.rank) + ": " + e.what();
+  }
+  const int rank0 = tether::cli::mpi_max(world.rank == 0 ? code : 0);
+  if (!error.empty() && (code != exit_bad_input || world.rank == 0 || rank0 != exit_bad_input)) {
+    const std::string who = code == exit_bad_input && world.rank != 0 ? "rank " + std::to_string(world.rank) + ": " : "";
+    std::fprintf(stderr, "error: %s%s\n", who.c_str(), error.c_str());
+  }
+  return tether::cli::mpi_max(code);
+}
+
 int do_run(const std::string& config_path, const std::string& out, const std::string& backend, long threads,
            long batch_size, bool quiet, bool resume, const std::string& shard, bool from_mpi = false) {
   refuse_other_commands_config(config_path, "run");
@@ -249,27 +275,75 @@ int do_run(const std::string& config_path, const std::string& out, const std::st
   return 0;
 }
 
+// `tether shoot`, by one process or by every rank of `mpirun -np K` (a
+// team: each phase's shots shared out by target, the results exchanged
+// after it, rank 0 writing the folder: the same files as one process).
 int do_shoot(const std::string& config_path, const std::string& out, const std::string& backend, long threads,
-             bool quiet) {
-  tether::ShootConfig cfg = tether::load_shoot_config_file(config_path);
-  if (!backend.empty()) cfg.run.backend = backend;
+             bool quiet, bool resume, const tether::cli::MpiWorld& world) {
+  const bool team = world.size > 1;
+  tether::ShootConfig cfg;
+  nlohmann::json identity;
+  std::unique_ptr<tether::OutputFolder> folder;  // rank 0's
+  std::string resume_state;
+  const int setup = on_every_rank(world, [&] {
+    refuse_other_commands_config(config_path, "shoot");
+    cfg = tether::load_shoot_config_file(config_path);
+    if (!backend.empty()) cfg.run.backend = backend;
 #ifdef _OPENMP
-  if (threads > 0) omp_set_num_threads(int(threads));
+    if (threads > 0) omp_set_num_threads(int(threads));
 #endif
-  cfg.run.backend = tether::resolve_backend(
-      cfg.run.backend, std::int64_t(cfg.shoot.targets.size()) * cfg.shoot.guesses_per_target());
-  tether::check_room_for_shoot(cfg, out);
-  tether::OutputFolder folder(out);
-  Progress progress(quiet, "shots");
+    if (team && resume) throw tether::ConfigError("--resume", "tether shoot under mpirun takes no checkpoints yet");
+    if (team && cfg.run.checkpoint_every > 0)
+      throw tether::ConfigError("output.checkpoint", "tether shoot under mpirun takes no checkpoints yet: run it "
+                                                     "as one process, or without output.checkpoint");
+    if (team) tether::use_cuda_device_of_rank(world.rank);
+    cfg.run.backend = tether::resolve_backend(
+        cfg.run.backend, std::int64_t(cfg.shoot.targets.size()) * cfg.shoot.guesses_per_target());
+    identity = identity_of("shoot", config_path, cfg.run);
+    if (world.rank != 0) return 0;
+    if (!resume) tether::check_room_for_shoot(cfg, out);
+    if (resume && !std::filesystem::exists(std::filesystem::path(out) / "checkpoint.tether"))
+      throw std::runtime_error("cannot resume: " + out + " holds no checkpoint (checkpoint.tether)");
+    folder = std::make_unique<tether::OutputFolder>(
+        out, resume ? tether::OutputFolder::Start::resume : tether::OutputFolder::Start::fresh_run);
+    if (resume) resume_state = matching_checkpoint(*folder, identity).first;
+    return 0;
+  });
+  if (setup != 0) return setup;
+
+  Progress progress(quiet || world.rank != 0, "shots");
   tether::ShootOptions opt;
   opt.progress = [&](double d, double t) { progress(d, t); };
-  const tether::ShootResult r = tether::shoot(cfg, opt);
-  tether::write_shots(folder.partial("shots.csv"), r);
-  if (cfg.shoot.geodesic_every > 0) tether::write_geodesics(folder.partial("geodesics.csv"), r);
-  tether::write_shoot_summary(folder.partial("summary.json"), cfg, r);
-  folder.commit("shots.csv");
-  if (cfg.shoot.geodesic_every > 0) folder.commit("geodesics.csv");
-  folder.commit("summary.json");
+  if (team) {
+    opt.team_rank = world.rank;
+    opt.team_size = world.size;
+    opt.all_gather = tether::cli::mpi_all_gather;
+  } else {
+    opt.checkpoint = [&](const std::string& state) { folder->write_checkpoint(identity, state); };
+    opt.checkpoint_every = cfg.run.checkpoint_every;
+    opt.resume = resume ? &resume_state : nullptr;
+    opt.stop = &stop_signal;
+  }
+  tether::ShootResult r;
+  if (team) {
+    try {  // a rank that fails here would leave the others waiting in an exchange: end them all
+      r = tether::shoot(cfg, opt);
+    } catch (const std::exception& e) {
+      std::fprintf(stderr, "error: rank %d: %s\n", world.rank, e.what());
+      tether::cli::mpi_abort(exit_runtime_error);
+    }
+    if (world.rank != 0) return 0;
+  } else {
+    StopOnSignals signals;
+    r = tether::shoot(cfg, opt);
+    if (r.stopped) return StopOnSignals::stopped("shoot", config_path, out);
+  }
+  tether::write_shots(folder->partial("shots.csv"), r);
+  if (cfg.shoot.geodesic_every > 0) tether::write_geodesics(folder->partial("geodesics.csv"), r);
+  tether::write_shoot_summary(folder->partial("summary.json"), cfg, r);
+  folder->commit("shots.csv");
+  if (cfg.shoot.geodesic_every > 0) folder->commit("geodesics.csv");
+  folder->commit("summary.json");
 
   std::int64_t converged = 0;
   for (const auto& t : r.targets) converged += t.status == tether::ShotStatus::converged;
@@ -277,7 +351,7 @@ int do_shoot(const std::string& config_path, const std::string& out, const std::
     std::printf("%s / %s on %s: %lld of %lld targets converged, %lld shots in %.3g s (%.3g shots/s)\n  wrote %s\n",
                 r.system.c_str(), method_label(cfg.run).c_str(), r.backend.c_str(), (long long)converged,
                 (long long)r.targets.size(), (long long)r.shots, r.wall_seconds,
-                r.shooting_seconds > 0 ? double(r.shots) / r.shooting_seconds : 0.0, folder.dir().string().c_str());
+                r.shooting_seconds > 0 ? double(r.shots) / r.shooting_seconds : 0.0, folder->dir().string().c_str());
   if (cfg.shoot.accuracy > 0 && !quiet)
     std::printf("  shoot.accuracy %.3g: %lld steps after %d passes\n", cfg.shoot.accuracy, (long long)r.steps,
                 r.passes);
@@ -386,28 +460,12 @@ int do_mpi(const tether::cli::MpiWorld& world, const std::string& out, bool quie
            const std::string& shard, const std::function<int(const std::string& dir, const std::string& shard)>& one_shard) {
   namespace fs = std::filesystem;
   const fs::path shards = fs::path(out) / ".shards", mine = shards / std::to_string(world.rank);
-  int code = 0;
-  std::string error;
-  try {
+  const int worst = on_every_rank(world, [&] {
     if (!shard.empty()) throw tether::ConfigError("--shard", "is given by mpirun's rank: give mpirun -np K or --shard, not both");
     tether::use_cuda_device_of_rank(world.rank);
     const bool finished = fs::exists(mine / "shard.tether") && !fs::exists(mine / "checkpoint.tether");
-    if (!(resume && finished)) code = one_shard(mine.string(), std::to_string(world.rank) + "/" + std::to_string(world.size));
-  } catch (const tether::ConfigError& e) {
-    code = exit_bad_input;
-    error = e.what();
-  } catch (const std::exception& e) {
-    code = exit_runtime_error;
-    error = "rank " + std::to_string(world.rank) + ": " + e.what();
-  }
-  // A config error every rank meets is said once, by rank 0; one that only
-  // some ranks meet (a checkpoint, this node's memory) by each of them.
-  const int rank0 = tether::cli::mpi_max(world.rank == 0 ? code : 0);
-  if (!error.empty() && (code != exit_bad_input || world.rank == 0 || rank0 != exit_bad_input)) {
-    const std::string who = code == exit_bad_input && world.rank != 0 ? "rank " + std::to_string(world.rank) + ": " : "";
-    std::fprintf(stderr, "error: %s%s\n", who.c_str(), error.c_str());
-  }
-  const int worst = tether::cli::mpi_max(code);
+    return resume && finished ? 0 : one_shard(mine.string(), std::to_string(world.rank) + "/" + std::to_string(world.size));
+  });
   if (worst != 0) {
     if (world.rank == 0 && worst != exit_bad_input)
       std::fprintf(stderr, "error: not every rank finished its shard; they are in %s (a stopped run goes on with "
@@ -575,13 +633,14 @@ int run_command(int argc, char** argv, const tether::cli::MpiWorld& world) {
 
   std::string sconfig, sout, sbackend;
   long sthreads = 0;
-  bool squiet = false;
+  bool squiet = false, sresume = false;
   auto* shoot = app.add_subcommand("shoot", "solve q(0) = q0, q(T) = q1 for p0, for every target a config lists");
   shoot->add_option("config", sconfig, "shooting config (JSON)")->required();
   shoot->add_option("--out", sout, "output folder")->required();
   shoot->add_option("--backend", sbackend, "auto, cpu, reference or cuda (overrides the config)");
   shoot->add_option("--threads", sthreads, "cpu threads (default: all cores)")->check(CLI::Range(1L, 1024L));
   shoot->add_flag("--quiet", squiet, "no progress or report on the terminal");
+  shoot->add_flag("--resume", sresume, "go on from the checkpoint in --out (same config and options)");
 
   std::string mconfig, mout, mbackend, mshard;
   long mthreads = 0;
@@ -621,13 +680,9 @@ int run_command(int argc, char** argv, const tether::cli::MpiWorld& world) {
         return do_sample(mconfig, dir, mbackend, mthreads, true, mresume, slice, true);
       });
     if (*sample) return do_sample(mconfig, mout, mbackend, mthreads, mquiet, mresume, mshard);
-    if (world.size > 1 && *shoot) {  // not sharded yet: refused rather than run K times or on one rank
-      if (world.rank == 0) std::fprintf(stderr, "error: tether shoot does not run under mpirun yet (run it as one process)\n");
-      return exit_bad_input;
-    }
+    if (*shoot) return do_shoot(sconfig, sout, sbackend, sthreads, squiet, sresume, world);
     if (world.size > 1 && world.rank > 0) return 0;  // validate, list and merge run once, on rank 0
     if (*merge) return do_merge(merge_shards, merge_out, merge_quiet);
-    if (*shoot) return do_shoot(sconfig, sout, sbackend, sthreads, squiet);
     if (*validate) return do_validate(vconfig);
     if (*list) do_list(list_json);
     return 0;

@@ -229,6 +229,15 @@ void check_run_memory(const RunConfig& c, bool results_in_memory, const std::str
 
 namespace {
 
+// output.checkpoint: {"every": N}, in the command's own unit (steps,
+// iterations or shots of a batch); 0 without one.
+std::int64_t checkpoint_every(const Node& out) {
+  if (!out.has("checkpoint")) return 0;
+  const Node ck = out.object("checkpoint");
+  ck.only({"every"});
+  return ck.integer("every", 1, INT64_MAX);
+}
+
 // on_this_machine: refuse what cannot fit in this machine's memory, and read the start draws.
 RunConfig parse_run_config(const std::string& text, const std::string& source, bool on_this_machine,
                            const InMemoryRun* in_memory = nullptr) {
@@ -271,11 +280,7 @@ RunConfig parse_run_config(const std::string& text, const std::string& source, b
   c.output_every = out.integer("every", 1, INT64_MAX, std::max<std::int64_t>(1, c.steps / 100));
   c.output_every = std::min(c.output_every, std::max<std::int64_t>(1, c.steps));  // one interval at most the run
   c.write_final_states = out.boolean("final_states", true);
-  if (out.has("checkpoint")) {
-    const Node ck = out.object("checkpoint");
-    ck.only({"every"});
-    c.checkpoint_every = ck.integer("every", 1, INT64_MAX);
-  }
+  c.checkpoint_every = checkpoint_every(out);
   static const std::string csv = "csv";
   c.output_format = out.string("format", {"csv", "netcdf"}, &csv);
   if (out.has("trajectories")) {
@@ -573,7 +578,8 @@ ShootConfig parse_shoot_config(const std::string& text, const std::string& sourc
                                         "got " + show(json(s.cut_locus_margin)));
 
   const Node out = top.object_or_empty("output");
-  out.only({"geodesics"});
+  out.only({"geodesics", "checkpoint"});
+  c.checkpoint_every = checkpoint_every(out);  // shots
   if (out.has("geodesics")) {
     const Node g = out.object("geodesics");
     g.only({"every", "targets"});
@@ -675,12 +681,8 @@ SampleConfig parse_sample_config(const std::string& text, const std::string& sou
                                                    " states for " + std::to_string(s.chains) + " chains");
   c.size = s.chains;
   const Node out = top.object_or_empty("output");
-  out.only({"checkpoint"});  // draws.nc is the output; a checkpoint every N iterations of a batch
-  if (out.has("checkpoint")) {
-    const Node ck = out.object("checkpoint");
-    ck.only({"every"});
-    c.checkpoint_every = ck.integer("every", 1, INT64_MAX);
-  }
+  out.only({"checkpoint"});  // draws.nc is the output
+  c.checkpoint_every = checkpoint_every(out);  // iterations of a batch
 
   static const std::string dbl = "double";
   if (top.has("backend")) c.backend = top.string("backend", backend_names());

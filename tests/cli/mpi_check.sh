@@ -3,7 +3,8 @@
 # but for its timings), for K = 2 and 3 on a 2-core machine (oversubscribed),
 # CSV with snapshots and a batch size that straddles the shards' slices; and
 # `mpirun -np K tether sample` against one process (summary.json, whose
-# diagnostics are computed from all of draws.nc, but for its timings).
+# diagnostics are computed from all of draws.nc, but for its timings); and
+# `mpirun -np K tether shoot` against one process, byte for byte.
 # Usage: mpi_check.sh TETHER MPIRUN WORKDIR
 set -euo pipefail
 tether=$1 mpirun=$2 work=$3
@@ -45,6 +46,40 @@ for ranks in 2 3; do
   diff <(strip_sample sample_single/summary.json) <(strip_sample "sample_mpi$ranks/summary.json") ||
     { echo "mpirun -np $ranks tether sample: summary.json differs beyond its timings"; exit 1; }
 done
+# tether shoot under mpirun: a team that shares out each phase's shots (the
+# guesses of two accuracy passes; continuation rounds that solve 26 targets
+# from poor guesses) writes one process's files.
+cat > shoot_passes.json <<'JSON'
+{"system": {"name": "heisenberg"}, "method": {"name": "gauss_legendre", "stages": 2},
+ "shoot": {"q0": [0, 0, 0], "time": 1.0, "accuracy": 1e-8,
+           "targets": {"grid": {"min": [-1.2, 0, -0.4], "max": [1.2, 0, 0.4], "count": [9, 1, 7]}},
+           "guesses": {"toward": true, "random": {"count": 4, "scale": 2.0, "seed": 1}},
+           "newton": {"tolerance": 1e-12, "max_iterations": 40}, "continuation": {"rounds": 2, "substeps": 4}},
+ "output": {"geodesics": {"every": 4, "targets": 20}}, "backend": "cpu"}
+JSON
+sed -e 's/"stages": 2}/"stages": 2, "steps": 16}/' -e 's/"accuracy": 1e-8,//' \
+    -e 's/"toward": true, "random": {"count": 4, "scale": 2.0/"toward": false, "random": {"count": 1, "scale": 6.0/' \
+    shoot_passes.json > shoot_rounds.json
+strip_shoot() { grep -v -E '"(wall_seconds|shooting_seconds|shots_per_second)"' "$1"; }
+for config in shoot_passes shoot_rounds; do
+  "$tether" shoot "$config.json" --out "${config}_single" --quiet --threads 1
+  for ranks in 2 3; do
+    "$mpirun" -np "$ranks" "$tether" shoot "$config.json" --out "${config}_mpi$ranks" --quiet --threads 1
+    for f in shots.csv geodesics.csv; do
+      cmp "${config}_single/$f" "${config}_mpi$ranks/$f" || { echo "mpirun -np $ranks tether shoot $config: $f differs"; exit 1; }
+    done
+    diff <(strip_shoot "${config}_single/summary.json") <(strip_shoot "${config}_mpi$ranks/summary.json") ||
+      { echo "mpirun -np $ranks tether shoot $config: summary.json differs beyond its timings"; exit 1; }
+  done
+done
+# Checkpoints of a shoot under mpirun are refused, said once.
+sed -e 's/"output": {/"output": {"checkpoint": {"every": 5}, /' shoot_passes.json > shoot_checkpoint.json
+set +e
+"$mpirun" -np 2 "$tether" shoot shoot_checkpoint.json --out shoot_checkpoint --quiet 2> shoot_checkpoint.err
+code=$?
+set -e
+[ "$code" -ne 0 ] && [ "$(grep -c '^error: .*output.checkpoint' shoot_checkpoint.err)" -eq 1 ] ||
+  { echo "a shoot's checkpoints under mpirun were not refused once:"; cat shoot_checkpoint.err; exit 1; }
 # A bad config: exit 2, said once.
 echo '{"system": {"name": "spherical_pendulum"}}' > bad.json
 set +e
@@ -54,4 +89,4 @@ set -e
 [ "$code" -ne 0 ] || { echo "a bad config passed under mpirun"; exit 1; }
 [ "$(grep -c '^error:' bad.err)" -eq 1 ] || { echo "the bad config's error was not said exactly once:"; cat bad.err; exit 1; }
 [ ! -e bad/summary.json ] || { echo "a bad config left a summary"; exit 1; }
-echo "mpirun -np 2 and 3 match the single-process run and sample (and -np 2 on 100 trajectories, one shard empty)"
+echo "mpirun -np 2 and 3 match the single-process run, sample and shoot (and -np 2 on 100 trajectories, one shard empty)"

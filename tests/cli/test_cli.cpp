@@ -1614,12 +1614,13 @@ json checkpointed_sample_config() {
   return j;
 }
 
-// `tether sample` in the background, sent `signal` once its first checkpoint
-// is on disk; out: "exit STATUS".
-Cli sample_and_signal(const fs::path& dir, const fs::path& cfg, const fs::path& out, const std::string& signal) {
+// `tether COMMAND` (sample, shoot) in the background, sent `signal` once its
+// first checkpoint is on disk; out: "exit STATUS".
+Cli stop_at_checkpoint(const fs::path& dir, const std::string& command, const fs::path& cfg, const fs::path& out,
+                       const std::string& signal) {
   const fs::path o = dir / "signal.stdout", e = dir / "signal.stderr";
   const std::string checkpoint = quote(out / "checkpoint.tether"), summary = quote(out / "summary.json");
-  const std::string cmd = "{ " + quote(TETHER_BINARY) + " sample " + quote(cfg) + " --out " + quote(out) +
+  const std::string cmd = "{ " + quote(TETHER_BINARY) + " " + command + " " + quote(cfg) + " --out " + quote(out) +
                           " --quiet & pid=$!; for i in $(seq 200); do [ -e " + checkpoint + " ] || [ -e " + summary +
                           " ] && break; sleep 0.05; done; kill -" + signal + " $pid; wait $pid; echo \"exit $?\"; } >" +
                           quote(o) + " 2>" + quote(e);
@@ -1642,7 +1643,7 @@ TEST_F(CliTest, AStoppedSampleResumesToTheSameDraws) {
   const auto expected = draws_values(whole / "draws.nc");
   for (const std::string signal : {"KILL", "TERM"}) {
     const fs::path out = dir_ / ("stopped_" + signal);
-    const Cli stopped = sample_and_signal(dir_, cfg, out, signal);
+    const Cli stopped = stop_at_checkpoint(dir_, "sample", cfg, out, signal);
     if (fs::exists(out / "summary.json")) GTEST_SKIP() << "the sample finished before the signal: a faster machine";
     ASSERT_TRUE(fs::exists(out / "checkpoint.tether")) << signal << ": " << stopped.err;
     EXPECT_TRUE(fs::exists(out / "draws.bin.partial")) << "what the checkpoint goes on from";
@@ -1669,6 +1670,48 @@ TEST_F(CliTest, AStoppedSampleResumesToTheSameDraws) {
               sample_without_timings(json::parse(read_file(whole / "summary.json"))))
         << signal;
     EXPECT_FALSE(fs::exists(out / "checkpoint.tether") || fs::exists(out / "draws.bin.partial"));
+  }
+}
+
+// The shipped Heisenberg grid (two seconds or so), checkpointed after every
+// batch of shots: stopped by SIGKILL or SIGTERM and resumed, it writes the
+// files of the shoot never stopped (summary.json but for its timings).
+TEST_F(CliTest, AStoppedShootResumesToTheSameFiles) {
+  json j = json::parse(read_file(fs::path(TETHER_SOURCE_DIR) / "configs/heisenberg_sphere.json"));
+  j["backend"] = "cpu";
+  j["output"]["checkpoint"] = {{"every", 1}};
+  const fs::path cfg = write("shoot.json", j), whole = dir_ / "whole";
+  const auto shoot = [&](const fs::path& out, const std::string& extra) {
+    return tether("shoot " + quote(cfg) + " --out " + quote(out) + " --quiet " + extra);
+  };
+  ASSERT_EQ(shoot(whole, "").code, 0);
+  const auto without = [](json s) {
+    for (const char* key : {"wall_seconds", "shooting_seconds", "shots_per_second"}) s.erase(key);
+    return s;
+  };
+  for (const std::string signal : {"KILL", "TERM"}) {
+    const fs::path out = dir_ / ("stopped_" + signal);
+    const Cli stopped = stop_at_checkpoint(dir_, "shoot", cfg, out, signal);
+    if (fs::exists(out / "summary.json")) GTEST_SKIP() << "the shoot finished before the signal: a faster machine";
+    ASSERT_TRUE(fs::exists(out / "checkpoint.tether")) << signal << ": " << stopped.err;
+    if (signal == "TERM") {
+      EXPECT_NE(stopped.err.find("stopped by SIGTERM: checkpoint written; go on with `tether shoot"), std::string::npos)
+          << stopped.err;
+      EXPECT_EQ(stopped.out, "exit 143\n");
+    } else {  // another command's --resume is refused, and destroys nothing
+      const Cli s = tether("sample " + quote(write("sample.json", sample_config())) + " --out " + quote(out) +
+                           " --quiet --resume");
+      EXPECT_EQ(s.code, 2);
+      EXPECT_NE(one_error_line(s).find("was written by `tether shoot`, not `tether sample`"), std::string::npos) << s.err;
+      EXPECT_TRUE(fs::exists(out / "checkpoint.tether"));
+    }
+    const Cli resumed = shoot(out, "--resume");
+    ASSERT_EQ(resumed.code, 0) << signal << ": " << resumed.err;
+    for (const char* file : {"shots.csv", "geodesics.csv"})
+      EXPECT_EQ(read_file(out / file), read_file(whole / file)) << signal << ": " << file;
+    EXPECT_EQ(without(json::parse(read_file(out / "summary.json"))), without(json::parse(read_file(whole / "summary.json"))))
+        << signal;
+    EXPECT_FALSE(fs::exists(out / "checkpoint.tether"));
   }
 }
 

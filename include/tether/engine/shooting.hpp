@@ -2,6 +2,7 @@
 // `tether shoot`: every target's boundary-value problem, on a
 // backend, one shot (target x initial guess) per thread; the best shot of
 // each target kept; optional continuation rounds for the targets left.
+#include <csignal>
 #include <functional>
 #include <limits>
 #include <string>
@@ -52,6 +53,7 @@ struct ShootResult {
   int passes = 0;                 // step counts tried (shoot.accuracy), the last one `steps`
   bool accuracy_reached = false;  // every converged target's error estimate within shoot.accuracy
   Real wall_seconds = 0, shooting_seconds = 0;
+  bool stopped = false;  // by ShootOptions::stop: partial, a checkpoint holds the rest
   Real time() const { return dt * Real(steps); }  // T
 };
 
@@ -59,6 +61,23 @@ struct ShootOptions {
   // Shots done / planned in the initial round: after each batch (about a
   // second apart on the host backends), and after each continuation round.
   std::function<void(double done, double total)> progress;
+  // Checkpoints, as for a run (RunOptions): the shoot's whole state between
+  // two batches of shots or before a continuation round, handed to
+  // `checkpoint` once `checkpoint_every` shots have run since the last one
+  // (0: never) and when *stop turns non-zero, after which shoot() returns
+  // with ShootResult::stopped. `resume`: bytes a checkpoint of the same
+  // config gave; the result is then that of a shoot never stopped.
+  std::function<void(const std::string& bytes)> checkpoint;
+  std::int64_t checkpoint_every = 0;
+  const std::string* resume = nullptr;
+  const volatile std::sig_atomic_t* stop = nullptr;
+  // Processes that solve one config together (mpirun): each phase's shots
+  // (a pass's guesses, a continuation round) are cut into team_size slices
+  // by target and this process runs slice team_rank; then `all_gather`
+  // (this process's bytes in, every process's out in rank order) hands each
+  // one every target's outcome. Every process ends with the whole result.
+  int team_rank = 0, team_size = 1;
+  std::function<std::vector<std::string>(const std::string& mine)> all_gather;
 };
 
 ShootResult shoot(const ShootConfig& config, const ShootOptions& options);
