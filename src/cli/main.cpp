@@ -115,6 +115,15 @@ void set_shard(tether::RunConfig& cfg, const std::string& shard, bool from_mpi, 
 // command, its config, and what the command line changed (the backend and
 // batches change the bits), and the build.
 nlohmann::json identity_of(const char* command, const std::string& config_path, const tether::RunConfig& cfg) {
+  // A start from a sample's draws: the positions read (the file may have been
+  // replaced since), as a 64-bit FNV-1a hash of their bytes.
+  std::uint64_t draws = 0;
+  if (!cfg.initial.draw_q.empty()) {
+    draws = 14695981039346656037ull;
+    const auto* bytes = reinterpret_cast<const unsigned char*>(cfg.initial.draw_q.data());
+    for (std::size_t i = 0; i < cfg.initial.draw_q.size() * sizeof(tether::Real); ++i)
+      draws = (draws ^ bytes[i]) * 1099511628211ull;
+  }
   return {{"format", "tether checkpoint 1"},
           {"command", command},
           {"config", nlohmann::json::parse(tether::canonical_config_file(config_path))},
@@ -122,6 +131,7 @@ nlohmann::json identity_of(const char* command, const std::string& config_path, 
           {"batch_size", cfg.batch_size},
           {"shard", cfg.shard_index},
           {"shards", cfg.shard_count},
+          {"start_draws", draws},
           {"build", tether::build_fingerprint()}};
 }
 
@@ -131,9 +141,13 @@ std::pair<std::string, nlohmann::json> matching_checkpoint(const tether::OutputF
                                                            const nlohmann::json& identity) {
   tether::OutputFolder::Checkpoint ck = folder.read_checkpoint();
   const std::string where = folder.dir().string();
-  for (const char* key : {"command", "config", "backend", "batch_size", "shard", "shards", "build"}) {
+  for (const char* key : {"command", "config", "backend", "batch_size", "shard", "shards", "start_draws", "build"}) {
     if (ck.header[key] == identity[key]) continue;
     const std::string k = key;
+    if (k == "start_draws")
+      throw tether::ConfigError("ensemble.initial.draws", "names a file whose draws differ from those the checkpoint in " +
+                                                              where + " started from: restore that file, or run afresh "
+                                                              "without --resume");
     if (k == "command")
       throw tether::ConfigError("--resume", "the checkpoint in " + where + " was written by `tether " +
                                                 ck.header.value("command", std::string("run")) + "`, not `tether " +
@@ -151,7 +165,7 @@ std::pair<std::string, nlohmann::json> matching_checkpoint(const tether::OutputF
   return {std::move(ck.state), ck.header.value("files", nlohmann::json::object())};
 }
 
-// Signals during a run or sample: SIGINT and SIGTERM ask it to stop at its
+// Signals during a run, sample or shoot: SIGINT and SIGTERM ask it to stop at its
 // next boundary and leave a checkpoint; a second one ends the process.
 struct StopOnSignals {
   StopOnSignals() {

@@ -1112,6 +1112,35 @@ TEST_F(CliTest, ResumeRefusesAnotherConfigAndAFolderWithoutCheckpoint) {
   EXPECT_FALSE(fs::exists(dir_ / "fresh"));
 }
 
+// A run that starts from a sample's draws is resumed only from the same
+// draws: a draws.nc replaced since (another seed) is refused by name.
+TEST_F(CliTest, ResumeRefusesChangedStartDraws) {
+  const auto sample = [&](int seed, const std::string& name) {
+    json j = sample_config();
+    j["sample"]["seed"] = seed;
+    return tether("sample " + quote(write(name + ".json", j)) + " --out " + quote(dir_ / name) + " --quiet");
+  };
+  ASSERT_EQ(sample(3, "draws_a").code, 0);
+  ASSERT_EQ(sample(4, "draws_b").code, 0);
+  fs::create_directories(dir_ / "start");
+  fs::copy_file(dir_ / "draws_a" / "draws.nc", dir_ / "start" / "draws.nc");
+  json j = base_config();
+  j["method"]["steps"] = 3000000;
+  j["ensemble"] = {{"size", 100}, {"seed", 1}, {"initial", {{"draws", (dir_ / "start" / "draws.nc").string()}}}};
+  j["output"] = {{"every", 100000}, {"checkpoint", {{"every", 1000}}}};
+  const fs::path cfg = write("from_draws.json", j), out = dir_ / "out";
+  run_and_signal(dir_, cfg, out, "TERM");
+  if (fs::exists(out / "summary.json")) GTEST_SKIP() << "the run finished before the signal: a faster machine";
+  ASSERT_TRUE(fs::exists(out / "checkpoint.tether"));
+  fs::copy_file(dir_ / "draws_b" / "draws.nc", dir_ / "start" / "draws.nc", fs::copy_options::overwrite_existing);
+  const Cli r = run(cfg, out, "--resume");
+  EXPECT_EQ(r.code, 2);
+  EXPECT_NE(one_error_line(r).find("ensemble.initial.draws: names a file whose draws differ from those the checkpoint"),
+            std::string::npos)
+      << r.err;
+  EXPECT_TRUE(fs::exists(out / "checkpoint.tether")) << "the refusal keeps the checkpoint";
+}
+
 // ---------------------------------------------------------------- netCDF output and snapshots
 
 // Every value of a netCDF variable, as doubles (the library converts).
