@@ -9,8 +9,8 @@
 #include <filesystem>
 #include <functional>
 #include <iostream>
+#include <memory>
 #include <sstream>
-#include <tuple>
 #include <unistd.h>
 #ifdef _OPENMP
 #include <omp.h>
@@ -165,6 +165,19 @@ std::pair<std::string, nlohmann::json> matching_checkpoint(const tether::OutputF
   return {std::move(ck.state), ck.header.value("files", nlohmann::json::object())};
 }
 
+// `out` as the folder of a command that checkpoints: started afresh, or
+// (resume) with the checkpoint it goes on from, which must match `identity`;
+// its state bytes and file byte counts into `resumed`.
+std::unique_ptr<tether::OutputFolder> open_output(const std::string& out, bool resume, const nlohmann::json& identity,
+                                                  std::pair<std::string, nlohmann::json>& resumed) {
+  if (resume && !std::filesystem::exists(std::filesystem::path(out) / "checkpoint.tether"))
+    throw std::runtime_error("cannot resume: " + out + " holds no checkpoint (checkpoint.tether)");
+  auto folder = std::make_unique<tether::OutputFolder>(
+      out, resume ? tether::OutputFolder::Start::resume : tether::OutputFolder::Start::fresh_run);
+  if (resume) resumed = matching_checkpoint(*folder, identity);
+  return folder;
+}
+
 // Signals during a run, sample or shoot: SIGINT and SIGTERM ask it to stop at its
 // next boundary and leave a checkpoint; a second one ends the process.
 struct StopOnSignals {
@@ -229,13 +242,10 @@ int do_run(const std::string& config_path, const std::string& out, const std::st
   if (!resume) tether::check_room_for_run(cfg, out);
 
   const nlohmann::json identity = identity_of("run", config_path, cfg);
-  if (resume && !std::filesystem::exists(std::filesystem::path(out) / "checkpoint.tether"))
-    throw std::runtime_error("cannot resume: " + out + " holds no checkpoint (checkpoint.tether)");
-  tether::OutputFolder folder(out, resume ? tether::OutputFolder::Start::resume : tether::OutputFolder::Start::fresh_run);
-  std::string resume_state;
-  nlohmann::json file_sizes;
-  if (resume) std::tie(resume_state, file_sizes) = matching_checkpoint(folder, identity);
-  tether::RunFiles files(folder, cfg, resume ? &file_sizes : nullptr);
+  std::pair<std::string, nlohmann::json> resumed;  // state bytes, file byte counts
+  const auto held = open_output(out, resume, identity, resumed);
+  tether::OutputFolder& folder = *held;
+  tether::RunFiles files(folder, cfg, resume ? &resumed.second : nullptr);
   tether::RunOptions opt;
   opt.final_states = &files;
   Progress progress(quiet);
@@ -246,7 +256,7 @@ int do_run(const std::string& config_path, const std::string& out, const std::st
     folder.write_checkpoint(header, state);
   };
   opt.checkpoint_every = cfg.checkpoint_every;
-  opt.resume = resume ? &resume_state : nullptr;
+  opt.resume = resume ? &resumed.first : nullptr;
   opt.stop = &stop_signal;
   tether::RunResult r;
   {
@@ -298,7 +308,7 @@ int do_shoot(const std::string& config_path, const std::string& out, const std::
   tether::ShootConfig cfg;
   nlohmann::json identity;
   std::unique_ptr<tether::OutputFolder> folder;  // rank 0's
-  std::string resume_state;
+  std::pair<std::string, nlohmann::json> resumed;
   const int setup = on_every_rank(world, [&] {
     refuse_other_commands_config(config_path, "shoot");
     cfg = tether::load_shoot_config_file(config_path);
@@ -316,11 +326,7 @@ int do_shoot(const std::string& config_path, const std::string& out, const std::
     identity = identity_of("shoot", config_path, cfg.run);
     if (world.rank != 0) return 0;
     if (!resume) tether::check_room_for_shoot(cfg, out);
-    if (resume && !std::filesystem::exists(std::filesystem::path(out) / "checkpoint.tether"))
-      throw std::runtime_error("cannot resume: " + out + " holds no checkpoint (checkpoint.tether)");
-    folder = std::make_unique<tether::OutputFolder>(
-        out, resume ? tether::OutputFolder::Start::resume : tether::OutputFolder::Start::fresh_run);
-    if (resume) resume_state = matching_checkpoint(*folder, identity).first;
+    folder = open_output(out, resume, identity, resumed);
     return 0;
   });
   if (setup != 0) return setup;
@@ -335,7 +341,7 @@ int do_shoot(const std::string& config_path, const std::string& out, const std::
   } else {
     opt.checkpoint = [&](const std::string& state) { folder->write_checkpoint(identity, state); };
     opt.checkpoint_every = cfg.run.checkpoint_every;
-    opt.resume = resume ? &resume_state : nullptr;
+    opt.resume = resume ? &resumed.first : nullptr;
     opt.stop = &stop_signal;
   }
   tether::ShootResult r;
@@ -394,13 +400,10 @@ int do_sample(const std::string& config_path, const std::string& out, const std:
   if (!resume) tether::check_room_for_sample(cfg, out);
 
   const nlohmann::json identity = identity_of("sample", config_path, cfg.run);
-  if (resume && !std::filesystem::exists(std::filesystem::path(out) / "checkpoint.tether"))
-    throw std::runtime_error("cannot resume: " + out + " holds no checkpoint (checkpoint.tether)");
-  tether::OutputFolder folder(out, resume ? tether::OutputFolder::Start::resume : tether::OutputFolder::Start::fresh_run);
-  std::string resume_state;
-  nlohmann::json file_sizes;
-  if (resume) std::tie(resume_state, file_sizes) = matching_checkpoint(folder, identity);
-  tether::SampleFiles files(folder, cfg, resume ? &file_sizes : nullptr);
+  std::pair<std::string, nlohmann::json> resumed;  // state bytes, file byte counts
+  const auto held = open_output(out, resume, identity, resumed);
+  tether::OutputFolder& folder = *held;
+  tether::SampleFiles files(folder, cfg, resume ? &resumed.second : nullptr);
   tether::SampleOptions opt;
   opt.draws = &files;
   Progress progress(quiet, "chain-iterations");
@@ -411,7 +414,7 @@ int do_sample(const std::string& config_path, const std::string& out, const std:
     folder.write_checkpoint(header, state);
   };
   opt.checkpoint_every = cfg.run.checkpoint_every;
-  opt.resume = resume ? &resume_state : nullptr;
+  opt.resume = resume ? &resumed.first : nullptr;
   opt.stop = &stop_signal;
   tether::SampleResult r;
   {

@@ -1030,12 +1030,15 @@ json checkpointed_config() {
     "backend":  "cpu"})");
 }
 
-// `tether run` started in the background and sent `signal` after half a
-// second; out: "exit STATUS", err: what tether printed.
-Cli run_and_signal(const fs::path& dir, const fs::path& cfg, const fs::path& out, const std::string& signal) {
+// `tether COMMAND` (run, sample, shoot) in the background, sent `signal` once its
+// first checkpoint is on disk; out: "exit STATUS".
+Cli stop_at_checkpoint(const fs::path& dir, const std::string& command, const fs::path& cfg, const fs::path& out,
+                       const std::string& signal) {
   const fs::path o = dir / "signal.stdout", e = dir / "signal.stderr";
-  const std::string cmd = "{ " + quote(TETHER_BINARY) + " run " + quote(cfg) + " --out " + quote(out) +
-                          " --quiet & pid=$!; sleep 0.5; kill -" + signal + " $pid; wait $pid; echo \"exit $?\"; } >" +
+  const std::string checkpoint = quote(out / "checkpoint.tether"), summary = quote(out / "summary.json");
+  const std::string cmd = "{ " + quote(TETHER_BINARY) + " " + command + " " + quote(cfg) + " --out " + quote(out) +
+                          " --quiet & pid=$!; for i in $(seq 200); do [ -e " + checkpoint + " ] || [ -e " + summary +
+                          " ] && break; sleep 0.05; done; kill -" + signal + " $pid; wait $pid; echo \"exit $?\"; } >" +
                           quote(o) + " 2>" + quote(e);
   Cli r;
   r.code = std::system(cmd.c_str());
@@ -1059,7 +1062,7 @@ TEST_F(CliTest, AStoppedRunResumesToTheSameBytes) {
   ASSERT_EQ(run(cfg, whole).code, 0);
   for (const std::string signal : {"KILL", "TERM"}) {
     const fs::path out = dir_ / ("stopped_" + signal);
-    const Cli stopped = run_and_signal(dir_, cfg, out, signal);
+    const Cli stopped = stop_at_checkpoint(dir_, "run", cfg, out, signal);
     if (fs::exists(out / "summary.json")) GTEST_SKIP() << "the run finished before the signal: a faster machine";
     ASSERT_TRUE(fs::exists(out / "checkpoint.tether")) << signal << ": " << stopped.err;
     EXPECT_FALSE(fs::exists(out / "final.csv"));
@@ -1085,7 +1088,7 @@ TEST_F(CliTest, AStoppedRunResumesToTheSameBytes) {
 // with none to resume, nothing is created.
 TEST_F(CliTest, ResumeRefusesAnotherConfigAndAFolderWithoutCheckpoint) {
   const fs::path cfg = write("config.json", checkpointed_config()), out = dir_ / "out";
-  run_and_signal(dir_, cfg, out, "KILL");
+  stop_at_checkpoint(dir_, "run", cfg, out, "KILL");
   if (fs::exists(out / "summary.json")) GTEST_SKIP() << "the run finished before the signal: a faster machine";
   ASSERT_TRUE(fs::exists(out / "checkpoint.tether"));
   json other = checkpointed_config();
@@ -1129,7 +1132,7 @@ TEST_F(CliTest, ResumeRefusesChangedStartDraws) {
   j["ensemble"] = {{"size", 100}, {"seed", 1}, {"initial", {{"draws", (dir_ / "start" / "draws.nc").string()}}}};
   j["output"] = {{"every", 100000}, {"checkpoint", {{"every", 1000}}}};
   const fs::path cfg = write("from_draws.json", j), out = dir_ / "out";
-  run_and_signal(dir_, cfg, out, "TERM");
+  stop_at_checkpoint(dir_, "run", cfg, out, "TERM");
   if (fs::exists(out / "summary.json")) GTEST_SKIP() << "the run finished before the signal: a faster machine";
   ASSERT_TRUE(fs::exists(out / "checkpoint.tether"));
   fs::copy_file(dir_ / "draws_b" / "draws.nc", dir_ / "start" / "draws.nc", fs::copy_options::overwrite_existing);
@@ -1289,7 +1292,7 @@ TEST_F(CliTest, AStoppedNetcdfRunResumesToTheSameNumbers) {
   j["output"]["trajectories"] = {{"ids", {0, 150, 299}}, {"every", 1000}};
   const fs::path cfg = write("config.json", j), whole = dir_ / "whole", out = dir_ / "stopped";
   ASSERT_EQ(run(cfg, whole).code, 0);
-  run_and_signal(dir_, cfg, out, "KILL");
+  stop_at_checkpoint(dir_, "run", cfg, out, "KILL");
   if (fs::exists(out / "summary.json")) GTEST_SKIP() << "the run finished before the signal: a faster machine";
   ASSERT_TRUE(fs::exists(out / "checkpoint.tether"));
   const Cli resumed = run(cfg, out, "--resume");
@@ -1643,22 +1646,6 @@ json checkpointed_sample_config() {
   return j;
 }
 
-// `tether COMMAND` (sample, shoot) in the background, sent `signal` once its
-// first checkpoint is on disk; out: "exit STATUS".
-Cli stop_at_checkpoint(const fs::path& dir, const std::string& command, const fs::path& cfg, const fs::path& out,
-                       const std::string& signal) {
-  const fs::path o = dir / "signal.stdout", e = dir / "signal.stderr";
-  const std::string checkpoint = quote(out / "checkpoint.tether"), summary = quote(out / "summary.json");
-  const std::string cmd = "{ " + quote(TETHER_BINARY) + " " + command + " " + quote(cfg) + " --out " + quote(out) +
-                          " --quiet & pid=$!; for i in $(seq 200); do [ -e " + checkpoint + " ] || [ -e " + summary +
-                          " ] && break; sleep 0.05; done; kill -" + signal + " $pid; wait $pid; echo \"exit $?\"; } >" +
-                          quote(o) + " 2>" + quote(e);
-  Cli r;
-  r.code = std::system(cmd.c_str());
-  r.out = read_file(o);
-  r.err = read_file(e);
-  return r;
-}
 
 // Killed with SIGKILL, or stopped with SIGTERM (a last checkpoint, exit 143),
 // after its first checkpoint, then resumed: the draws and summary of the
