@@ -23,9 +23,10 @@ using ShotRunnerFactory = std::function<std::unique_ptr<ShotRunner>(const ShootC
 ShootControl shoot_control(const ShootConfig& cfg, std::int64_t steps);
 // Every target's kept shot, over the passes shoot.accuracy asks for, with
 // checkpoints and a team as `opt` says (shooting.cpp): the host loop, the
-// same for every system and method. `order`: the method's.
-ShootResult solve_targets(const ShootConfig& cfg, int dof, int order, const ShotRunnerFactory& make_runner,
-                          const ShootOptions& opt);
+// same for every system and method. `backend`: the one resolved (cuda takes
+// its shots in one batch); `order`: the method's.
+ShootResult solve_targets(const ShootConfig& cfg, const std::string& backend, int dof, int order,
+                          const ShotRunnerFactory& make_runner, const ShootOptions& opt);
 
 template <class S, class M>
 std::unique_ptr<ShotRunner> make_shot_runner(const std::string& backend, const S& sys, const ShootControl& ctl) {
@@ -42,7 +43,8 @@ ShootResult shoot_ensemble(const S& sys, const ShootConfig& cfg, const std::stri
   constexpr int n = S::dof;
   const ShootSpec& sp = cfg.shoot;
   ShootResult r = solve_targets(
-      cfg, n, M::order, [&](const ShootControl& ctl) { return make_shot_runner<S, M>(backend, sys, ctl); }, opt);
+      cfg, backend, n, M::order, [&](const ShootControl& ctl) { return make_shot_runner<S, M>(backend, sys, ctl); },
+      opt);
   if (r.stopped || opt.team_rank != 0) return r;  // (one process of a team writes the output)
   const ShootControl ctl = shoot_control(cfg, r.steps);
   const std::int64_t targets = std::int64_t(r.targets.size());

@@ -186,8 +186,10 @@ std::pair<std::int64_t, std::int64_t> slice_of(std::int64_t n, int k, int size) 
 
 class TargetSolver {
  public:
-  TargetSolver(const ShootConfig& cfg, int dof, int order, const ShotRunnerFactory& make_runner, const ShootOptions& opt)
-      : cfg_(cfg), sp_(cfg.shoot), dof_(dof), order_(order), make_runner_(make_runner), opt_(opt) {}
+  TargetSolver(const ShootConfig& cfg, const std::string& backend, int dof, int order,
+               const ShotRunnerFactory& make_runner, const ShootOptions& opt)
+      : cfg_(cfg), sp_(cfg.shoot), gpu_(backend == "cuda"), dof_(dof), order_(order), make_runner_(make_runner),
+        opt_(opt) {}
 
   ShootResult solve() {
     const bool resumed = opt_.resume != nullptr;
@@ -291,9 +293,8 @@ class TargetSolver {
       // measured), so that progress, checkpoints and a stop come often; a GPU
       // takes them all at once (up to batch_size). Batches change no result:
       // each shot is merged in shot order.
-      const bool gpu = cfg_.run.backend == "cuda";
       const std::int64_t most = std::max<std::int64_t>(1, std::min<std::int64_t>(cfg_.run.batch_size, total));
-      std::int64_t batch = gpu ? most : std::min<std::int64_t>(most, 64);
+      std::int64_t batch = gpu_ ? most : std::min<std::int64_t>(most, 64);
       while (at_.next_shot < total) {
         const std::int64_t first = at_.next_shot, n = std::min(batch, total - first);
         HostShots h(n, dof_, false);
@@ -308,7 +309,7 @@ class TargetSolver {
         const auto start = clock::now();
         run_batch(h);
         const double seconds = std::chrono::duration<double>(clock::now() - start).count();
-        if (!gpu) batch = std::clamp<std::int64_t>(seconds > 1e-3 ? std::int64_t(double(n) / seconds) : 10 * n, 1, most);
+        if (!gpu_) batch = std::clamp<std::int64_t>(seconds > 1e-3 ? std::int64_t(double(n) / seconds) : 10 * n, 1, most);
         count(h);
         for (std::int64_t i = 0; i < n; ++i) merge_shot(h, i, at_.kept[std::size_t(list[std::size_t(first + i)].first)], 0);
         at_.next_shot = first + n;
@@ -430,6 +431,7 @@ class TargetSolver {
 
   const ShootConfig& cfg_;
   const ShootSpec& sp_;
+  bool gpu_;  // the backend is cuda: one batch of everything (up to batch_size)
   int dof_, order_;
   const ShotRunnerFactory& make_runner_;
   const ShootOptions& opt_;
@@ -443,9 +445,9 @@ class TargetSolver {
 
 }  // namespace
 
-ShootResult solve_targets(const ShootConfig& cfg, int dof, int order, const ShotRunnerFactory& make_runner,
-                          const ShootOptions& opt) {
-  return TargetSolver(cfg, dof, order, make_runner, opt).solve();
+ShootResult solve_targets(const ShootConfig& cfg, const std::string& backend, int dof, int order,
+                          const ShotRunnerFactory& make_runner, const ShootOptions& opt) {
+  return TargetSolver(cfg, backend, dof, order, make_runner, opt).solve();
 }
 
 }  // namespace tether
