@@ -178,6 +178,27 @@ std::unique_ptr<tether::OutputFolder> open_output(const std::string& out, bool r
   return folder;
 }
 
+// A checkpoint written into `folder`: `identity` with the byte counts of the
+// files it goes on from (`files`: the command's RunFiles or SampleFiles).
+template <class Files>
+std::function<void(const std::string&)> checkpoint_into(tether::OutputFolder& folder, const nlohmann::json& identity,
+                                                        Files& files) {
+  return [&folder, &identity, &files](const std::string& state) {
+    nlohmann::json header = identity;
+    header["files"] = files.checkpoint_sizes();
+    folder.write_checkpoint(header, state);
+  };
+}
+
+// shard.tether's header line: the identity, and the ids [lo, hi) the shard ran.
+nlohmann::json shard_header(const nlohmann::json& identity, std::int64_t lo, std::int64_t hi, double wall_seconds) {
+  nlohmann::json header = identity;
+  header["format"] = "tether shard 1";
+  header["ids"] = {lo, hi};
+  header["wall_seconds"] = wall_seconds;
+  return header;
+}
+
 // Signals during a run, sample or shoot: SIGINT and SIGTERM ask it to stop at its
 // next boundary and leave a checkpoint; a second one ends the process.
 struct StopOnSignals {
@@ -250,11 +271,7 @@ int do_run(const std::string& config_path, const std::string& out, const std::st
   opt.final_states = &files;
   Progress progress(quiet);
   opt.progress = [&](double d, double t) { progress(d, t); };
-  opt.checkpoint = [&](const std::string& state) {
-    nlohmann::json header = identity;
-    header["files"] = files.checkpoint_sizes();
-    folder.write_checkpoint(header, state);
-  };
+  opt.checkpoint = checkpoint_into(folder, identity, files);
   opt.checkpoint_every = cfg.checkpoint_every;
   opt.resume = resume ? &resumed.first : nullptr;
   opt.stop = &stop_signal;
@@ -266,11 +283,8 @@ int do_run(const std::string& config_path, const std::string& out, const std::st
   }
   if (cfg.shard_count > 1) {
     const auto [lo, hi] = tether::shard_ids(cfg);
-    nlohmann::json header = identity;
-    header["format"] = "tether shard 1";
-    header["ids"] = {lo, hi};
+    nlohmann::json header = shard_header(identity, lo, hi, r.wall_seconds);
     header["family"] = r.family;
-    header["wall_seconds"] = r.wall_seconds;
     files.finish_shard(r, header);
     if (!quiet)
       std::printf("%s shard %d of %d: trajectories %lld to %lld in %.3g s\n  wrote %s (join all %d with `tether merge`)\n",
@@ -408,11 +422,7 @@ int do_sample(const std::string& config_path, const std::string& out, const std:
   opt.draws = &files;
   Progress progress(quiet, "chain-iterations");
   opt.progress = [&](double d, double t) { progress(d, t); };
-  opt.checkpoint = [&](const std::string& state) {
-    nlohmann::json header = identity;
-    header["files"] = files.checkpoint_sizes();
-    folder.write_checkpoint(header, state);
-  };
+  opt.checkpoint = checkpoint_into(folder, identity, files);
   opt.checkpoint_every = cfg.run.checkpoint_every;
   opt.resume = resume ? &resumed.first : nullptr;
   opt.stop = &stop_signal;
@@ -424,11 +434,7 @@ int do_sample(const std::string& config_path, const std::string& out, const std:
   }
   if (cfg.run.shard_count > 1) {
     const auto [lo, hi] = tether::shard_ids(cfg.run, 1);
-    nlohmann::json header = identity;
-    header["format"] = "tether shard 1";
-    header["ids"] = {lo, hi};
-    header["wall_seconds"] = r.wall_seconds;
-    files.finish_shard(r, header);
+    files.finish_shard(r, shard_header(identity, lo, hi, r.wall_seconds));
     if (!quiet)
       std::printf("%s shard %d of %d: chains %lld to %lld in %.3g s\n  wrote %s (join all %d with `tether merge`)\n",
                   r.system.c_str(), cfg.run.shard_index, cfg.run.shard_count, (long long)lo, (long long)hi - 1,

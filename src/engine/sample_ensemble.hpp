@@ -11,7 +11,7 @@
 
 #include "backends/chain_runner.hpp"
 #include "backends/reference/reference_backend.hpp"
-#include "engine/checkpoint_blob.hpp"
+#include "engine/sample_tally.hpp"
 #include "engine/initial_state.hpp"
 #include "tether/engine/sample.hpp"
 #ifdef TETHER_HAVE_CUDA
@@ -44,16 +44,14 @@ inline std::int64_t draws_before(const SampleSpec& s, std::int64_t k) {
 // What a sample is between two windows, for a checkpoint: the batch's
 // first chain and the iterations it has done, its chains' states and step
 // sizes (their random streams are counters: nothing else to keep), and the
-// counts and sums of everything so far.
+// counts and sums of everything so far (chain_iterations: the finished batches').
 struct SampleProgress {
   std::int64_t first = 0, done = 0;
-  double work_done = 0;
   SampleResult tally;
 
   void save(BlobWriter& w, const HostChains& h) const {
-    w.put(first), w.put(done), w.put(work_done);
-    w.put(tally.outcomes), w.put(tally.acceptance), w.put(tally.step_size_min), w.put(tally.step_size_max);
-    w.put(tally.sampling_seconds), w.put(tally.chain_iterations);
+    w.put(first), w.put(done);
+    save_sample_tally(w, tally);
     w.put(h.count), w.put(h.q), w.put(h.p), w.put(h.step_size), w.put(h.log_h_bar), w.put(h.h_bar);
   }
   // Restores what save wrote; false when it does not fit a sample of chains
@@ -61,9 +59,8 @@ struct SampleProgress {
   bool load(BlobReader& b, std::unique_ptr<HostChains>& h, std::int64_t lo, std::int64_t hi, std::int64_t batch,
             std::int64_t iterations, int dof, std::int64_t draws) {
     std::int64_t count = 0;
-    b.get(first), b.get(done), b.get(work_done);
-    b.get(tally.outcomes), b.get(tally.acceptance), b.get(tally.step_size_min), b.get(tally.step_size_max);
-    b.get(tally.sampling_seconds), b.get(tally.chain_iterations);
+    b.get(first), b.get(done);
+    load_sample_tally(b, tally);
     b.get(count);
     if (!(first >= lo && first < hi && (first - lo) % batch == 0 && count == std::min(batch, hi - first) &&
           done >= 0 && done <= iterations))
@@ -176,8 +173,7 @@ SampleResult sample_ensemble(const S& sys, const M& method, const SampleConfig& 
           seconds > 1e-3 ? std::int64_t(double(plan.iterations) / seconds) : 10 * plan.iterations, 1,
           stored_per_window * spec.thin);
       at.done += plan.iterations;
-      at.work_done += double(count) * double(plan.iterations);
-      if (opt.progress) opt.progress(at.work_done, total_work);
+      if (opt.progress) opt.progress(tally.chain_iterations + double(count) * double(at.done), total_work);
       if (h.draws > 0) {
         for (std::int64_t j = 0; j < h.draws * count; ++j) {
           ++tally.outcomes[std::size_t(h.draw_outcome[std::size_t(j)])];

@@ -4,7 +4,7 @@
 #include <algorithm>
 #include <sstream>
 
-#include "engine/checkpoint_blob.hpp"
+#include "engine/sample_tally.hpp"
 #include "io/side_files.hpp"
 #include "io/text_out.hpp"
 #include "tether/engine/config_error.hpp"
@@ -60,22 +60,6 @@ std::int64_t replay_draws(const fs::path& file, int dof, DrawSink& sink) {
   }
   if (in.gcount() != 0) throw std::runtime_error(file.string() + " ends in the middle of a block of draws");
   return held;
-}
-
-// A sample's counts and sums (SampleResult::merge's operands), as shard.tether carries them.
-std::string tally_bytes(const SampleResult& r) {
-  BlobWriter w;
-  w.put(r.outcomes), w.put(r.acceptance), w.put(r.step_size_min), w.put(r.step_size_max);
-  w.put(r.sampling_seconds), w.put(r.chain_iterations);
-  return w.bytes();
-}
-SampleResult tally_of(const std::string& bytes) {
-  SampleResult r;
-  BlobReader b(bytes);
-  b.get(r.outcomes), b.get(r.acceptance), b.get(r.step_size_min), b.get(r.step_size_max);
-  b.get(r.sampling_seconds), b.get(r.chain_iterations);
-  b.expect_end();
-  return r;
 }
 
 // draws.nc from draws.bin side files (the sample's own, or its shards' in
@@ -157,7 +141,9 @@ void SampleFiles::finish_shard(const SampleResult& r, const nlohmann::json& head
   {
     std::ofstream out(tally, std::ios::binary);
     check_stream(out, tally);
-    out << header.dump() << '\n' << tally_bytes(r);
+    BlobWriter w;
+    save_sample_tally(w, r);
+    out << header.dump() << '\n' << w.bytes();
     out.close();
     check_stream(out, tally);
   }
@@ -173,7 +159,11 @@ void merge_sample_shard_folders(OutputFolder& folder, const std::vector<ShardFol
   std::vector<fs::path> draws_bin;
   for (const auto& p : parts) {
     try {
-      r.merge(tally_of(p.tally));
+      SampleResult shard;
+      BlobReader b(p.tally);
+      load_sample_tally(b, shard);
+      b.expect_end();
+      r.merge(shard);
     } catch (const std::runtime_error&) {
       throw ConfigError((p.dir / "shard.tether").string(), "is damaged: its counts are cut short");
     }
