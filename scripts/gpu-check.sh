@@ -2,14 +2,18 @@
 # Runs on a machine with an NVIDIA GPU and its driver, from the unpacked
 # archive of scripts/gpu-bundle.sh (nothing else installed): the gpu tests
 # with TETHER_REQUIRE_GPU=1, then cuda against cpu in one run for the run,
-# shooting and sampling engines. Raw results, eight files, go to OUTDIR:
+# shooting and sampling engines. Raw results go to OUTDIR:
 #   check.log            what ran, nvidia-smi, each stage's exit status and time
-#   test_cuda.xml        the gpu tests (JUnit XML, one entry per test)
-#   bench-cuda.json      tether_bench, cuda, sizes 1e3..1e6, every family
-#   bench-cpu.json       tether_bench, cpu at 1e4 on the same cases (the ratio's other side)
+#   test_cuda-K.xml      the gpu tests, in 4 shards run at once (JUnit XML, one entry per test)
+#   shoot-scaling.jsonl  tether shoot, Heisenberg GL2 at 10^3..10^6 random targets on cuda
+#                        and 10^3..10^5 on cpu: one summary.json per line
+#   bench-cuda.json      tether_bench, cuda, sizes 1e3..1e6, one or more cases of every family
+#   bench-cpu.json       tether_bench, cpu at 1e3 and 1e4 on the same cases (the ratios' other side)
 #   shoot-{cuda,cpu}.json, sample-{cuda,cpu}.json   summary.json of tether shoot / sample
-# Each stage has a time limit (together 8 minutes at most); a stage that runs
-# out leaves its lines in check.log.
+# Stages run in order of what matters most (the tests first) and each has a
+# time limit, together about 8 minutes at most (on an H100 with 16 cores,
+# 2026-11-26: about 5); a stage that runs out is killed with its children and
+# leaves its lines in check.log.
 #
 #   tar -xJf gpu-bundle.tar.xz && tether-gpu/gpu-check.sh OUTDIR
 set -uo pipefail
@@ -31,7 +35,8 @@ stage() {
   shift 2
   echo "== $name: $*" >>"$log"
   local start=$SECONDS
-  timeout "$limit" "$@" >>"$log" 2>&1
+  # -k: a child that outlives the TERM (tether finishes its batch first) is killed.
+  timeout -k 5 "$limit" "$@" >>"$log" 2>&1
   local rc=$?
   echo "== $name: exit $rc after $((SECONDS - start)) s$([ $rc -eq 124 ] && echo ", stopped at its $limit s limit")" >>"$log"
   [ $rc -eq 0 ] || failed=1
@@ -48,16 +53,61 @@ stage() {
 quiet() { "$@" >/dev/null; }
 export -f quiet
 
-stage tests 120 "$bin/test_cuda" --gtest_output="xml:$out/test_cuda.xml"
-stage bench-cuda 120 bash -c 'quiet "$@"' _ "$bin/tether_bench" --backends cuda --configs "$here/configs" --sizes 1e3,1e4,1e5,1e6 \
-  --repeats 2 --min-time 0.1 -o "$out/bench-cuda.json"
-stage bench-cpu 90 bash -c 'quiet "$@"' _ "$bin/tether_bench" --backends cpu --configs "$here/configs" --sizes 1e4 --repeats 2 \
-  --min-time 0.1 -o "$out/bench-cpu.json"
+# The gpu tests in 4 shards at once: each compares cuda with cpu, so one
+# shard's cpu part overlaps another's kernels (one after another they took
+# about 6 minutes on an H100).
+gpu_tests() {
+  local k rc=0 threads=$(( $(nproc) / 4 > 0 ? $(nproc) / 4 : 1 ))
+  for k in 0 1 2 3; do
+    OMP_NUM_THREADS=$threads GTEST_TOTAL_SHARDS=4 GTEST_SHARD_INDEX=$k "$bin/test_cuda" \
+      --gtest_output="xml:$out/test_cuda-$k.xml" >"$work/tests-$k.log" 2>&1 &
+  done
+  for k in 0 1 2 3; do wait -n || rc=1; done
+  for k in 0 1 2 3; do grep -E "^\[  (PASSED|FAILED) |^\[  FAILED  \]|Failure|Expected|Which is|error" "$work/tests-$k.log" | sed "s/^/shard $k: /"; done
+  return $rc
+}
+export -f gpu_tests
+export work
+stage tests 240 bash -c gpu_tests
+
+# Shots per second against the number of targets: one config (Heisenberg, GL2,
+# 40 steps, the toward guess and one random one), random targets of each count.
+shoot_scaling() {
+  local backend=$1 count=$2 dir=$work/scaling-$1-$2
+  mkdir -p "$dir"
+  cat >"$dir/config.json" <<CONFIG
+{"system": {"name": "heisenberg"},
+ "method": {"name": "gauss_legendre", "stages": 2, "steps": 40},
+ "shoot": {"q0": [0, 0, 0], "time": 1.0,
+   "targets": {"random": {"count": $count, "min": [-1, -1, -0.3], "max": [1, 1, 0.3], "seed": 11}},
+   "guesses": {"toward": true, "random": {"count": 1, "scale": 2.0, "seed": 3}},
+   "newton": {"tolerance": 1e-10, "max_iterations": 40}}}
+CONFIG
+  "$bin/tether" shoot "$dir/config.json" --out "$dir/out" --backend "$backend" --quiet &&
+    { tr -d '\n' <"$dir/out/summary.json"; echo; } >>"$out/shoot-scaling.jsonl"
+  local rc=$?
+  rm -rf "$dir"
+  return $rc
+}
+export -f shoot_scaling
+export bin out
+for count in 1000 10000 100000 1000000; do stage "shoot-scaling-cuda-$count" 40 bash -c 'shoot_scaling cuda "$1"' _ "$count"; done
+for count in 1000 10000 100000; do stage "shoot-scaling-cpu-$count" 30 bash -c 'shoot_scaling cpu "$1"' _ "$count"; done
+
+# Every family, its headline cases: the RATTLE chains of the Numba comparison,
+# Gauss-Legendre on Heisenberg and the car, Lie-group RATTLE, the mixed and
+# Lagrangian systems (every pair at every size takes far longer than a lease).
+cases=(--systems spherical_pendulum,chain8,chain16,rigid_chain2,heisenberg,parallel_parking,sphere_contact,magnetic_sphere
+  --methods rattle,lie_rattle_cayley,gauss_legendre_2,gauss_legendre_3,rattle_midpoint,variational)
+stage bench-cuda 120 bash -c 'quiet "$@"' _ "$bin/tether_bench" --backends cuda --configs "$here/configs" "${cases[@]}" \
+  --sizes 1e3,1e4,1e5,1e6 --repeats 2 --min-time 0.1 -o "$out/bench-cuda.json"
+stage bench-cpu 90 bash -c 'quiet "$@"' _ "$bin/tether_bench" --backends cpu --configs "$here/configs" "${cases[@]}" \
+  --sizes 1e3,1e4 --repeats 2 --min-time 0.1 -o "$out/bench-cpu.json"
 for engine in shoot sample; do
   config=$here/configs/heisenberg_sphere.json
   [ "$engine" = sample ] && config=$here/configs/double_pendulum_sample.json
   for backend in cuda cpu; do
-    stage "$engine-$backend" 40 "$bin/tether" "$engine" "$config" --out "$work/$engine-$backend" --backend "$backend" --quiet
+    stage "$engine-$backend" 30 "$bin/tether" "$engine" "$config" --out "$work/$engine-$backend" --backend "$backend" --quiet
     [ -f "$work/$engine-$backend/summary.json" ] && cp "$work/$engine-$backend/summary.json" "$out/$engine-$backend.json"
   done
 done

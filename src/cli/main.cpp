@@ -335,8 +335,7 @@ int do_shoot(const std::string& config_path, const std::string& out, const std::
       throw tether::ConfigError("output.checkpoint", "tether shoot under mpirun takes no checkpoints yet: run it "
                                                      "as one process, or without output.checkpoint");
     if (team) tether::use_cuda_device_of_rank(world.rank);
-    cfg.run.backend = tether::resolve_backend(
-        cfg.run.backend, std::int64_t(cfg.shoot.targets.size()) * cfg.shoot.guesses_per_target());
+    cfg.run.backend = tether::resolve_shoot_backend(cfg);
     identity = identity_of("shoot", config_path, cfg.run);
     if (world.rank != 0) return 0;
     if (!resume) tether::check_room_for_shoot(cfg, out);
@@ -612,7 +611,9 @@ void do_list(bool as_json) {
                   info.citation.c_str());
     }
   }
-  std::printf("backends:\n  %-22s cuda when a device is present, else cpu (the default)\n", "auto");
+  std::printf("backends:\n  %-22s cuda when a device is present and the ensemble has at least %lld trajectories or "
+              "chains (%lld shots), else cpu (the default)\n",
+              "auto", (long long)tether::auto_cuda_min_ensemble, (long long)tether::auto_cuda_min_shots);
   std::printf("  %-22s serial generic dense Newton on each method's residual\n", "reference");
   std::printf("  %-22s the GPU step code on %d threads\n", "cpu", threads);
   if (!tether::cuda_built())

@@ -93,9 +93,14 @@ std::string resolve_backend(const std::string& requested) {
   return requested;
 }
 
-std::string resolve_backend(const std::string& requested, std::int64_t ensemble) {
+std::string resolve_backend(const std::string& requested, std::int64_t ensemble, std::int64_t cuda_from) {
   const std::string backend = resolve_backend(requested);
-  return requested == "auto" && backend == "cuda" && ensemble < auto_cuda_min_ensemble ? "cpu" : backend;
+  return requested == "auto" && backend == "cuda" && ensemble < cuda_from ? "cpu" : backend;
+}
+
+std::string resolve_shoot_backend(const ShootConfig& c) {
+  return resolve_backend(c.run.backend, std::int64_t(c.shoot.targets.size()) * c.shoot.guesses_per_target(),
+                         auto_cuda_min_shots);
 }
 
 namespace {
@@ -155,8 +160,7 @@ RunResult merge_shards(const RunConfig& c, const std::vector<std::string>& talli
 
 ShootResult shoot(const ShootConfig& c, const ShootOptions& opt) {
   const auto start = std::chrono::steady_clock::now();
-  const std::string backend =
-      resolve_backend(c.run.backend, std::int64_t(c.shoot.targets.size()) * c.shoot.guesses_per_target());
+  const std::string backend = resolve_shoot_backend(c);
   ShootResult r = system_entry(c.run.system).shoot(c, opt, backend);
   r.system = c.run.system_name;
   r.method = c.run.method_name;

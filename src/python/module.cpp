@@ -241,8 +241,7 @@ nb::dict shoot(const std::string& text, const std::string& source, const std::st
   tether::ShootConfig c = tether::parse_shoot_config(text, source);
   if (!backend.empty()) c.run.backend = backend;
   Threads scope(threads);
-  c.run.backend = tether::resolve_backend(c.run.backend,
-                                          std::int64_t(c.shoot.targets.size()) * c.shoot.guesses_per_target());
+  c.run.backend = tether::resolve_shoot_backend(c);
   Progress bar(std::move(progress));
   tether::ShootOptions opt;
   opt.progress = bar.function();

@@ -244,6 +244,10 @@ TEST(ResolveBackend, AutoKeepsSmallEnsemblesOnTheCpu) {
   for (const std::int64_t small : {std::int64_t(1), std::int64_t(32), auto_cuda_min_ensemble - 1})
     EXPECT_EQ(resolve_backend("auto", small), "cpu") << small;
   EXPECT_EQ(resolve_backend("auto", auto_cuda_min_ensemble), resolve_backend("auto"));
+  // Shots cross over later than trajectories (a Newton solve per thread).
+  static_assert(auto_cuda_min_shots > auto_cuda_min_ensemble);
+  EXPECT_EQ(resolve_backend("auto", auto_cuda_min_shots - 1, auto_cuda_min_shots), "cpu");
+  EXPECT_EQ(resolve_backend("auto", auto_cuda_min_shots, auto_cuda_min_shots), resolve_backend("auto"));
   EXPECT_EQ(resolve_backend("reference", 1), "reference");
   EXPECT_EQ(resolve_backend("cpu", std::int64_t(1) << 30), "cpu");
 }

@@ -104,13 +104,20 @@ void use_cuda_device_of_rank(int rank);
 // "auto" -> cuda when built to run and a device is present, else cpu. Throws
 // ConfigError when the requested backend is not available.
 std::string resolve_backend(const std::string& requested);
-// The same, knowing the ensemble's size (trajectories, shots or chains):
-// "auto" picks cuda only from auto_cuda_min_ensemble up. Below one 128-thread
-// block per SM of an H100 (132 SMs) most of the GPU idles while a launch
-// still costs its fixed time; the crossover against the cpu backend is not
-// measured yet: a GPU run of scripts/gpu-check.sh's size sweep is to set it.
-constexpr std::int64_t auto_cuda_min_ensemble = 132 * 128;
-std::string resolve_backend(const std::string& requested, std::int64_t ensemble);
+// The same, knowing the ensemble's size: "auto" picks cuda only from
+// `cuda_from` up, auto_cuda_min_ensemble trajectories or chains (run,
+// sample), auto_cuda_min_shots shots (shoot). Measured on an H100 against
+// the cpu backend on its host's 16 cores (bench/results/2026-11-26-h100-gpu-check):
+// at 10^3 trajectories cuda was 1.5-10x faster on 41 of 43 (system, method)
+// pairs and 0.8-0.9x on the other two (Gauss-Legendre with 3 stages), at
+// 10^4 at least 3x on every pair; 1000 chains sampled 1.8x faster. A shot is
+// a Newton solve with the tangent flow, heavier per thread: 0.56x at 2000
+// shots, 1.7x at 20000 (Heisenberg, Gauss-Legendre 2 stages). With fewer
+// host cores cuda wins sooner: these are the conservative side.
+constexpr std::int64_t auto_cuda_min_ensemble = 1000;
+constexpr std::int64_t auto_cuda_min_shots = 8000;
+std::string resolve_backend(const std::string& requested, std::int64_t ensemble,
+                            std::int64_t cuda_from = auto_cuda_min_ensemble);
 
 // Everything that needs the system itself: explicit states' dimensions and
 // their distance from the constraint manifold. Throws ConfigError.

@@ -81,6 +81,8 @@ struct ShootOptions {
 };
 
 ShootResult shoot(const ShootConfig& config, const ShootOptions& options);
+// The config's backend, "auto" resolved by its number of first-pass shots (resolve_backend).
+std::string resolve_shoot_backend(const ShootConfig& config);
 
 // Flow-generic host pieces, shared with the tests.
 // Positions q(t_k) at every `every`-th step (and the last) of the geodesic from (q0, p0).
