@@ -210,12 +210,16 @@ struct StopOnSignals {
     std::signal(SIGINT, SIG_DFL);
     std::signal(SIGTERM, SIG_DFL);
   }
+  // The signal that stopped this process (SIGTERM for a team member stopped
+  // by another's signal), and its exit status.
+  static int signal() { return stop_signal != 0 ? int(stop_signal) : SIGTERM; }
+  static int exit_code() { return 128 + signal(); }
   // The exit status after a stop, with what to type to go on.
   static int stopped(const char* command, const std::string& config_path, const std::string& out) {
-    const int sig = stop_signal;
+    const int sig = signal();
     std::fprintf(stderr, "\nstopped by %s: checkpoint written; go on with `tether %s %s --out %s --resume` (and the same options)\n",
                  sig == SIGINT ? "SIGINT" : "SIGTERM", command, config_path.c_str(), out.c_str());
-    return 128 + sig;
+    return exit_code();
   }
 };
 
@@ -315,7 +319,8 @@ int do_run(const std::string& config_path, const std::string& out, const std::st
 
 // `tether shoot`, by one process or by every rank of `mpirun -np K` (a
 // team: each phase's shots shared out by target, the results exchanged
-// after it, rank 0 writing the folder: the same files as one process).
+// after each batch, rank 0 writing the folder and the checkpoints: the same
+// files as one process).
 int do_shoot(const std::string& config_path, const std::string& out, const std::string& backend, long threads,
              bool quiet, bool resume, const tether::cli::MpiWorld& world) {
   const bool team = world.size > 1;
@@ -330,10 +335,6 @@ int do_shoot(const std::string& config_path, const std::string& out, const std::
 #ifdef _OPENMP
     if (threads > 0) omp_set_num_threads(int(threads));
 #endif
-    if (team && resume) throw tether::ConfigError("--resume", "tether shoot under mpirun takes no checkpoints yet");
-    if (team && cfg.run.checkpoint_every > 0)
-      throw tether::ConfigError("output.checkpoint", "tether shoot under mpirun takes no checkpoints yet: run it "
-                                                     "as one process, or without output.checkpoint");
     if (team) tether::use_cuda_device_of_rank(world.rank);
     cfg.run.backend = tether::resolve_shoot_backend(cfg);
     identity = identity_of("shoot", config_path, cfg.run);
@@ -347,30 +348,37 @@ int do_shoot(const std::string& config_path, const std::string& out, const std::
   Progress progress(quiet || world.rank != 0, "shots");
   tether::ShootOptions opt;
   opt.progress = [&](double d, double t) { progress(d, t); };
+  // Rank 0 holds the folder: it writes the checkpoints (the other ranks'
+  // callbacks are never called) and hands a resumed one to every rank.
+  opt.checkpoint = [&](const std::string& state) { folder->write_checkpoint(identity, state); };
+  opt.checkpoint_every = cfg.run.checkpoint_every;
+  if (team && resume) resumed.first = tether::cli::mpi_all_gather(world.rank == 0 ? resumed.first : "")[0];
+  opt.resume = resume ? &resumed.first : nullptr;
+  opt.stop = &stop_signal;
   if (team) {
     opt.team_rank = world.rank;
     opt.team_size = world.size;
     opt.all_gather = tether::cli::mpi_all_gather;
-  } else {
-    opt.checkpoint = [&](const std::string& state) { folder->write_checkpoint(identity, state); };
-    opt.checkpoint_every = cfg.run.checkpoint_every;
-    opt.resume = resume ? &resumed.first : nullptr;
-    opt.stop = &stop_signal;
   }
   tether::ShootResult r;
-  if (team) {
-    try {  // a rank that fails here would leave the others waiting in an exchange: end them all
-      r = tether::shoot(cfg, opt);
-    } catch (const std::exception& e) {
-      std::fprintf(stderr, "error: rank %d: %s\n", world.rank, e.what());
-      tether::cli::mpi_abort(exit_runtime_error);
-    }
-    if (world.rank != 0) return 0;
-  } else {
+  {
     StopOnSignals signals;
-    r = tether::shoot(cfg, opt);
-    if (r.stopped) return StopOnSignals::stopped("shoot", config_path, out);
+    if (team) {
+      try {  // a rank that fails here would leave the others waiting in an exchange: end them all
+        r = tether::shoot(cfg, opt);
+      } catch (const std::exception& e) {
+        std::fprintf(stderr, "error: rank %d: %s\n", world.rank, e.what());
+        tether::cli::mpi_abort(exit_runtime_error);
+      }
+    } else {
+      r = tether::shoot(cfg, opt);
+    }
   }
+  if (r.stopped) {  // every rank of a team stops at the same boundary; rank 0 says so
+    if (world.rank != 0) return StopOnSignals::exit_code();
+    return StopOnSignals::stopped("shoot", config_path, out);
+  }
+  if (world.rank != 0) return 0;
   tether::write_shots(folder->partial("shots.csv"), r);
   if (cfg.shoot.geodesic_every > 0) tether::write_geodesics(folder->partial("geodesics.csv"), r);
   tether::write_shoot_summary(folder->partial("summary.json"), cfg, r);

@@ -138,13 +138,15 @@ void load_target(BlobReader& b, TargetResult& k) {
 // before it and their last worst estimate, the targets it is seeded by: none
 // in the first), the round within the pass (0: the guesses, r: continuation
 // round r next) and in round 0 the next shot; every target's kept result;
-// the counts so far.
+// the counts so far. A team's checkpoint also holds every member's next shot
+// in round 0 (its own list of shots): it resumes with as many members.
 struct ShootProgress {
   std::int64_t steps = 0, next_shot = 0;
   int passes = 0, round = 0;
   Real last_worst = std::numeric_limits<Real>::infinity();
   std::vector<TargetResult> seeds, kept;
   ShootResult counts;  // shots, shooting_iterations, shooting_seconds, continuation_rounds_run
+  std::vector<std::int64_t> team_next_shots;  // empty: written by one process
 
   void save(BlobWriter& w) const {
     w.put(steps), w.put(next_shot), w.put(passes), w.put(round), w.put(last_worst);
@@ -154,6 +156,7 @@ struct ShootProgress {
     for (const auto& k : seeds) save_target(w, k);
     w.put(std::uint64_t(kept.size()));
     for (const auto& k : kept) save_target(w, k);
+    w.put(team_next_shots);
   }
   // False when the bytes do not fit a shoot of `targets` targets of `dof` coordinates.
   bool load(BlobReader& b, const ShootSpec& sp, int dof) {
@@ -173,6 +176,7 @@ struct ShootProgress {
         if (k.p0.size() != std::size_t(dof) || k.pT.size() != std::size_t(dof)) return false;
       }
     }
+    b.get(team_next_shots);
     b.expect_end();
     return steps >= 1 && steps <= ShootSpec::max_steps && next_shot >= 0 && round >= 0 &&
            round <= sp.continuation_rounds + 1 && (passes == 0) == seeds.empty();
@@ -197,6 +201,13 @@ class TargetSolver {
       BlobReader b(*opt_.resume);
       if (!at_.load(b, sp_, dof_))
         throw std::runtime_error("the checkpoint does not fit this shoot (its targets or passes differ)");
+      const auto writers = std::max<std::size_t>(1, at_.team_next_shots.size());
+      if (writers != std::size_t(opt_.team_size))
+        throw std::runtime_error("the checkpoint was written by " +
+                                 (writers == 1 ? std::string("one process") : "a team of " + std::to_string(writers)) +
+                                 ": resume it with as many (mpirun -np " + std::to_string(writers) + "), not " +
+                                 std::to_string(opt_.team_size));
+      if (opt_.team_size > 1) at_.next_shot = at_.team_next_shots[std::size_t(opt_.team_rank)];
       last_checkpoint_ = at_.counts.shots;
     } else {
       at_.steps = cfg_.run.steps;
@@ -295,8 +306,8 @@ class TargetSolver {
       // each shot is merged in shot order.
       const std::int64_t most = std::max<std::int64_t>(1, std::min<std::int64_t>(cfg_.run.batch_size, total));
       std::int64_t batch = gpu_ ? most : std::min<std::int64_t>(most, 64);
-      while (at_.next_shot < total) {
-        const std::int64_t first = at_.next_shot, n = std::min(batch, total - first);
+      // Shots [first, first + n) of the list, merged into their targets' kept results.
+      const auto run_shots = [&](std::int64_t first, std::int64_t n) {
         HostShots h(n, dof_, false);
         for (std::int64_t i = 0; i < n; ++i) {
           const auto [t, j] = list[std::size_t(first + i)];
@@ -314,11 +325,28 @@ class TargetSolver {
         for (std::int64_t i = 0; i < n; ++i) merge_shot(h, i, at_.kept[std::size_t(list[std::size_t(first + i)].first)], 0);
         at_.next_shot = first + n;
         if (opt_.progress) opt_.progress(double(at_.next_shot), double(total));
-        if (at_.next_shot < total && !boundary()) return false;
+      };
+      const bool team = opt_.team_size > 1;
+      for (;;) {
+        const std::int64_t first = at_.next_shot, n = std::min(batch, total - first);
+        if (n > 0) run_shots(first, n);
+        if (!team) {
+          if (at_.next_shot >= total) break;
+          if (!boundary()) return false;
+          continue;
+        }
+        // A team exchanges after every batch (an empty one once a member's
+        // shots are done), the targets of its shots included, so that all
+        // members hold every kept result at each boundary: they stop, take a
+        // checkpoint and leave round 0 together.
+        std::vector<std::int64_t> touched;  // in shot order, each once
+        for (std::int64_t i = first; i < first + n; ++i)
+          if (touched.empty() || touched.back() != list[std::size_t(i)].first) touched.push_back(list[std::size_t(i)].first);
+        const TeamView v = exchange(touched, at_.next_shot >= total);
+        if (v.all_done) break;
+        if (!boundary(v)) return false;
       }
-      std::vector<std::int64_t> mine;
-      for (std::int64_t t = lo; t < hi; ++t) mine.push_back(t);
-      exchange(mine);
+      if (!team) exchange({});
       for (std::int64_t t = 0; t < targets; ++t)
         if (seeded(t)) {  // attempts over all passes
           at_.kept[std::size_t(t)].attempts += at_.seeds[std::size_t(t)].attempts;
@@ -381,44 +409,64 @@ class TargetSolver {
     return true;
   }
 
-  // Between two batches: true to go on; false after a stop's checkpoint.
-  bool boundary() {
-    if (!opt_.checkpoint || opt_.team_size > 1) return true;
-    const bool stop = opt_.stop != nullptr && *opt_.stop != 0;
-    if (!stop && !(opt_.checkpoint_every > 0 &&
-                   at_.counts.shots + pending_shots_ - last_checkpoint_ >= opt_.checkpoint_every))
+  // What the members of a team told each other in an exchange (one process: itself).
+  struct TeamView {
+    bool all_done = true;                   // every member is through its shots of round 0
+    bool any_stop = false;                  // a member was asked to stop
+    std::vector<std::int64_t> next_shots;  // each member's next shot in round 0
+  };
+
+  // Between two batches or before a continuation round: true to go on;
+  // false after a stop's checkpoint. A team's members all come here at the
+  // same points, after the same exchange, so they take each checkpoint
+  // (member 0 writes it) and stop together.
+  bool boundary() { return boundary(exchange({})); }
+  bool boundary(const TeamView& v) {
+    if (!opt_.checkpoint) return true;
+    if (!v.any_stop && !(opt_.checkpoint_every > 0 && at_.counts.shots - last_checkpoint_ >= opt_.checkpoint_every))
       return true;
-    exchange({});
-    BlobWriter w;
-    at_.save(w);
-    opt_.checkpoint(w.bytes());
+    if (opt_.team_rank == 0) {
+      at_.team_next_shots = opt_.team_size > 1 ? v.next_shots : std::vector<std::int64_t>{};
+      BlobWriter w;
+      at_.save(w);
+      opt_.checkpoint(w.bytes());
+    }
     last_checkpoint_ = at_.counts.shots;
-    return !stop;
+    return !v.any_stop;
   }
 
-  // After a phase: the kept results of the targets `mine` this process shot,
-  // to every process of a team (through all_gather), and the counts of every
-  // process's shots since the last exchange added to the result's.
-  void exchange(const std::vector<std::int64_t>& mine) {
+  // After a batch or a phase: the kept results of the targets `mine` this
+  // process shot, to every process of a team (through all_gather), and the
+  // counts of every process's shots since the last exchange added to the
+  // result's; with them whether this process is `done` with round 0, its
+  // next shot there, and whether it was asked to stop.
+  TeamView exchange(const std::vector<std::int64_t>& mine, bool done = true) {
+    const bool stop = opt_.stop != nullptr && *opt_.stop != 0;
     if (opt_.team_size <= 1) {
       at_.counts.shots += pending_shots_;
       at_.counts.shooting_iterations += pending_iterations_;
       pending_shots_ = 0;
       pending_iterations_ = 0;
-      return;
+      return {done, stop, {at_.next_shot}};
     }
     BlobWriter w;
-    w.put(pending_shots_), w.put(pending_iterations_), w.put(std::uint64_t(mine.size()));
+    w.put(pending_shots_), w.put(pending_iterations_), w.put(at_.next_shot), w.put(std::uint8_t(done)),
+        w.put(std::uint8_t(stop)), w.put(std::uint64_t(mine.size()));
     for (std::int64_t t : mine) w.put(t), save_target(w, at_.kept[std::size_t(t)]);
     pending_shots_ = 0;
     pending_iterations_ = 0;
+    TeamView v;
     for (const std::string& bytes : opt_.all_gather(w.bytes())) {  // integer sums: exact in any order
       BlobReader b(bytes);
-      std::int64_t shots = 0;
+      std::int64_t shots = 0, next_shot = 0;
       std::uint64_t iterations = 0, n = 0;
-      b.get(shots), b.get(iterations), b.get(n);
+      std::uint8_t member_done = 0, member_stop = 0;
+      b.get(shots), b.get(iterations), b.get(next_shot), b.get(member_done), b.get(member_stop), b.get(n);
       at_.counts.shots += shots;
       at_.counts.shooting_iterations += iterations;
+      v.all_done = v.all_done && member_done != 0;
+      v.any_stop = v.any_stop || member_stop != 0;
+      v.next_shots.push_back(next_shot);
       for (std::uint64_t i = 0; i < n; ++i) {
         std::int64_t t = -1;
         b.get(t);
@@ -427,6 +475,7 @@ class TargetSolver {
       }
       b.expect_end();
     }
+    return v;
   }
 
   const ShootConfig& cfg_;

@@ -4,7 +4,8 @@
 # CSV with snapshots and a batch size that straddles the shards' slices; and
 # `mpirun -np K tether sample` against one process (summary.json, whose
 # diagnostics are computed from all of draws.nc, but for its timings); and
-# `mpirun -np K tether shoot` against one process, byte for byte.
+# `mpirun -np K tether shoot` against one process, byte for byte, also
+# killed or stopped and resumed from its checkpoints.
 # Usage: mpi_check.sh TETHER MPIRUN WORKDIR
 set -euo pipefail
 tether=$1 mpirun=$2 work=$3
@@ -72,14 +73,39 @@ for config in shoot_passes shoot_rounds; do
       { echo "mpirun -np $ranks tether shoot $config: summary.json differs beyond its timings"; exit 1; }
   done
 done
-# Checkpoints of a shoot under mpirun are refused, said once.
-sed -e 's/"output": {/"output": {"checkpoint": {"every": 5}, /' shoot_passes.json > shoot_checkpoint.json
+# A shoot team's checkpoints: its ranks killed (SIGKILL, a lost node) or
+# stopped (SIGTERM: they stop together, rank 0 writes a last checkpoint)
+# after the first checkpoint, then resumed by as many ranks: one process's
+# files. A team of another size refuses the checkpoint.
+sed -e 's/"count": \[9, 1, 7\]/"count": [25, 1, 17]/' -e 's/"output": {/"output": {"checkpoint": {"every": 20}, /' \
+    shoot_passes.json > shoot_cp.json
+"$tether" shoot shoot_cp.json --out shoot_cp_single --quiet --threads 1
+for signal in KILL TERM; do
+  out=shoot_cp_$signal
+  "$mpirun" -np 2 "$tether" shoot shoot_cp.json --out "$out" --quiet --threads 1 2> "$out.err" & pid=$!
+  for i in $(seq 600); do [ -e "$out/checkpoint.tether" ] || [ -e "$out/summary.json" ] && break; sleep 0.05; done
+  pkill "-$signal" -f "^$tether shoot shoot_cp.json --out $out " || true  # the ranks, not mpirun
+  wait $pid && { echo "mpirun -np 2 tether shoot: not stopped by SIG$signal (finished first?)"; exit 1; }
+  [ -e "$out/checkpoint.tether" ] && [ ! -e "$out/shots.csv" ] ||
+    { echo "SIG$signal: no checkpoint, or output that looks complete:"; ls "$out"; cat "$out.err"; exit 1; }
+  if [ "$signal" = TERM ]; then
+    grep -q "stopped by SIGTERM: checkpoint written" "$out.err" || { echo "SIGTERM said nothing:"; cat "$out.err"; exit 1; }
+  fi
+  "$mpirun" -np 2 "$tether" shoot shoot_cp.json --out "$out" --quiet --threads 1 --resume
+  cmp shoot_cp_single/shots.csv "$out/shots.csv" || { echo "SIG$signal, resumed by 2 ranks: shots.csv differs"; exit 1; }
+  diff <(strip_shoot shoot_cp_single/summary.json) <(strip_shoot "$out/summary.json") ||
+    { echo "SIG$signal, resumed by 2 ranks: summary.json differs beyond its timings"; exit 1; }
+done
+"$mpirun" -np 2 "$tether" shoot shoot_cp.json --out shoot_cp_3 --quiet --threads 1 & pid=$!
+for i in $(seq 600); do [ -e shoot_cp_3/checkpoint.tether ] || [ -e shoot_cp_3/summary.json ] && break; sleep 0.05; done
+pkill -KILL -f "^$tether shoot shoot_cp.json --out shoot_cp_3 " || true
+wait $pid || true
 set +e
-"$mpirun" -np 2 "$tether" shoot shoot_checkpoint.json --out shoot_checkpoint --quiet 2> shoot_checkpoint.err
+"$mpirun" -np 3 "$tether" shoot shoot_cp.json --out shoot_cp_3 --quiet --threads 1 --resume 2> shoot_cp_3.err
 code=$?
 set -e
-[ "$code" -ne 0 ] && [ "$(grep -c '^error: .*output.checkpoint' shoot_checkpoint.err)" -eq 1 ] ||
-  { echo "a shoot's checkpoints under mpirun were not refused once:"; cat shoot_checkpoint.err; exit 1; }
+[ "$code" -ne 0 ] && grep -q "written by a team of 2: resume it with as many (mpirun -np 2), not 3" shoot_cp_3.err &&
+  [ ! -e shoot_cp_3/shots.csv ] || { echo "3 ranks resumed 2 ranks' checkpoint:"; cat shoot_cp_3.err; exit 1; }
 # A bad config: exit 2, said once.
 echo '{"system": {"name": "spherical_pendulum"}}' > bad.json
 set +e

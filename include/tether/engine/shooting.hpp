@@ -76,6 +76,10 @@ struct ShootOptions {
   // by target and this process runs slice team_rank; then `all_gather`
   // (this process's bytes in, every process's out in rank order) hands each
   // one every target's outcome. Every process ends with the whole result.
+  // In a team, every member sets `checkpoint` (or none) and `stop`: members
+  // exchange after every batch, so a stop asked of any one stops all at the
+  // same boundary, and only member 0's `checkpoint` is called. A team's
+  // checkpoint resumes with as many members, each given the same bytes.
   int team_rank = 0, team_size = 1;
   std::function<std::vector<std::string>(const std::string& mine)> all_gather;
 };
