@@ -140,36 +140,13 @@ class Team {
   std::uint64_t round_ = 0;
 };
 
-TEST(ShootHostLoop, ATeamSharingTheShotsGivesTheSameResult) {
-  for (const bool accuracy : {false, true})
-  for (const int size : {2, 3}) {
-    SCOPED_TRACE(accuracy ? "two passes" : "continuation");
-    const ShootConfig c = small_grid(accuracy);
-    const ShootResult whole = shoot(c, ShootOptions{});
-    Team team(size);
-    std::vector<ShootResult> results(static_cast<std::size_t>(size));
-    std::vector<std::thread> members;
-    for (int rank = 0; rank < size; ++rank)
-      members.emplace_back([&, rank] {
-        ShootOptions opt;
-        opt.team_rank = rank;
-        opt.team_size = size;
-        opt.all_gather = [&, rank](const std::string& mine) { return team.all_gather(rank, mine); };
-        results[std::size_t(rank)] = shoot(c, opt);
-      });
-    for (auto& m : members) m.join();
-    for (int rank = 0; rank < size; ++rank)
-      expect_same(results[std::size_t(rank)], whole,
-                  "member " + std::to_string(rank) + " of a team of " + std::to_string(size));
-  }
-}
-
 // Members of a team of `size`, each in its own thread, from `resume` (or
-// fresh). Member 0's checkpoints go to `checkpoints`; the last member is the
-// only one asked to stop, once member 0 has written `stop_after` of them.
-// A member's error goes to `errors` (in rank order; empty where none).
+// fresh). With `checkpoints`, a checkpoint at every boundary, member 0's
+// kept there; the last member is the only one asked to stop, once member 0
+// has written `stop_after` of them. A member's error goes to `errors` (in
+// rank order, empty where none), or fails the test.
 std::vector<ShootResult> run_team(const ShootConfig& c, int size, const std::string* resume,
-                                  std::vector<std::string>& checkpoints, std::size_t stop_after = SIZE_MAX,
+                                  std::vector<std::string>* checkpoints, std::size_t stop_after = SIZE_MAX,
                                   std::vector<std::string>* errors = nullptr) {
   Team team(size);
   std::vector<ShootResult> results(static_cast<std::size_t>(size));
@@ -183,12 +160,14 @@ std::vector<ShootResult> run_team(const ShootConfig& c, int size, const std::str
       opt.team_rank = rank;
       opt.team_size = size;
       opt.all_gather = [&, rank](const std::string& mine) { return team.all_gather(rank, mine); };
-      opt.checkpoint_every = 1;
-      opt.checkpoint = [&, rank](const std::string& bytes) {
-        if (rank != 0) return void(++others_checkpoints);
-        checkpoints.push_back(bytes);
-        if (checkpoints.size() >= stop_after) stop = 1;
-      };
+      if (checkpoints != nullptr) {
+        opt.checkpoint_every = 1;
+        opt.checkpoint = [&, rank](const std::string& bytes) {
+          if (rank != 0) return void(++others_checkpoints);
+          checkpoints->push_back(bytes);
+          if (checkpoints->size() >= stop_after) stop = 1;
+        };
+      }
       opt.stop = rank == size - 1 ? &stop : &never;
       opt.resume = resume;
       try {
@@ -203,6 +182,19 @@ std::vector<ShootResult> run_team(const ShootConfig& c, int size, const std::str
   for (const std::string& e : failed)
     if (errors == nullptr) EXPECT_TRUE(e.empty()) << e;
   return results;
+}
+
+TEST(ShootHostLoop, ATeamSharingTheShotsGivesTheSameResult) {
+  for (const bool accuracy : {false, true})
+  for (const int size : {2, 3}) {
+    SCOPED_TRACE(accuracy ? "two passes" : "continuation");
+    const ShootConfig c = small_grid(accuracy);
+    const ShootResult whole = shoot(c, ShootOptions{});
+    const std::vector<ShootResult> results = run_team(c, size, nullptr, nullptr);
+    for (int rank = 0; rank < size; ++rank)
+      expect_same(results[std::size_t(rank)], whole,
+                  "member " + std::to_string(rank) + " of a team of " + std::to_string(size));
+  }
 }
 
 // A team takes its checkpoints together (member 0 writes them), stops
@@ -224,24 +216,24 @@ TEST(ShootHostLoop, ATeamResumedFromItsCheckpointsGivesTheSameResult) {
     const ShootResult whole = shoot(c, ShootOptions{});
     const int size = 3;
     std::vector<std::string> checkpoints;
-    for (const ShootResult& r : run_team(c, size, nullptr, checkpoints)) expect_same(r, whole, "the team uninterrupted");
+    for (const ShootResult& r : run_team(c, size, nullptr, &checkpoints)) expect_same(r, whole, "the team uninterrupted");
     ASSERT_GE(checkpoints.size(), 8u);
     const std::size_t stride = std::max<std::size_t>(1, checkpoints.size() / 6);
     for (std::size_t k = 0; k < checkpoints.size(); k += stride) {
       std::vector<std::string> more;
-      for (const ShootResult& r : run_team(c, size, &checkpoints[k], more))
+      for (const ShootResult& r : run_team(c, size, &checkpoints[k], &more))
         expect_same(r, whole, "the team resumed from checkpoint " + std::to_string(k));
     }
     // Asked to stop: every member stops at the same boundary; resumed, the same result.
     std::vector<std::string> stopped;
-    for (const ShootResult& r : run_team(c, size, nullptr, stopped, 3)) EXPECT_TRUE(r.stopped);
+    for (const ShootResult& r : run_team(c, size, nullptr, &stopped, 3)) EXPECT_TRUE(r.stopped);
     // The stop's own checkpoint comes at the next exchange that carries it
     // (that after the third, or the one after if the last member had sent
     // its message before the flag was raised).
     ASSERT_GE(stopped.size(), 4u);
     ASSERT_LE(stopped.size(), 5u);
     std::vector<std::string> more;
-    for (const ShootResult& r : run_team(c, size, &stopped.back(), more)) expect_same(r, whole, "the team resumed after a stop");
+    for (const ShootResult& r : run_team(c, size, &stopped.back(), &more)) expect_same(r, whole, "the team resumed after a stop");
     // A team's checkpoint resumes with as many members only, and one process's with one.
     ShootOptions alone;
     alone.resume = &checkpoints[checkpoints.size() / 2];
@@ -259,7 +251,7 @@ TEST(ShootHostLoop, ATeamResumedFromItsCheckpointsGivesTheSameResult) {
     shoot(c, one);
     ASSERT_FALSE(solo.empty());
     std::vector<std::string> errors;
-    run_team(c, 2, &solo.front(), more, SIZE_MAX, &errors);
+    run_team(c, 2, &solo.front(), &more, SIZE_MAX, &errors);
     for (const std::string& e : errors)
       EXPECT_NE(e.find("written by one process: resume it with as many (mpirun -np 1), not 2"), std::string::npos) << e;
   }
