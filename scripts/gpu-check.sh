@@ -10,10 +10,10 @@
 #   bench-cuda.json      tether_bench, cuda, sizes 1e3..1e6, one or more cases of every family
 #   bench-cpu.json       tether_bench, cpu at 1e3 and 1e4 on the same cases (the ratios' other side)
 #   shoot-{cuda,cpu}.json, sample-{cuda,cpu}.json   summary.json of tether shoot / sample
-# Stages run in order of what matters most (the tests first) and each has a
-# time limit, together about 8 minutes at most (on an H100 with 16 cores,
-# 2026-11-26: about 5); a stage that runs out is killed with its children and
-# leaves its lines in check.log.
+# Stages run in order of what matters most (the tests first), each under a
+# time limit; a stage that runs out is killed with its children and leaves
+# its lines in check.log. Together the limits come to 500 s; on an H100 with
+# 16 host cores (2026-11-26) the stages took about 5 minutes.
 #
 #   tar -xJf gpu-bundle.tar.xz && tether-gpu/gpu-check.sh OUTDIR
 set -uo pipefail
@@ -27,6 +27,7 @@ export TETHER_CONFIGS="$here/configs" TETHER_REQUIRE_GPU=1
 bin=$here/bin
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
+export bin out work  # for the stages run by bash -c
 failed=0
 
 # stage NAME SECONDS COMMAND...: runs it with a time limit, logs status and time.
@@ -67,8 +68,7 @@ gpu_tests() {
   return $rc
 }
 export -f gpu_tests
-export work
-stage tests 240 bash -c gpu_tests
+stage tests 150 bash -c gpu_tests
 
 # Shots per second against the number of targets: one config (Heisenberg, GL2,
 # 40 steps, the toward guess and one random one), random targets of each count.
@@ -90,24 +90,27 @@ CONFIG
   return $rc
 }
 export -f shoot_scaling
-export bin out
-for count in 1000 10000 100000 1000000; do stage "shoot-scaling-cuda-$count" 40 bash -c 'shoot_scaling cuda "$1"' _ "$count"; done
-for count in 1000 10000 100000; do stage "shoot-scaling-cpu-$count" 30 bash -c 'shoot_scaling cpu "$1"' _ "$count"; done
+# (10^6 targets took 42 s on an H100, its 2 million shots 48k a second.)
+for count in 1000 10000; do stage "shoot-scaling-cuda-$count" 15 bash -c 'shoot_scaling cuda "$1"' _ "$count"; done
+stage shoot-scaling-cuda-100000 20 bash -c 'shoot_scaling cuda "$1"' _ 100000
+stage shoot-scaling-cuda-1000000 60 bash -c 'shoot_scaling cuda "$1"' _ 1000000
+for count in 1000 10000; do stage "shoot-scaling-cpu-$count" 10 bash -c 'shoot_scaling cpu "$1"' _ "$count"; done
+stage shoot-scaling-cpu-100000 30 bash -c 'shoot_scaling cpu "$1"' _ 100000
 
 # Every family, its headline cases: the RATTLE chains of the Numba comparison,
 # Gauss-Legendre on Heisenberg and the car, Lie-group RATTLE, the mixed and
 # Lagrangian systems (every pair at every size takes far longer than a lease).
 cases=(--systems spherical_pendulum,chain8,chain16,rigid_chain2,heisenberg,parallel_parking,sphere_contact,magnetic_sphere
   --methods rattle,lie_rattle_cayley,gauss_legendre_2,gauss_legendre_3,rattle_midpoint,variational)
-stage bench-cuda 120 bash -c 'quiet "$@"' _ "$bin/tether_bench" --backends cuda --configs "$here/configs" "${cases[@]}" \
+stage bench-cuda 80 bash -c 'quiet "$@"' _ "$bin/tether_bench" --backends cuda --configs "$here/configs" "${cases[@]}" \
   --sizes 1e3,1e4,1e5,1e6 --repeats 2 --min-time 0.1 -o "$out/bench-cuda.json"
-stage bench-cpu 90 bash -c 'quiet "$@"' _ "$bin/tether_bench" --backends cpu --configs "$here/configs" "${cases[@]}" \
+stage bench-cpu 50 bash -c 'quiet "$@"' _ "$bin/tether_bench" --backends cpu --configs "$here/configs" "${cases[@]}" \
   --sizes 1e3,1e4 --repeats 2 --min-time 0.1 -o "$out/bench-cpu.json"
 for engine in shoot sample; do
   config=$here/configs/heisenberg_sphere.json
   [ "$engine" = sample ] && config=$here/configs/double_pendulum_sample.json
   for backend in cuda cpu; do
-    stage "$engine-$backend" 30 "$bin/tether" "$engine" "$config" --out "$work/$engine-$backend" --backend "$backend" --quiet
+    stage "$engine-$backend" 15 "$bin/tether" "$engine" "$config" --out "$work/$engine-$backend" --backend "$backend" --quiet
     [ -f "$work/$engine-$backend/summary.json" ] && cp "$work/$engine-$backend/summary.json" "$out/$engine-$backend.json"
   done
 done

@@ -65,7 +65,7 @@ class CudaChainRunner final : public ChainRunner {
   }
 
   // A probe, as the run backend's first launch (cuda_backend.cuh): 10^7
-  // steps take 1 ms to 2 s on an H100 (light to heaviest systems measured);
+  // steps took 0.2 ms to 2 s on an H100 (lightest to heaviest system measured);
   // the windows after it are sized by the rate it measures.
   double work_per_call() const override { return 1e7; }
 
