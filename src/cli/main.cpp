@@ -366,6 +366,10 @@ int do_shoot(const std::string& config_path, const std::string& out, const std::
     if (team) {
       try {  // a rank that fails here would leave the others waiting in an exchange: end them all
         r = tether::shoot(cfg, opt);
+      } catch (const tether::ConfigError& e) {
+        // A checkpoint of another team size: every rank meets it alike, before any exchange.
+        if (world.rank == 0) std::fprintf(stderr, "error: %s\n", e.what());
+        return exit_bad_input;
       } catch (const std::exception& e) {
         std::fprintf(stderr, "error: rank %d: %s\n", world.rank, e.what());
         tether::cli::mpi_abort(exit_runtime_error);

@@ -11,6 +11,7 @@
 #include <limits>
 
 #include "engine/checkpoint_blob.hpp"
+#include "tether/engine/config_error.hpp"
 #include "tether/core/random.hpp"
 
 namespace tether {
@@ -203,7 +204,7 @@ class TargetSolver {
         throw std::runtime_error("the checkpoint does not fit this shoot (its targets or passes differ)");
       const auto writers = std::max<std::size_t>(1, at_.team_next_shots.size());
       if (writers != std::size_t(opt_.team_size))
-        throw std::runtime_error("the checkpoint was written by " +
+        throw ConfigError("--resume", "the checkpoint was written by " +
                                  (writers == 1 ? std::string("one process") : "a team of " + std::to_string(writers)) +
                                  ": resume it with as many (mpirun -np " + std::to_string(writers) + "), not " +
                                  std::to_string(opt_.team_size));
