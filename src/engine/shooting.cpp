@@ -327,19 +327,13 @@ class TargetSolver {
         at_.next_shot = first + n;
         if (opt_.progress) opt_.progress(double(at_.next_shot), double(total));
       };
-      const bool team = opt_.team_size > 1;
       for (;;) {
         const std::int64_t first = at_.next_shot, n = std::min(batch, total - first);
         if (n > 0) run_shots(first, n);
-        if (!team) {
-          if (at_.next_shot >= total) break;
-          if (!boundary()) return false;
-          continue;
-        }
-        // A team exchanges after every batch (an empty one once a member's
-        // shots are done), the targets of its shots included, so that all
-        // members hold every kept result at each boundary: they stop, take a
-        // checkpoint and leave round 0 together.
+        // An exchange after every batch (in a team an empty one once a
+        // member's shots are done), with the targets of its shots, so that
+        // all members hold every kept result at each boundary: they stop,
+        // take a checkpoint and leave round 0 together.
         std::vector<std::int64_t> touched;  // in shot order, each once
         for (std::int64_t i = first; i < first + n; ++i)
           if (touched.empty() || touched.back() != list[std::size_t(i)].first) touched.push_back(list[std::size_t(i)].first);
@@ -347,7 +341,6 @@ class TargetSolver {
         if (v.all_done) break;
         if (!boundary(v)) return false;
       }
-      if (!team) exchange({});
       for (std::int64_t t = 0; t < targets; ++t)
         if (seeded(t)) {  // attempts over all passes
           at_.kept[std::size_t(t)].attempts += at_.seeds[std::size_t(t)].attempts;
