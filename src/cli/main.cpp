@@ -254,11 +254,11 @@ int do_run(const std::string& config_path, const std::string& out, const std::st
   refuse_other_commands_config(config_path, "run");
   tether::RunConfig cfg = tether::load_config_file(config_path);
   if (!backend.empty()) cfg.backend = backend;
-  if (batch_size > 0) {
-    cfg.batch_size = batch_size;
-    tether::check_run_memory(cfg, false, "--batch-size");
-  }
+  if (batch_size > 0) cfg.batch_size = batch_size;
   set_shard(cfg, shard, from_mpi, tether::shard_granule, "trajectories");
+  // Again where the batches or the shard differ from the config's: a shard holds every timeseries row.
+  if (batch_size > 0 || cfg.shard_count > 1)
+    tether::check_run_memory(cfg, false, batch_size > 0 ? "--batch-size" : "ensemble.batch_size");
 #ifdef _OPENMP
   if (threads > 0) omp_set_num_threads(int(threads));
 #endif
@@ -273,6 +273,7 @@ int do_run(const std::string& config_path, const std::string& out, const std::st
   tether::RunFiles files(folder, cfg, resume ? &resumed.second : nullptr);
   tether::RunOptions opt;
   opt.final_states = &files;
+  if (cfg.shard_count <= 1) opt.timeseries = &files;
   Progress progress(quiet);
   opt.progress = [&](double d, double t) { progress(d, t); };
   opt.checkpoint = checkpoint_into(folder, identity, files);

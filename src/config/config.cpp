@@ -18,6 +18,7 @@
 #include "tether/core/random.hpp"
 #include "tether/engine/output.hpp"
 #include "tether/engine/sample.hpp"
+#include "tether/ensemble/advance.hpp"
 #include "tether/shooting/shoot.hpp"
 
 namespace tether {
@@ -200,14 +201,20 @@ void parse_system(const Node& sys, RunConfig& c) {
 
 std::string describe_method(const RunConfig& c) { return describe_method(c.method, c.method_parameters); }
 
+std::int64_t run_batch(const RunConfig& c, std::int64_t count) {
+  return c.batch_size >= count ? count : (c.batch_size + observation_chunk - 1) / observation_chunk * observation_chunk;
+}
+
 // What a run will hold in memory: one batch of trajectories (q, p, q_prev
 // and eight per-trajectory numbers), and every timeseries row until it ends
-// (each batch adds to each row); the snapshots when sorted or kept; every
-// final state when the caller keeps them.
+// where there are several batches (each adds to each row), a shard's or the
+// caller keeps them (one batch of a whole run streams its rows to disk); the
+// snapshots when sorted or kept; every final state when the caller keeps them.
 void check_run_memory(const RunConfig& c, bool results_in_memory, const std::string& batch_key) {
   const double batch = double(std::min(c.size, c.batch_size));
   const double batch_bytes = batch * (3.0 * system_dof(c) + 8) * sizeof(Real);
-  const double rows = double(timeseries_rows(c)), row_bytes = rows * timeseries_row_bytes;
+  const bool streamed = !results_in_memory && c.shard_count <= 1 && run_batch(c, c.size) >= c.size;
+  const double rows = double(timeseries_rows(c)), row_bytes = streamed ? 0 : rows * timeseries_row_bytes;
   // trajectories.csv is sorted by (id, step) in memory at the end of a run.
   const double snapshots = double(c.track_ids.size()) * double(snapshots_per_trajectory(c));
   if (c.output_format == "csv" || results_in_memory)
@@ -220,7 +227,11 @@ void check_run_memory(const RunConfig& c, bool results_in_memory, const std::str
                          "run fewer trajectories per call, or set output.final_states to false");
   if (row_bytes > batch_bytes)
     refuse_beyond_memory("output.every", batch_bytes + row_bytes,
-                         std::to_string(std::int64_t(rows)) + " timeseries rows (steps / every)", "raise output.every");
+                         std::to_string(std::int64_t(rows)) + " timeseries rows (steps / every)",
+                         results_in_memory || c.shard_count > 1
+                             ? "raise output.every"
+                             : "raise output.every, or run the ensemble as one batch (" + batch_key +
+                                   " >= ensemble.size), which streams the rows to disk");
   else
     refuse_beyond_memory(c.batch_size < c.size ? batch_key : "ensemble.size", batch_bytes + row_bytes,
                          "batches of " + std::to_string(std::int64_t(batch)) + " trajectories",

@@ -143,7 +143,7 @@ RunResult merge_shards(const RunConfig& c, const std::vector<std::string>& talli
     BlobReader b(tallies[k]);
     t.load(b);
     b.expect_end();
-    if (!t.keep_blocks || !t.fits(rows))
+    if (!t.keep_blocks || !t.fits(rows, rows))
       throw std::runtime_error("shard " + std::to_string(k) + "'s sums do not fit the config's timeseries");
     total.merge(t, RunOptions{}.failure_report_cap);
   }

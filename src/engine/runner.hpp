@@ -70,10 +70,10 @@ struct RunProgress {
   }
   // Ids [lo, hi) in batches of `batch` from lo.
   bool fits(const HostEnsemble& h, std::int64_t batch, std::int64_t lo, std::int64_t hi, std::int64_t steps,
-            std::int64_t intervals) const {
+            std::int64_t intervals, std::int64_t held_rows) const {
     const std::size_t n = std::size_t(h.count) * std::size_t(h.dof), count = std::size_t(h.count);
     return first >= lo && first < hi && (first - lo) % batch == 0 && h.count == std::min(batch, hi - first) &&
-           done >= 0 && done <= steps && next_row >= 1 && next_row <= intervals + 1 && tally.fits(intervals + 1) &&
+           done >= 0 && done <= steps && next_row >= 1 && next_row <= intervals + 1 && tally.fits(intervals + 1, held_rows) &&
            h.q.size() == n && h.p.size() == n && h.q_prev.size() == (h.two_step ? n : 0) && h.energy0.size() == count &&
            h.energy_scale.size() == count && h.status.size() == count && h.failed_step.size() == count &&
            h.iterations_sum.size() == count && h.iterations_max.size() == count;
@@ -94,17 +94,20 @@ RunResult run_ensemble(const S& sys, const M& method, const RunConfig& c, Backen
   static_assert(sizeof(Observation) + 4 * sizeof(Real) + sizeof(TimeseriesRow) <= timeseries_row_bytes,
                 "config.cpp's memory estimate of a timeseries row is too small");
   const auto [lo, hi] = shard_ids(c);  // the whole ensemble, or this shard's slice
+  const std::int64_t batch = run_batch(c, hi - lo);
+  // One batch of a whole ensemble: each row is complete once observed, and
+  // goes to the sink at once (RunOptions::timeseries).
+  const bool stream = opt.timeseries != nullptr && c.shard_count <= 1 && batch >= hi - lo;
+  const std::int64_t held_rows = stream ? 1 : intervals + 1;
   RunProgress at;
-  at.tally = RunTally(intervals + 1, c.shard_count > 1);
+  at.tally = RunTally(held_rows, c.shard_count > 1);
   RunTally& tally = at.tally;
   std::vector<Real> chunk_sums;
-  // Whole chunks per batch, so chunk sums are the same whatever the batch size.
-  const std::int64_t batch =
-      c.batch_size >= hi - lo ? hi - lo : (c.batch_size + observation_chunk - 1) / observation_chunk * observation_chunk;
   auto observe = [&](std::int64_t row, std::int64_t step) {
-    tally.rows[std::size_t(row)].merge(backend.observe(step, chunk_sums));
+    tally.observation(row).merge(backend.observe(step, chunk_sums));
     for (std::size_t k = 0; k < chunk_sums.size(); ++k)  // in trajectory order
-      tally.add_chunk(std::size_t(row), at.first / observation_chunk + std::int64_t(k), chunk_sums[k]);
+      tally.add_chunk(row, at.first / observation_chunk + std::int64_t(k), chunk_sums[k]);
+    if (stream) tally.stream_row(row, c, *opt.timeseries);
   };
   const double total_work = double(hi - lo) * double(c.steps);
   // Launches of about a second of work each: the first a probe of
@@ -141,7 +144,7 @@ RunResult run_ensemble(const S& sys, const M& method, const RunConfig& c, Backen
     resumed = std::make_unique<HostEnsemble>(0, S::dof, M::two_step);
     BlobReader b(*opt.resume);
     at.load(b, *resumed);
-    if (!at.fits(*resumed, batch, lo, hi, c.steps, intervals))
+    if (!at.fits(*resumed, batch, lo, hi, c.steps, intervals, held_rows))
       throw std::runtime_error("the checkpoint does not fit this run (its batches, steps or system differ)");
   }
   const auto checkpoint = [&](HostEnsemble& h) {
@@ -240,7 +243,7 @@ RunResult run_ensemble(const S& sys, const M& method, const RunConfig& c, Backen
     tally.save(w);
     r.tally = w.bytes();
   }
-  tally.fill(c, r);
+  tally.fill(c, r, opt.timeseries);
   r.wall_seconds = std::chrono::duration<double>(clock::now() - start).count();
   return r;
 }

@@ -40,12 +40,14 @@ namespace {
 // an earlier run sits beside this run's summary.json.
 // (A run shard's folder holds final.csv or final.bin, trajectories.bin and
 // shard.tether; a sample shard's draws.bin and shard.tether.)
-constexpr const char* result_files[] = {"summary.json", "final.csv",  "timeseries.csv",   "shots.csv",
-                                        "geodesics.csv", "draws.nc",  "results.nc",       "trajectories.csv",
-                                        "final.bin",    "draws.bin", "trajectories.bin", "shard.tether"};
+constexpr const char* result_files[] = {"summary.json",     "final.csv",      "timeseries.csv", "shots.csv",
+                                        "geodesics.csv",    "draws.nc",       "results.nc",     "trajectories.csv",
+                                        "final.bin",        "draws.bin",      "trajectories.bin", "timeseries.bin",
+                                        "shard.tether"};
 // The .partial files a checkpoint goes on from: kept when a run stops at one.
 bool checkpoint_needs(const std::string& name) {
-  return name == "final.csv" || name == "final.bin" || name == "trajectories.bin" || name == "draws.bin";
+  return name == "final.csv" || name == "final.bin" || name == "trajectories.bin" || name == "draws.bin" ||
+         name == "timeseries.csv" || name == "timeseries.bin";
 }
 const std::string checkpoint_file = "checkpoint.tether";
 
@@ -210,30 +212,6 @@ void check_room_for_sample(const SampleConfig& c, const fs::path& out) {
 void check_memory_for_draws(const SampleConfig& c) {
   refuse_beyond_memory("sample.draws", double(draws_file_bytes(c.sample, system_dof(c.run))), "chains x draws in memory",
                        "lower sample.chains or sample.draws, or raise sample.thin");
-}
-
-void write_timeseries(const fs::path& file, const RunResult& r) {
-  std::ofstream out(file, std::ios::binary);
-  check_stream(out, file);
-  out << "step,time,live_trajectories,mean_relative_energy_error,max_relative_energy_error,"
-         "max_constraint_violation,max_velocity_constraint_violation\n";
-  std::string s;
-  for (const auto& t : r.timeseries) {
-    s.clear();
-    s += std::to_string(t.step) + ',';
-    append_number(s, t.time);
-    s += ',' + std::to_string(t.live) + ',';
-    append_number(s, t.mean_energy_error);
-    s += ',';
-    append_number(s, t.max_energy_error);
-    s += ',';
-    append_number(s, t.max_constraint_violation);
-    s += ',';
-    append_number(s, t.max_velocity_constraint_violation);
-    out << s << '\n';
-  }
-  out.close();
-  check_stream(out, file);
 }
 
 void write_summary(const fs::path& file, const RunConfig& c, const RunResult& r) { write_json(file, run_summary(c, r)); }

@@ -115,6 +115,90 @@ void read_records(const fs::path& file, int dof, F&& f) {
   }
 }
 
+// The timeseries as rows arrive: timeseries.csv itself (output.format csv)
+// or, for results.nc, a side file of fixed-size binary rows (step, time,
+// live, the four errors), which write_results_netcdf reads back.
+class TimeseriesFile {
+ public:
+  static constexpr std::size_t row_bytes = 2 * sizeof(std::int64_t) + 5 * sizeof(Real);
+
+  TimeseriesFile(const fs::path& file, bool csv, const nlohmann::json* resume, const char* key) : file_(file), csv_(csv) {
+    if (resume != nullptr) {
+      reopen_at(out_, file_, resume->value(key, std::uintmax_t(0)));
+      return;
+    }
+    out_.open(file_, std::ios::binary | std::ios::trunc);
+    check_stream(out_, file_);
+    if (csv_)
+      out_ << "step,time,live_trajectories,mean_relative_energy_error,max_relative_energy_error,"
+              "max_constraint_violation,max_velocity_constraint_violation\n";
+  }
+
+  void put(const TimeseriesRow& t) {
+    buf_.clear();
+    if (csv_) {
+      buf_ += std::to_string(t.step) + ',';
+      append_number(buf_, t.time);
+      buf_ += ',' + std::to_string(t.live) + ',';
+      append_number(buf_, t.mean_energy_error);
+      buf_ += ',';
+      append_number(buf_, t.max_energy_error);
+      buf_ += ',';
+      append_number(buf_, t.max_constraint_violation);
+      buf_ += ',';
+      append_number(buf_, t.max_velocity_constraint_violation);
+      buf_ += '\n';
+    } else {
+      const std::int64_t head[2] = {t.step, t.live};
+      const Real values[5] = {t.time, t.mean_energy_error, t.max_energy_error, t.max_constraint_violation,
+                              t.max_velocity_constraint_violation};
+      buf_.append(reinterpret_cast<const char*>(head), sizeof head);
+      buf_.append(reinterpret_cast<const char*>(values), sizeof values);
+    }
+    out_.write(buf_.data(), std::streamsize(buf_.size()));
+  }
+  std::uintmax_t flush() {
+    out_.flush();
+    check_stream(out_, file_);
+    return std::uintmax_t(out_.tellp());
+  }
+  void close() {
+    out_.close();
+    check_stream(out_, file_);
+  }
+
+ private:
+  std::ofstream out_;
+  fs::path file_;
+  bool csv_;
+  std::string buf_;
+};
+
+// Calls f(row) for every row of a binary timeseries side file, in order, reading a block at a time.
+template <class F>
+void read_timeseries(const fs::path& file, F&& f) {
+  std::ifstream in(file, std::ios::binary);
+  if (!in) throw std::runtime_error("cannot read " + file.string() + ": " + std::strerror(errno));
+  constexpr std::size_t size = TimeseriesFile::row_bytes;
+  std::vector<char> block(size * 4096);
+  while (in) {
+    in.read(block.data(), std::streamsize(block.size()));
+    const std::size_t got = std::size_t(in.gcount());
+    if (got % size != 0) throw std::runtime_error(file.string() + " ends in the middle of a row");
+    for (const char* at = block.data(); at < block.data() + got; at += size) {
+      std::int64_t head[2];
+      Real values[5];
+      std::memcpy(head, at, sizeof head);
+      std::memcpy(values, at + sizeof head, sizeof values);
+      TimeseriesRow t;
+      t.step = head[0], t.live = head[1];
+      t.time = values[0], t.mean_energy_error = values[1], t.max_energy_error = values[2];
+      t.max_constraint_violation = values[3], t.max_velocity_constraint_violation = values[4];
+      f(t);
+    }
+  }
+}
+
 // id, step, time, q, p, status: one CSV row (final.csv has no step and time).
 void append_row(std::string& line, const TrajectoryRecord& r, bool with_time, Real dt) {
   line += std::to_string(r.id);
@@ -162,8 +246,16 @@ struct RunFiles::Files {
   std::ofstream final_csv;
   fs::path final_csv_file;
   std::unique_ptr<RecordFile> final_bin, snapshots;
+  std::unique_ptr<TimeseriesFile> timeseries;  // not in a shard's folder: a merge adds up its rows
   std::string line;
 };
+
+namespace {
+
+// Where a whole run's timeseries goes as it arrives: timeseries.csv, or the side file results.nc is made from.
+const char* timeseries_name(const RunConfig& c) { return c.output_format == "csv" ? "timeseries.csv" : "timeseries.bin"; }
+
+}  // namespace
 
 RunFiles::RunFiles(OutputFolder& folder, const RunConfig& c, const nlohmann::json* resume)
     : folder_(folder), c_(c), files_(std::make_unique<Files>()) {
@@ -183,6 +275,9 @@ RunFiles::RunFiles(OutputFolder& folder, const RunConfig& c, const nlohmann::jso
     f.final_bin = std::make_unique<RecordFile>(folder.partial("final.bin"), dof, resume, "final.bin");
   if (!c.track_ids.empty())
     f.snapshots = std::make_unique<RecordFile>(folder.partial("trajectories.bin"), dof, resume, "trajectories.bin");
+  if (c.shard_count <= 1)
+    f.timeseries = std::make_unique<TimeseriesFile>(folder.partial(timeseries_name(c)), c.output_format == "csv", resume,
+                                                    timeseries_name(c));
 }
 
 RunFiles::~RunFiles() = default;
@@ -199,6 +294,11 @@ void RunFiles::write(const TrajectoryRecord& r) {
 
 void RunFiles::snapshot(const TrajectoryRecord& r) {
   if (files_->snapshots) files_->snapshots->put(r);
+}
+
+void RunFiles::row(const TimeseriesRow& t) {
+  if (!files_->timeseries) throw std::logic_error("a shard's folder holds no timeseries");
+  files_->timeseries->put(t);
 }
 
 nlohmann::json RunFiles::checkpoint_sizes() {
@@ -218,6 +318,10 @@ nlohmann::json RunFiles::checkpoint_sizes() {
     sizes["trajectories.bin"] = f.snapshots->flush();
     sync_file(folder_.partial("trajectories.bin"));
   }
+  if (f.timeseries) {
+    sizes[timeseries_name(c_)] = f.timeseries->flush();
+    sync_file(folder_.partial(timeseries_name(c_)));
+  }
   return sizes;
 }
 
@@ -225,12 +329,12 @@ namespace {
 
 // The files a whole run leaves, from its per-trajectory sources (a run's own
 // side files, or its shards' files in id order), committed summary.json
-// last. `final_csv`: the final.csv.partial is already complete.
+// last. `final_csv`: the final.csv.partial is already complete, as is the
+// timeseries (timeseries.csv.partial, or timeseries.bin.partial for results.nc).
 void write_run_outputs(OutputFolder& folder, const RunConfig& c, const RunResult& r, bool final_csv,
                        const std::vector<fs::path>& finals_bin, const std::vector<fs::path>& snapshots) {
   std::vector<std::string> done;  // committed in this order, summary.json last
   if (c.output_format == "csv") {
-    write_timeseries(folder.partial("timeseries.csv"), r);
     if (final_csv) done.push_back("final.csv");
     done.push_back("timeseries.csv");
     if (!c.track_ids.empty()) {
@@ -238,7 +342,7 @@ void write_run_outputs(OutputFolder& folder, const RunConfig& c, const RunResult
       done.push_back("trajectories.csv");
     }
   } else {
-    write_results_netcdf(folder.partial("results.nc"), c, r, finals_bin, snapshots);
+    write_results_netcdf(folder.partial("results.nc"), c, r, folder.partial("timeseries.bin"), finals_bin, snapshots);
     done.push_back("results.nc");
   }
   write_summary(folder.partial("summary.json"), c, r);
@@ -256,6 +360,7 @@ void RunFiles::close_all() {
   }
   if (f.final_bin) f.final_bin->close();
   if (f.snapshots) f.snapshots->close();
+  if (f.timeseries) f.timeseries->close();
 }
 
 void RunFiles::finish(const RunResult& r) {
@@ -263,7 +368,7 @@ void RunFiles::finish(const RunResult& r) {
   const std::vector<fs::path> finals{folder_.partial("final.bin")}, snapshots{folder_.partial("trajectories.bin")};
   write_run_outputs(folder_, c_, r, c_.write_final_states, finals, snapshots);
   std::error_code ec;
-  for (const char* side : {"final.bin", "trajectories.bin"}) fs::remove(folder_.partial(side), ec);
+  for (const char* side : {"final.bin", "trajectories.bin", "timeseries.bin"}) fs::remove(folder_.partial(side), ec);
 }
 
 void RunFiles::finish_shard(const RunResult& r, const nlohmann::json& header) {
@@ -373,7 +478,14 @@ void merge_run_shard_folders(OutputFolder& folder, const std::vector<ShardFolder
       throw std::runtime_error("the shards' final.csv files hold " + std::to_string(rows) + " rows, not " +
                                std::to_string(c.size) + ": a shard's final.csv is damaged");
   }
+  {  // the merged rows, where a run of the config would have streamed them
+    TimeseriesFile rows(folder.partial(timeseries_name(c)), c.output_format == "csv", nullptr, nullptr);
+    for (const TimeseriesRow& t : r.timeseries) rows.put(t);
+    rows.close();
+  }
   write_run_outputs(folder, c, r, final_csv, finals_bin, snapshots);
+  std::error_code ec;
+  fs::remove(folder.partial("timeseries.bin"), ec);
 }
 
 void merge_shard_folders(OutputFolder& folder, const std::vector<fs::path>& shards) {
@@ -455,8 +567,8 @@ nlohmann::ordered_json results_attributes(const RunConfig& c, const RunResult& r
   return a;
 }
 
-void write_results_netcdf(const fs::path& file, const RunConfig& c, const RunResult& r, const std::vector<fs::path>& finals,
-                          const std::vector<fs::path>& snapshots) {
+void write_results_netcdf(const fs::path& file, const RunConfig& c, const RunResult& r, const fs::path& timeseries,
+                          const std::vector<fs::path>& finals, const std::vector<fs::path>& snapshots) {
   const int dof = system_dof(c);
   const std::size_t n = std::size_t(dof);
   Netcdf nc(file);
@@ -476,7 +588,7 @@ void write_results_netcdf(const fs::path& file, const RunConfig& c, const RunRes
   const int coordinate = nc.dim("coordinate", n);
   const int coordinate_var = nc.var("coordinate", NC_INT, {coordinate}, "index of the generalized coordinate");
   // The timeseries along `step`, with time as a coordinate.
-  const std::size_t rows = r.timeseries.size();
+  const std::size_t rows = std::size_t(timeseries_rows(c));
   const int step = nc.dim("step", rows);
   const int step_var = nc.var("step", NC_INT64, {step}, "step number");
   const int time_var = nc.var("time", NC_DOUBLE, {step}, "time (step x dt)", "the system's time unit");
@@ -541,18 +653,37 @@ void write_results_netcdf(const fs::path& file, const RunConfig& c, const RunRes
   std::vector<int> coordinates(n);
   std::iota(coordinates.begin(), coordinates.end(), 0);
   nc.ok(nc_put_var_int(nc.id(), coordinate_var, coordinates.data()), "coordinate");
-  std::vector<long long> step_values(rows), live(rows);
-  std::vector<double> column(rows);
-  for (std::size_t i = 0; i < rows; ++i) {
-    step_values[i] = r.timeseries[i].step, live[i] = r.timeseries[i].live;
-    column[i] = r.timeseries[i].time;
-  }
-  nc.ok(nc_put_var_longlong(nc.id(), step_var, step_values.data()), "step");
-  nc.ok(nc_put_var_longlong(nc.id(), live_var, live.data()), "live_trajectories");
-  nc.ok(nc_put_var_double(nc.id(), time_var, column.data()), "time");
-  for (std::size_t s = 0; s < std::size(series); ++s) {
-    for (std::size_t i = 0; i < rows; ++i) column[i] = r.timeseries[i].*series[s].field;
-    nc.ok(nc_put_var_double(nc.id(), series_vars[s], column.data()), series[s].name);
+  {  // the timeseries, a block of rows at a time
+    constexpr std::size_t block = 4096;
+    std::vector<TimeseriesRow> held;
+    std::size_t first = 0;
+    const auto flush = [&] {
+      const std::size_t count = held.size();
+      if (count == 0) return;
+      std::vector<long long> whole(count);
+      std::vector<double> column(count);
+      for (std::size_t i = 0; i < count; ++i) whole[i] = held[i].step;
+      nc.ok(nc_put_vara_longlong(nc.id(), step_var, &first, &count, whole.data()), "step");
+      for (std::size_t i = 0; i < count; ++i) whole[i] = held[i].live;
+      nc.ok(nc_put_vara_longlong(nc.id(), live_var, &first, &count, whole.data()), "live_trajectories");
+      for (std::size_t i = 0; i < count; ++i) column[i] = held[i].time;
+      nc.ok(nc_put_vara_double(nc.id(), time_var, &first, &count, column.data()), "time");
+      for (std::size_t s = 0; s < std::size(series); ++s) {
+        for (std::size_t i = 0; i < count; ++i) column[i] = held[i].*series[s].field;
+        nc.ok(nc_put_vara_double(nc.id(), series_vars[s], &first, &count, column.data()), series[s].name);
+      }
+      first += count;
+      held.clear();
+    };
+    read_timeseries(timeseries, [&](const TimeseriesRow& t) {
+      if (first + held.size() >= rows) throw std::runtime_error(timeseries.string() + " holds more rows than the config has");
+      held.push_back(t);
+      if (held.size() == block) flush();
+    });
+    flush();
+    if (first != rows)
+      throw std::runtime_error(timeseries.string() + " holds " + std::to_string(first) + " of the " +
+                               std::to_string(rows) + " timeseries rows");
   }
 
   if (c.write_final_states) {

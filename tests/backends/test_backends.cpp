@@ -3,6 +3,7 @@
 // samplers and the timeseries layout.
 #include <omp.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <nlohmann/json.hpp>
@@ -728,6 +729,62 @@ TEST(Timeseries, SummaryMaximaAreTheTimeseriesMaxima) {
   EXPECT_EQ(r.max_constraint_violation, g);
   EXPECT_EQ(r.max_velocity_constraint_violation, v);
   EXPECT_EQ(r.timeseries.front().max_energy_error, 0);  // nothing has moved yet
+}
+
+
+// A run handed a TimeseriesSink: each row as it arrives, and how many had
+// arrived at each progress report (progress comes between launches, and
+// launches stop at every output step).
+struct StreamedRun {
+  struct Rows final : TimeseriesSink {
+    std::vector<TimeseriesRow> rows;
+    void row(const TimeseriesRow& t) override { rows.push_back(t); }
+  } sink;
+  std::vector<std::size_t> arrived;  // rows in the sink at each progress report
+  RunResult result;
+};
+
+StreamedRun run_streamed(const json& cfg) {
+  StreamedRun o;
+  RunOptions opt;
+  opt.timeseries = &o.sink;
+  opt.progress = [&o](double, double) { o.arrived.push_back(o.sink.rows.size()); };
+  o.result = run(parse_config(cfg.dump(), "test"), opt);
+  return o;
+}
+
+// One batch streams its timeseries: every row reaches the sink as soon as it
+// is observed (row 0 before the first launch ends, all but the last before
+// the last one), none is kept in the result, and the rows are bit for bit
+// those of a run that keeps them. Several batches add to every row, so
+// theirs arrive only at the end, the same bits again.
+TEST(Timeseries, OneBatchStreamsItsRowsAsTheyAreObserved) {
+  json cfg = thermal_config("double_pendulum", "shake", 0.01, 120, 250, "cpu", 99);
+  cfg["output"]["every"] = 5;
+  const RunResult kept = run_json(cfg.dump());
+  ASSERT_EQ(kept.timeseries.size(), 25u);
+
+  const StreamedRun one = run_streamed(cfg);
+  EXPECT_TRUE(one.result.timeseries.empty());
+  ASSERT_FALSE(one.arrived.empty());
+  EXPECT_EQ(one.arrived.front(), 1u);
+  EXPECT_EQ(one.arrived.back(), 24u);
+  EXPECT_TRUE(std::is_sorted(one.arrived.begin(), one.arrived.end()));
+  RunResult streamed = one.result;
+  streamed.timeseries = one.sink.rows;
+  expect_same_timeseries(kept, streamed, "one batch, streamed");
+  EXPECT_TRUE(same_bits(kept.max_relative_energy_error, one.result.max_relative_energy_error));
+  EXPECT_TRUE(same_bits(kept.max_constraint_violation, one.result.max_constraint_violation));
+  EXPECT_TRUE(same_bits(kept.max_velocity_constraint_violation, one.result.max_velocity_constraint_violation));
+
+  cfg["ensemble"]["batch_size"] = 64;
+  const StreamedRun four = run_streamed(cfg);
+  EXPECT_TRUE(four.result.timeseries.empty());
+  ASSERT_FALSE(four.arrived.empty());
+  EXPECT_EQ(four.arrived.back(), 0u) << "a row is complete only after the last batch";
+  RunResult batched = four.result;
+  batched.timeseries = four.sink.rows;
+  expect_same_timeseries(kept, batched, "four batches, rows at the end");
 }
 
 

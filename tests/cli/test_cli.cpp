@@ -550,9 +550,11 @@ TEST_F(CliTest, NonFiniteEnergyFailsTheTrajectory) {
 }
 
 // What cannot fit is refused before the folder is touched, with the figure
-// and the key to change: a timeseries of 2^40 rows, a batch of 2^30 chain16
-// trajectories (1.3 TB), a shooting grid of 10^9 targets (validated in
-// milliseconds, not by generating them), and the same batch asked for by --batch-size.
+// and the key to change: a timeseries of 2^40 rows (held in memory where the
+// ensemble runs in several batches; streamed to disk, and too large for it,
+// where it runs as one), a batch of 2^30 chain16 trajectories (1.3 TB), a
+// shooting grid of 10^9 targets (validated in milliseconds, not by generating
+// them), and the same batch asked for by --batch-size.
 TEST_F(CliTest, WhatCannotFitIsRefusedUpFront) {
   const fs::path out = dir_ / "out";
   ASSERT_EQ(run(write("first.json", base_config()), out).code, 0);
@@ -560,6 +562,9 @@ TEST_F(CliTest, WhatCannotFitIsRefusedUpFront) {
   json rows = base_config();
   rows["method"]["steps"] = std::int64_t(1) << 40;
   rows["output"]["every"] = 1;
+  json batched_rows = rows;
+  batched_rows["ensemble"]["size"] = 200;
+  batched_rows["ensemble"]["batch_size"] = 64;
   json batch = base_config();
   batch["system"] = {{"name", "chain"}, {"parameters", {{"beads", 16}}}};
   batch["ensemble"]["size"] = std::int64_t(1) << 30;
@@ -568,19 +573,27 @@ TEST_F(CliTest, WhatCannotFitIsRefusedUpFront) {
   grid["shoot"]["targets"] = {{"grid", {{"min", {-1, -1, -1}}, {"max", {1, 1, 1}}, {"count", {1000, 1000, 1000}}}}};
   const struct {
     json config;
-    std::string command, path;
-  } cases[] = {{rows, "run", "output.every"}, {batch, "run", "ensemble.batch_size"},
-               {grid, "shoot", "shoot.targets.grid.count"}};
+    std::string command, path, why;
+    int validate;  // what `tether validate` exits with: it knows memory, not the disk of a folder
+  } cases[] = {{rows, "run", "output.every", " free: raise output.every", 0},
+               {batched_rows, "run", "output.every", "of memory", 2},
+               {batch, "run", "ensemble.batch_size", "of memory", 2},
+               {grid, "shoot", "shoot.targets.grid.count", "of memory", 2}};
   for (const auto& c : cases) {
     const fs::path cfg = write("big.json", c.config);
     const Cli r = tether(c.command + " " + quote(cfg) + " --out " + quote(out) + " --quiet");
     EXPECT_EQ(r.code, 2) << c.path << ": " << r.err;
     const std::string line = one_error_line(r);
     EXPECT_NE(line.find(c.path), std::string::npos) << line;
-    EXPECT_NE(line.find("of memory"), std::string::npos) << line;
+    EXPECT_NE(line.find(c.why), std::string::npos) << line;
     EXPECT_EQ(read_file(out / "summary.json"), summary) << "the earlier results are kept";
-    EXPECT_EQ(tether("validate " + quote(cfg)).code, 2) << c.path;
+    EXPECT_EQ(tether("validate " + quote(cfg)).code, c.validate) << c.path;
   }
+  // Held rows name the way to stream them.
+  const Cli held = tether("validate " + quote(write("big.json", batched_rows)));
+  EXPECT_NE(one_error_line(held).find("run the ensemble as one batch (ensemble.batch_size >= ensemble.size)"),
+            std::string::npos)
+      << held.err;
   // The config fits; the batch the option asks for does not, and is refused naming the option.
   batch["ensemble"].erase("batch_size");
   batch["output"]["final_states"] = false;
@@ -1057,29 +1070,38 @@ json without_timings(json s) {
 // checkpoint and exits 128 + 15 with a message), part-way, then resumed: the
 // outputs are those of the uninterrupted run, byte for byte (summary.json but
 // for its timings).
+// In batches (the timeseries held in the checkpoint) and as one batch (its
+// rows streamed: the checkpoint records how far timeseries.csv had got).
 TEST_F(CliTest, AStoppedRunResumesToTheSameBytes) {
-  const fs::path cfg = write("config.json", checkpointed_config()), whole = dir_ / "whole";
-  ASSERT_EQ(run(cfg, whole).code, 0);
-  for (const std::string signal : {"KILL", "TERM"}) {
-    const fs::path out = dir_ / ("stopped_" + signal);
-    const Cli stopped = stop_at_checkpoint(dir_, "run", cfg, out, signal);
-    if (fs::exists(out / "summary.json")) GTEST_SKIP() << "the run finished before the signal: a faster machine";
-    ASSERT_TRUE(fs::exists(out / "checkpoint.tether")) << signal << ": " << stopped.err;
-    EXPECT_FALSE(fs::exists(out / "final.csv"));
-    if (signal == "TERM") {
-      EXPECT_NE(stopped.err.find("stopped by SIGTERM: checkpoint written; go on with `tether run"), std::string::npos)
-          << stopped.err;
-      EXPECT_EQ(stopped.out, "exit 143\n") << "exit status 128 + SIGTERM";
+  json one_batch = checkpointed_config();
+  one_batch["ensemble"].erase("batch_size");
+  for (const auto& [name, config] : {std::pair<std::string, json>{"batches", checkpointed_config()}, {"one", one_batch}}) {
+    const fs::path cfg = write(name + ".json", config), whole = dir_ / ("whole_" + name);
+    ASSERT_EQ(run(cfg, whole).code, 0);
+    for (const std::string signal : {"KILL", "TERM"}) {
+      const std::string what = name + ", " + signal;
+      const fs::path out = dir_ / ("stopped_" + name + "_" + signal);
+      const Cli stopped = stop_at_checkpoint(dir_, "run", cfg, out, signal);
+      if (fs::exists(out / "summary.json")) GTEST_SKIP() << "the run finished before the signal: a faster machine";
+      ASSERT_TRUE(fs::exists(out / "checkpoint.tether")) << what << ": " << stopped.err;
+      EXPECT_FALSE(fs::exists(out / "final.csv"));
+      EXPECT_FALSE(fs::exists(out / "timeseries.csv"));
+      if (signal == "TERM") {
+        EXPECT_NE(stopped.err.find("stopped by SIGTERM: checkpoint written; go on with `tether run"), std::string::npos)
+            << stopped.err;
+        EXPECT_EQ(stopped.out, "exit 143\n") << "exit status 128 + SIGTERM";
+      }
+      const Cli resumed = run(cfg, out, "--resume");
+      ASSERT_EQ(resumed.code, 0) << what << ": " << resumed.err;
+      for (const char* file : {"final.csv", "timeseries.csv"})
+        EXPECT_EQ(read_file(out / file), read_file(whole / file)) << what << ": " << file;
+      EXPECT_EQ(without_timings(json::parse(read_file(out / "summary.json"))),
+                without_timings(json::parse(read_file(whole / "summary.json"))))
+          << what;
+      EXPECT_FALSE(fs::exists(out / "checkpoint.tether")) << "a finished run leaves no checkpoint";
+      EXPECT_FALSE(fs::exists(out / "final.csv.partial"));
+      EXPECT_FALSE(fs::exists(out / "timeseries.csv.partial"));
     }
-    const Cli resumed = run(cfg, out, "--resume");
-    ASSERT_EQ(resumed.code, 0) << signal << ": " << resumed.err;
-    for (const char* file : {"final.csv", "timeseries.csv"})
-      EXPECT_EQ(read_file(out / file), read_file(whole / file)) << signal << ": " << file;
-    EXPECT_EQ(without_timings(json::parse(read_file(out / "summary.json"))),
-              without_timings(json::parse(read_file(whole / "summary.json"))))
-        << signal;
-    EXPECT_FALSE(fs::exists(out / "checkpoint.tether")) << "a finished run leaves no checkpoint";
-    EXPECT_FALSE(fs::exists(out / "final.csv.partial"));
   }
 }
 
@@ -1288,6 +1310,7 @@ TEST_F(CliTest, NetcdfHoldsWhatTheCsvFilesHold) {
 // numbers of the run never stopped.
 TEST_F(CliTest, AStoppedNetcdfRunResumesToTheSameNumbers) {
   json j = checkpointed_config();
+  j["ensemble"].erase("batch_size");  // one batch: its timeseries streams into timeseries.bin
   j["output"]["format"] = "netcdf";
   j["output"]["trajectories"] = {{"ids", {0, 150, 299}}, {"every", 1000}};
   const fs::path cfg = write("config.json", j), whole = dir_ / "whole", out = dir_ / "stopped";
@@ -1413,10 +1436,10 @@ TEST_F(CliTest, MergeRefusesShardsThatDoNotMakeOneRun) {
 // every write fails with ENOSPC, as on a full disk).
 TEST(OutputErrors, SayTheOperatingSystemsReason) {
   if (!fs::exists("/dev/full")) GTEST_SKIP() << "no /dev/full here";
-  RunResult r;
-  r.timeseries.resize(10000);  // more than a stream buffer, so a write reaches the device before close
+  ShootResult r;
+  r.targets.resize(10000);  // more than a stream buffer, so a write reaches the device before close
   try {
-    write_timeseries("/dev/full", r);
+    write_shots("/dev/full", r);
     ADD_FAILURE() << "writing to /dev/full succeeded";
   } catch (const std::runtime_error& e) {
     EXPECT_NE(std::string(e.what()).find("/dev/full: No space left on device"), std::string::npos) << e.what();

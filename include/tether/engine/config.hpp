@@ -138,6 +138,11 @@ std::int64_t timeseries_rows(const RunConfig& c);
 // the single run's statistics; a sample's at any chain (granule 1).
 constexpr std::int64_t shard_granule = 4096;
 std::pair<std::int64_t, std::int64_t> shard_ids(const RunConfig& c, std::int64_t granule = shard_granule);
+// Trajectories a run integrates per batch of its `count` ids: all of them
+// where ensemble.batch_size covers them, else batch_size rounded up to whole
+// observation chunks (ensemble/advance.hpp), so that a timeseries row's
+// chunk sums, and so its bits, do not depend on the batch size.
+std::int64_t run_batch(const RunConfig& c, std::int64_t count);
 // Snapshots of each tracked trajectory: step 0, every track_every steps, and the last step (0 without tracking).
 std::int64_t snapshots_per_trajectory(const RunConfig& c);
 // The step of snapshot k, and which snapshot a step is (the writers' and the Python package's index).

@@ -63,17 +63,20 @@ class OutputFolder {
 
 // What `tether run` writes into its folder, for either output.format. As the
 // run goes: final states (final.csv rows: id, q, p, status in shortest
-// round-trip decimals; for netcdf a binary side file) and snapshots (a binary
-// side file). At the end (finish): timeseries.csv, trajectories.csv (sorted
-// by id, then step) or results.nc (everything, see write_results_netcdf),
-// then summary.json, each committed into place, summary.json last.
-class RunFiles final : public FinalStateSink {
+// round-trip decimals; for netcdf a binary side file), snapshots (a binary
+// side file) and the timeseries (timeseries.csv rows; for netcdf a binary
+// side file), none of them held in memory. At the end (finish):
+// trajectories.csv (sorted by id, then step) or results.nc (everything, see
+// write_results_netcdf), then summary.json, each committed into place,
+// summary.json last.
+class RunFiles final : public FinalStateSink, public TimeseriesSink {
  public:
   // `resume`: the byte counts a checkpoint recorded (checkpoint_sizes); the files go on from there.
   RunFiles(OutputFolder& folder, const RunConfig& c, const nlohmann::json* resume = nullptr);
   ~RunFiles() override;
   void write(const TrajectoryRecord& r) override;
   void snapshot(const TrajectoryRecord& r) override;
+  void row(const TimeseriesRow& t) override;
   // Everything written so far handed to the OS; the byte count of each file, for a checkpoint.
   nlohmann::json checkpoint_sizes();
   void finish(const RunResult& r);
@@ -99,7 +102,6 @@ void check_room_for_sample(const SampleConfig& c, const std::filesystem::path& o
 // (the Python package) where this machine has less available.
 void check_memory_for_draws(const SampleConfig& c);
 
-void write_timeseries(const std::filesystem::path& file, const RunResult& r);
 nlohmann::ordered_json run_summary(const RunConfig& c, const RunResult& r);
 void write_summary(const std::filesystem::path& file, const RunConfig& c, const RunResult& r);
 // results.nc (output.format "netcdf"): netCDF-4 that xarray.open_dataset
@@ -107,14 +109,14 @@ void write_summary(const std::filesystem::path& file, const RunConfig& c, const 
 // status as CF flags, failed_step, energy_error, constraint residuals),
 // step (the timeseries, with time as a coordinate), and, when trajectories
 // are tracked, tracked x snapshot (their q, p, status); the summary as
-// global attributes. Final records and snapshots are read from the binary
-// side files the run wrote (read_records).
+// global attributes. The timeseries, final records and snapshots are read
+// from the binary side files the run wrote.
 // results.nc's global attributes, which the Python package's tether.run
 // Dataset carries too: CF conventions, a title, summary.json (whole, as text)
 // and its main entries.
 nlohmann::ordered_json results_attributes(const RunConfig& c, const RunResult& r);
 void write_results_netcdf(const std::filesystem::path& file, const RunConfig& c, const RunResult& r,
-                          const std::vector<std::filesystem::path>& finals,
+                          const std::filesystem::path& timeseries, const std::vector<std::filesystem::path>& finals,
                           const std::vector<std::filesystem::path>& snapshots);
 
 // `tether merge`: the K shard folders of one config (each holding the

@@ -69,8 +69,21 @@ class FinalStateSink {
   virtual void snapshot(const TrajectoryRecord&) {}
 };
 
+// Receives the timeseries rows, in step order.
+class TimeseriesSink {
+ public:
+  virtual ~TimeseriesSink() = default;
+  virtual void row(const TimeseriesRow& t) = 0;
+};
+
 struct RunOptions {
   FinalStateSink* final_states = nullptr;
+  // Where the timeseries goes instead of RunResult::timeseries. A run whose
+  // ids are one batch (and not a shard, whose rows a merge adds up) hands
+  // each row over as soon as it is observed and holds none (the timeseries
+  // streams, in memory of one row); a run of several batches adds every batch
+  // to every row, so it holds them all and hands them over at its end.
+  TimeseriesSink* timeseries = nullptr;
   // Called after every output interval with (trajectory-steps done, total).
   std::function<void(double done, double total)> progress;
   std::size_t failure_report_cap = 100;
