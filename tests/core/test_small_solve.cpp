@@ -1,6 +1,7 @@
-// DenseLU (small_solve.hpp) against Eigen's partial-pivoting LU.
+// DenseLU and ComplexLU (small_solve.hpp) against Eigen's partial-pivoting LU.
 #include <gtest/gtest.h>
 
+#include <complex>
 #include <random>
 
 #include <Eigen/LU>
@@ -62,6 +63,45 @@ TEST(DenseLU, RefusesASingularMatrix) {
   a << 1, 2, 3, 2, 4, 6, 0, 1, 1;
   DenseLU<3> lu;
   EXPECT_FALSE(lu.factor(a));
+}
+
+// ComplexLU against Eigen's LU of the same std::complex matrix, and a
+// singular one refused.
+template <int K>
+void check_complex(unsigned seed) {
+  using C = std::complex<Real>;
+  std::mt19937 gen(seed);
+  std::uniform_real_distribution<Real> u(-1, 1);
+  for (int trial = 0; trial < 20; ++trial) {
+    Mat<K, K> re, im;
+    Vec<K> br, bi;
+    Eigen::Matrix<C, K, K> a;
+    Eigen::Matrix<C, K, 1> b;
+    for (int r = 0; r < K; ++r) {
+      br[r] = u(gen), bi[r] = u(gen), b[r] = C(br[r], bi[r]);
+      for (int c = 0; c < K; ++c) re(r, c) = u(gen), im(r, c) = u(gen), a(r, c) = C(re(r, c), im(r, c));
+    }
+    ComplexLU<K> lu;
+    ASSERT_TRUE(lu.factor(re, im));
+    Vec<K> xr, xi;
+    ASSERT_TRUE(lu.solve(br, bi, xr, xi));
+    const Eigen::PartialPivLU<Eigen::Matrix<C, K, K>> ref(a);
+    const Eigen::Matrix<C, K, 1> x = ref.solve(b);
+    const Real cond = ref.rcond() > 0 ? 1 / ref.rcond() : 1e16;
+    for (int r = 0; r < K; ++r)
+      EXPECT_LT(std::abs(C(xr[r], xi[r]) - x[r]), 1e-14 * cond * (1 + x.cwiseAbs().maxCoeff())) << "K = " << K;
+  }
+}
+
+TEST(ComplexLU, AgreesWithEigenPartialPivLU) {
+  check_complex<1>(6);
+  check_complex<6>(7);
+  check_complex<10>(8);
+  Mat<2, 2> re, im;
+  re << 1, 2, 2, 4;
+  im << 1, 1, 2, 2;  // row 2 = 2 x row 1
+  ComplexLU<2> lu;
+  EXPECT_FALSE(lu.factor(re, im));
 }
 
 }  // namespace

@@ -250,6 +250,75 @@ void check_derivatives(const S& sys, unsigned seed) {
   }
 }
 
+// The eigenbasis of A^-1 (GaussLegendreEigen): T^-1 T = I, T^-1 A^-1 T is
+// the block diagonal its constants say, and T^-1 A^-1 is that product; A
+// is the tableau's own.
+template <int Stages>
+void check_eigenbasis() {
+  using E = GaussLegendreEigen<Stages>;
+  using Tab = GaussLegendreTableau<Stages>;
+  Eigen::MatrixXd a(Stages, Stages), t(Stages, Stages), ti(Stages, Stages), tia(Stages, Stages);
+  for (int i = 0; i < Stages; ++i)
+    for (int j = 0; j < Stages; ++j)
+      a(i, j) = Tab::a(i, j), t(i, j) = E::t(i, j), ti(i, j) = E::t_inverse(i, j), tia(i, j) = E::t_inverse_a_inverse(i, j);
+  const Eigen::MatrixXd ai = a.inverse();
+  EXPECT_LT((ti * t - Eigen::MatrixXd::Identity(Stages, Stages)).cwiseAbs().maxCoeff(), 1e-14);
+  EXPECT_LT((tia - ti * ai).cwiseAbs().maxCoeff(), 1e-13 * ai.cwiseAbs().maxCoeff());
+  Eigen::MatrixXd block = Eigen::MatrixXd::Zero(Stages, Stages);
+  int l = 0;
+  if (E::has_real) block(0, 0) = E::gamma, l = 1;
+  if (E::has_pair) block(l, l) = block(l + 1, l + 1) = E::alpha, block(l, l + 1) = E::beta, block(l + 1, l) = -E::beta;
+  EXPECT_LT((ti * ai * t - block).cwiseAbs().maxCoeff(), 1e-13 * ai.cwiseAbs().maxCoeff()) << ti * ai * t;
+}
+TEST(GaussLegendreTransformed, EigenbasisOfTheInverseMatrix) {
+  check_eigenbasis<1>();
+  check_eigenbasis<2>();
+  check_eigenbasis<3>();
+}
+
+// TransformedStageLU solves the simplified Newton system as the dense LU of
+// the same matrix does: F_Z (stage_jacobian_start + add_stage_columns) with
+// one Hessian at every stage, at a random point of the vehicle (k = 2
+// multipliers) and of Heisenberg (none).
+template <class Sys, int Stages>
+void check_transformed_solve(const Sys& sys, unsigned seed) {
+  using GL = GaussLegendre<Stages>;
+  using P = Parts<Sys>;
+  constexpr int n = P::n, k = P::k, m = P::m, K = m * Stages;
+  std::mt19937 gen(seed);
+  std::uniform_real_distribution<Real> u(-1, 1);
+  ZVec<Sys> z;
+  for (int i = 0; i < m; ++i) z[i] = u(gen);
+  ZVec<Sys> g;
+  ZMat<Sys> hs;
+  hamiltonian_derivatives(sys, z, g, hs);
+  for (const Real h : {0.05, 0.5}) {
+    Mat<K, K> dense = GL::template stage_jacobian_start<Sys>();
+    for (int j = 0; j < Stages; ++j) GL::template add_stage_columns<Sys>(dense, j, hs, h);
+    typename GL::template Transformed<Sys>::Jacobian jac;
+    jac.hessian = hs;
+    jac.h = h;
+    typename GL::template Transformed<Sys> lu;
+    ASSERT_TRUE(lu.factor(jac));
+    Vec<K> b, x;
+    for (int i = 0; i < K; ++i) b[i] = u(gen);
+    ASSERT_TRUE(lu.solve(b, x));
+    const Vec<K> expected = dense.partialPivLu().solve(b);
+    EXPECT_LT((x - expected).cwiseAbs().maxCoeff(), 1e-11 * (1 + expected.cwiseAbs().maxCoeff()))
+        << Stages << " stages, h " << h << ": residual " << (dense * x - b).cwiseAbs().maxCoeff();
+  }
+}
+TEST(GaussLegendreTransformed, SolvesTheSimplifiedNewtonSystem) {
+  ParallelParking car = parking_bowl();
+  check_transformed_solve<ParallelParking, 1>(car, 11);
+  check_transformed_solve<ParallelParking, 2>(car, 12);
+  check_transformed_solve<ParallelParking, 3>(car, 13);
+  check_transformed_solve<Heisenberg, 1>(Heisenberg{}, 14);
+  check_transformed_solve<Heisenberg, 2>(Heisenberg{}, 15);
+  check_transformed_solve<Heisenberg, 3>(Heisenberg{}, 16);
+  check_transformed_solve<HeisenbergVakonomic, 3>(HeisenbergVakonomic{}, 17);
+}
+
 // The frame-form Hamiltonians (LJM12 eq. 42) differentiate correctly.
 TEST(NonholonomicDerivatives, HeisenbergMatchesFiniteDifferences) { check_derivatives(Heisenberg{}, 1); }
 TEST(NonholonomicDerivatives, MartinetMatchesFiniteDifferences) { check_derivatives(martinet(0.7), 2); }

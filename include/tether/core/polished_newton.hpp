@@ -17,22 +17,27 @@ namespace tether {
 
 // A factored Jacobian kept from one solve to the next nearby one (a step's to
 // the next step's): the chord starts from it instead of from a fresh Jacobian.
-template <int N>
+// Factors: the dense LU, or any factorization with the same three members
+// (Jacobian, the type its factor() takes; factor; solve), such as the
+// Gauss-Legendre stages' transformed one (gauss_legendre.hpp).
+template <int N, class Factors = DenseLU<N>>
 struct Chord {
-  DenseLU<N> lu;
+  Factors lu;
   bool valid = false;
 };
 
-// fill(x, residual, jacobian) evaluates F(x), and its Jacobian when the
+// fill(x, residual, jacobian) evaluates F(x), and its Jacobian (a
+// Factors::Jacobian: the matrix itself, or what stands for it) when the
 // pointer is not null. chord, when given, is where the factored Jacobian
 // lives: a valid one starts the iteration, and a refresh leaves its own there
 // for the next solve.
-template <int N, class Fill>
+template <int N, class Factors = DenseLU<N>, class Fill>
 TETHER_HD Status polished_newton(Vec<N>& x, const NewtonOptions& opt, int& iterations, Fill&& fill,
-                                 Chord<N>* chord = nullptr) {
-  Chord<N> local;
-  Chord<N>& c = chord ? *chord : local;
-  const DenseLU<N>& lu = c.lu;
+                                 Chord<N, Factors>* chord = nullptr) {
+  using Jacobian = typename Factors::Jacobian;
+  Chord<N, Factors> local;
+  Chord<N, Factors>& c = chord ? *chord : local;
+  const Factors& lu = c.lu;
   bool polishing = false, refresh = !c.valid;
   Real last = 0;
   for (int it = 0;; ++it) {
@@ -40,13 +45,13 @@ TETHER_HD Status polished_newton(Vec<N>& x, const NewtonOptions& opt, int& itera
     Vec<N> residual;
     const bool exact = refresh;  // this update is a full Newton step
     if (refresh) {
-      Mat<N, N> jac;
+      Jacobian jac;
       fill(x, residual, &jac);
       c.valid = c.lu.factor(jac);
       if (!c.valid) return Status::singular_matrix;
       refresh = false;
     } else {
-      fill(x, residual, static_cast<Mat<N, N>*>(nullptr));
+      fill(x, residual, static_cast<Jacobian*>(nullptr));
     }
     Vec<N> dx;
     if (!lu.solve(-residual, dx)) return Status::singular_matrix;

@@ -17,6 +17,7 @@ namespace tether {
 // on a CPU and dozens of instructions on a GPU).
 template <int K>
 struct DenseLU {
+  using Jacobian = Mat<K, K>;  // what factor() takes (polished_newton's fill makes one)
   Mat<K, K> lu;
   Real inverse_pivot[K];
   int perm[K];
@@ -24,6 +25,10 @@ struct DenseLU {
   // Returns false when a pivot vanishes.
   TETHER_HD bool factor(const Mat<K, K>& a) {
     lu = a;
+    return factor_in_place();
+  }
+  // Factors the matrix already in `lu` (built there, it needs no copy).
+  TETHER_HD bool factor_in_place() {
     for (int c = 0; c < K; ++c) {
       int piv = c;
       Real best = lu(c, c) < 0 ? -lu(c, c) : lu(c, c);
@@ -73,6 +78,87 @@ struct DenseLU {
       for (int r = 0; r < c; ++r) x[r] -= lu(r, c) * x[c];
     }
     return all_finite(x);
+  }
+};
+
+// LU factors, with partial pivoting, of a complex K x K matrix held as its
+// real and imaginary parts (complex arithmetic spelled out, so that the
+// same code runs on a GPU thread and on the host). The pivot is the entry of
+// largest |re| + |im|.
+template <int K>
+struct ComplexLU {
+  Mat<K, K> re, im;
+  Real inverse_pivot_re[K], inverse_pivot_im[K];
+  int perm[K];
+
+  // Returns false when a pivot vanishes.
+  TETHER_HD bool factor(const Mat<K, K>& a_re, const Mat<K, K>& a_im) {
+    re = a_re;
+    im = a_im;
+    return factor_in_place();
+  }
+  // Factors the matrix already in (re, im).
+  TETHER_HD bool factor_in_place() {
+    for (int c = 0; c < K; ++c) {
+      int piv = c;
+      Real best = fabs(re(c, c)) + fabs(im(c, c));
+      for (int r = c + 1; r < K; ++r) {
+        const Real v = fabs(re(r, c)) + fabs(im(r, c));
+        if (v > best) { best = v; piv = r; }
+      }
+      if (!(best > 0)) return false;
+      perm[c] = piv;
+      if (piv != c)
+        for (int j = 0; j < K; ++j) {
+          Real t = re(c, j);
+          re(c, j) = re(piv, j), re(piv, j) = t;
+          t = im(c, j);
+          im(c, j) = im(piv, j), im(piv, j) = t;
+        }
+      const Real d = re(c, c) * re(c, c) + im(c, c) * im(c, c);
+      const Real ir = re(c, c) / d, ii = -im(c, c) / d;  // 1 / pivot
+      inverse_pivot_re[c] = ir, inverse_pivot_im[c] = ii;
+      for (int r = c + 1; r < K; ++r) {
+        const Real lr = re(r, c) * ir - im(r, c) * ii, li = re(r, c) * ii + im(r, c) * ir;
+        re(r, c) = lr, im(r, c) = li;
+      }
+      for (int j = c + 1; j < K; ++j) {
+        const Real ur = re(c, j), ui = im(c, j);
+        for (int r = c + 1; r < K; ++r) {
+          re(r, j) -= re(r, c) * ur - im(r, c) * ui;
+          im(r, j) -= re(r, c) * ui + im(r, c) * ur;
+        }
+      }
+    }
+    return true;
+  }
+
+  // Solves A (x_re + i x_im) = b_re + i b_im; false when the result is not finite.
+  TETHER_HD bool solve(const Vec<K>& b_re, const Vec<K>& b_im, Vec<K>& x_re, Vec<K>& x_im) const {
+    x_re = b_re;
+    x_im = b_im;
+    for (int c = 0; c < K; ++c)
+      if (perm[c] != c) {
+        Real t = x_re[c];
+        x_re[c] = x_re[perm[c]], x_re[perm[c]] = t;
+        t = x_im[c];
+        x_im[c] = x_im[perm[c]], x_im[perm[c]] = t;
+      }
+    for (int c = 0; c < K; ++c)
+      for (int r = c + 1; r < K; ++r) {
+        x_re[r] -= re(r, c) * x_re[c] - im(r, c) * x_im[c];
+        x_im[r] -= re(r, c) * x_im[c] + im(r, c) * x_re[c];
+      }
+    for (int c = K - 1; c >= 0; --c) {
+      const Real xr = x_re[c] * inverse_pivot_re[c] - x_im[c] * inverse_pivot_im[c];
+      const Real xi = x_re[c] * inverse_pivot_im[c] + x_im[c] * inverse_pivot_re[c];
+      x_re[c] = xr, x_im[c] = xi;
+      for (int r = 0; r < c; ++r) {
+        x_re[r] -= re(r, c) * xr - im(r, c) * xi;
+        x_im[r] -= re(r, c) * xi + im(r, c) * xr;
+      }
+    }
+    return all_finite(x_re) && all_finite(x_im);
   }
 };
 

@@ -3,12 +3,16 @@
 // orders 2, 4, 6, applied to the index-1 generalized Hamiltonian system
 // J z' = grad H(z), z = (q, p, lambda): MMVW13 eqs. (2.2)-(2.4) with Props
 // 3-4 and Corollary 5. All stage unknowns Z_i = (Q_i, P_i, Lambda_i) are solved
-// together by Newton with the exact Jacobian (Hess H from dual numbers), a
-// fixed-size s(2n+k) LU:
+// together by Newton: for an ensemble's step with every stage's Hess H frozen
+// at the stages' mean, factored in the eigenbasis of A (TransformedStageLU:
+// m x m LUs, m = 2n+k); for shooting, where the tangent map needs the exact
+// stage Jacobian, with that Jacobian as one fixed-size s(2n+k) LU:
 //   Q_i = q0 + h sum_j a_ij H_p(Z_j),  P_i = p0 - h sum_j a_ij H_q(Z_j),
 //   0 = H_lambda(Z_i);   q1 = q0 + h sum_j b_j H_p(Z_j),  p1 = p0 - h sum_j b_j H_q(Z_j).
 // The endpoint multipliers solve H_lambda(q1, p1, lambda1) = 0, so the
 // original constraints hold at every step; they are recovered on demand.
+#include <type_traits>
+
 #include "tether/core/families.hpp"
 #include "tether/methods/index1_stages.hpp"
 
@@ -16,6 +20,144 @@ namespace tether {
 
 template <int S>
 struct GaussLegendreTableau;
+
+// The eigenbasis of the inverse Gauss-Legendre matrix (HW96 §IV.8):
+// T^-1 A^-1 T is block diagonal, with the real eigenvalue gamma (s odd) on
+// the first column of T and a complex pair alpha +- i beta as the block
+// [[alpha, beta], [-beta, alpha]] on the next two, the real and imaginary
+// parts of an eigenvector of alpha + i beta. s = 2 in closed form (A^-1
+// has eigenvalues 3 +- i sqrt 3); s = 3 computed in 40-digit arithmetic,
+// checked in tests/methods/test_nonholonomic.cpp.
+template <int S>
+struct GaussLegendreEigen;
+
+template <>
+struct GaussLegendreEigen<1> {
+  static constexpr bool has_real = true, has_pair = false;
+  static constexpr Real gamma = 2, alpha = 0, beta = 0;
+  TETHER_HD static Real t(int, int) { return 1; }
+  TETHER_HD static Real t_inverse(int, int) { return 1; }
+  TETHER_HD static Real t_inverse_a_inverse(int, int) { return 2; }
+};
+
+template <>
+struct GaussLegendreEigen<2> {
+  static constexpr bool has_real = false, has_pair = true;
+  static constexpr Real r3 = Real(1.7320508075688772935274463415059);  // sqrt 3
+  static constexpr Real gamma = 0, alpha = 3, beta = r3;
+  TETHER_HD static Real t(int i, int j) { return i == 0 ? (j == 0 ? Real(0) : r3 - 2) : (j == 0 ? Real(1) : Real(0)); }
+  TETHER_HD static Real t_inverse(int i, int j) {
+    return i == 0 ? (j == 0 ? Real(0) : Real(1)) : (j == 0 ? -(2 + r3) : Real(0));
+  }
+  TETHER_HD static Real t_inverse_a_inverse(int i, int j) {
+    return i == 0 ? (j == 0 ? -(3 + 2 * r3) : Real(3)) : (j == 0 ? -(6 + 3 * r3) : -r3);
+  }
+};
+
+template <>
+struct GaussLegendreEigen<3> {
+  static constexpr bool has_real = true, has_pair = true;
+  static constexpr Real gamma = Real(4.6443707092521711858), alpha = Real(3.6778146453739144071),
+                        beta = Real(3.5087619195674433219);
+  TETHER_HD static Real t(int i, int j) {
+    const Real m[3][3] = {{Real(0.072151852055200170321), Real(-0.082241230573630670649), Real(0.060120738619308501731)},
+                          {Real(0.11883257874127780707), Real(0.053065090742061395046), Real(-0.31620505113229157322)},
+                          {Real(1), Real(1), Real(0)}};
+    return m[i][j];
+  }
+  TETHER_HD static Real t_inverse(int i, int j) {
+    const Real m[3][3] = {{Real(5.9916980849378007756), Real(1.1392142951557354446), Real(0.43231211378385838557)},
+                          {Real(-5.9916980849378007756), Real(-1.1392142951557354446), Real(0.56768788621614161443)},
+                          {Real(1.2462132735862314108), Real(-2.9255596461923136626), Real(0.25773520127343249235)}};
+    return m[i][j];
+  }
+  TETHER_HD static Real t_inverse_a_inverse(int i, int j) {
+    const Real m[3][3] = {{Real(27.82766708436744962), Real(5.2909335039826553118), Real(2.0078177185126437013)},
+                          {Real(-17.663689289424227107), Real(-14.454911298925877825), Real(2.9921822814873562987)},
+                          {Real(25.606783502829742561), Real(-6.7624343756117083289), Real(-1.043979339483109825)}};
+    return m[i][j];
+  }
+};
+
+// The simplified Newton matrix of the s-stage Gauss-Legendre equations
+// (2.2), (2.4) with every stage's Hess H replaced by one, that is the
+// derivative D of (f, c) = (H_p, -H_q, H_lambda) by (q, p, lambda) by one,
+//   [I - h A (x) D_f ; I (x) D_c],
+// factored in the eigenbasis of A (HW96 §IV.8): multiplying its (q, p) rows
+// by (h A)^-1 and changing the unknowns to (T^-1 (x) I) dZ leaves one m x m
+// block per real eigenvalue, [gamma/h E - D_f ; D_c], and one complex m x m
+// block per pair, [(alpha + i beta)/h E - D_f ; D_c] (E: the (q, p) rows of
+// the identity). s^2 m^2 numbers become s m^2, and the factorization s^3
+// times cheaper: an ensemble's step needs only the states, not the tangent.
+template <int Stages, int n, int m>
+struct TransformedStageLU {
+  using Eigen_ = GaussLegendreEigen<Stages>;
+  static constexpr int n2 = 2 * n, K = Stages * m;
+  struct Jacobian {
+    Mat<m, m> hessian;  // Hess H at the stages' mean, in (q, p, lambda)
+    Real h = 0;
+  };
+  struct None {};
+  std::conditional_t<Eigen_::has_real, DenseLU<m>, None> real;
+  std::conditional_t<Eigen_::has_pair, ComplexLU<m>, None> pair;
+  Real h = 0;
+
+  // [-D_f ; D_c]: D_f = (Hess H rows p, -(rows q)), D_c = rows lambda.
+  TETHER_HD static void minus_d_f_and_d_c(const Mat<m, m>& hessian, Mat<m, m>& out) {
+    out.template topRows<n>() = -hessian.template middleRows<n>(n);
+    out.template middleRows<n>(n) = hessian.template topRows<n>();
+    out.template bottomRows<m - n2>() = hessian.template bottomRows<m - n2>();
+  }
+
+  // Each block is built where it is factored (a GPU thread's memory is short).
+  TETHER_HD bool factor(const Jacobian& j) {
+    h = j.h;
+    if constexpr (Eigen_::has_real) {
+      minus_d_f_and_d_c(j.hessian, real.lu);
+      for (int i = 0; i < n2; ++i) real.lu(i, i) += Eigen_::gamma / h;
+      if (!real.factor_in_place()) return false;
+    }
+    if constexpr (Eigen_::has_pair) {
+      minus_d_f_and_d_c(j.hessian, pair.re);
+      pair.im.setZero();
+      for (int i = 0; i < n2; ++i) pair.re(i, i) += Eigen_::alpha / h, pair.im(i, i) = Eigen_::beta / h;
+      if (!pair.factor_in_place()) return false;
+    }
+    return true;
+  }
+
+  // x = M^-1 rhs, M the simplified matrix above; false when not finite.
+  TETHER_HD bool solve(const Vec<K>& rhs, Vec<K>& x) const {
+    Vec<m> w[Stages];  // (T^-1 (x) I) x, block by block
+    for (int l = 0; l < Stages; ++l) {
+      w[l].setZero();
+      for (int i = 0; i < Stages; ++i) {
+        w[l].template head<n2>() += (Eigen_::t_inverse_a_inverse(l, i) / h) * rhs.template segment<n2>(i * m);
+        w[l].template tail<m - n2>() += Eigen_::t_inverse(l, i) * rhs.template segment<m - n2>(i * m + n2);
+      }
+    }
+    int l = 0;
+    if constexpr (Eigen_::has_real) {
+      Vec<m> y;
+      if (!real.solve(w[0], y)) return false;
+      w[0] = y;
+      l = 1;
+    }
+    if constexpr (Eigen_::has_pair) {
+      // (alpha + i beta) on (W_l, W_(l+1)) as [[alpha, beta], [-beta, alpha]]: U = W_l - i W_(l+1).
+      Vec<m> ur, ui;
+      if (!pair.solve(w[l], Vec<m>(-w[l + 1]), ur, ui)) return false;
+      w[l] = ur;
+      w[l + 1] = -ui;
+    }
+    for (int j = 0; j < Stages; ++j) {
+      Vec<m> xj = Vec<m>::Zero();
+      for (int c = 0; c < Stages; ++c) xj += Eigen_::t(j, c) * w[c];
+      x.template segment<m>(j * m) = xj;
+    }
+    return all_finite(x);
+  }
+};
 
 template <>
 struct GaussLegendreTableau<1> {
@@ -72,13 +214,20 @@ struct GaussLegendre {
   template <class S>
   TETHER_HD static void start(const S&, PhaseState<S>&, Real) {}
 
-  // What a step leaves for the next one: its chord matrix F_Z (the next
-  // step's stages are O(h) away), refactored only when the chord stops
+  // What a step of a shot leaves for the next one: its chord matrix F_Z (the
+  // next step's stages are O(h) away), refactored only when the chord stops
   // contracting. A step with a tangent factors F_Z at its converged stages
   // anyway, and leaves that one, so it factors once instead of twice.
   template <class S>
   using Carry = Chord<Parts<S>::m * Stages>;
+  template <class S>
+  using Transformed = TransformedStageLU<Stages, Parts<S>::n, Parts<S>::m>;
 
+  // Without a carry (an ensemble's step) two or three stages are solved by
+  // the simplified Newton of TransformedStageLU, its D at the stages' mean;
+  // with one (a shot's), and for one stage (where F_Z is already one m x m
+  // block), by the chord on the exact F_Z. Either stops at the roundoff
+  // floor of the same equations.
   // With a tangent (columns d(q, p) in some directions), it is carried along:
   // the derivative of this very map, dZ = F_Z^-1 (dq0, dp0, 0 per stage) at
   // the converged stages, then eq. (2.3) differentiated.
@@ -95,25 +244,23 @@ struct GaussLegendre {
     for (int i = 0; i < Stages; ++i)
       Z.template segment<m>(i * m) =
           pack<S>(s.q + h * Tableau::c(i) * P::p(g0), s.p - h * Tableau::c(i) * P::q(g0), lambda0);
-    st = polished_newton<K>(Z, opt, iterations, [&](const Vec<K>& x, Vec<K>& r, Mat<K, K>* jac) {
-      if (jac) *jac = stage_jacobian_start<S>();
-      for (int i = 0; i < Stages; ++i) {
-        r.template segment<n>(i * m) = P::q(x.template segment<m>(i * m)) - s.q;
-        r.template segment<n>(i * m + n) = P::p(x.template segment<m>(i * m)) - s.p;
-      }
-      for (int j = 0; j < Stages; ++j) {
-        ZVec<S> g;
-        ZMat<S> hs;
-        hamiltonian_derivatives(sys, ZVec<S>(x.template segment<m>(j * m)), g, hs, jac != nullptr);
-        for (int i = 0; i < Stages; ++i) {
-          const Real ha = h * Tableau::a(i, j);
-          r.template segment<n>(i * m) -= ha * P::p(g);
-          r.template segment<n>(i * m + n) += ha * P::q(g);
+    if (carry != nullptr || Stages == 1) {
+      st = polished_newton<K>(Z, opt, iterations, [&](const Vec<K>& x, Vec<K>& r, Mat<K, K>* jac) {
+        stage_residual(sys, s, h, x, r, jac);
+      }, carry);
+    } else if constexpr (Stages > 1) {
+      st = polished_newton<K, Transformed<S>>(Z, opt, iterations, [&](const Vec<K>& x, Vec<K>& r,
+                                                                      typename Transformed<S>::Jacobian* jac) {
+        stage_residual(sys, s, h, x, r, static_cast<StageMat<S>*>(nullptr));
+        if (jac) {
+          ZVec<S> mean = x.template segment<m>(0);
+          for (int j = 1; j < Stages; ++j) mean += x.template segment<m>(j * m);
+          ZVec<S> g;
+          hamiltonian_derivatives(sys, ZVec<S>(mean / Real(Stages)), g, jac->hessian, true);
+          jac->h = h;
         }
-        if constexpr (k > 0) r.template segment<k>(j * m + 2 * n) = P::lambda(g);
-        if (jac) add_stage_columns<S>(*jac, j, hs, h);
-      }
-    }, carry);
+      });
+    }
     if (st != Status::ok) return st;
     Vec<n> q1 = s.q, p1 = s.p;
     for (int j = 0; j < Stages; ++j) {
@@ -127,6 +274,32 @@ struct GaussLegendre {
     s.q = q1;
     s.p = p1;
     return Status::ok;
+  }
+
+  // The residual of eqs. (2.2), (2.4) at the stages x, and (jac not null)
+  // its Jacobian F_Z there.
+  template <class S>
+  TETHER_HD static void stage_residual(const S& sys, const PhaseState<S>& s, Real h, const Vec<Parts<S>::m * Stages>& x,
+                                       Vec<Parts<S>::m * Stages>& r, Mat<Parts<S>::m * Stages, Parts<S>::m * Stages>* jac) {
+    using P = Parts<S>;
+    constexpr int n = P::n, k = P::k, m = P::m;
+    if (jac) *jac = stage_jacobian_start<S>();
+    for (int i = 0; i < Stages; ++i) {
+      r.template segment<n>(i * m) = P::q(x.template segment<m>(i * m)) - s.q;
+      r.template segment<n>(i * m + n) = P::p(x.template segment<m>(i * m)) - s.p;
+    }
+    for (int j = 0; j < Stages; ++j) {
+      ZVec<S> g;
+      ZMat<S> hs;
+      hamiltonian_derivatives(sys, ZVec<S>(x.template segment<m>(j * m)), g, hs, jac != nullptr);
+      for (int i = 0; i < Stages; ++i) {
+        const Real ha = h * Tableau::a(i, j);
+        r.template segment<n>(i * m) -= ha * P::p(g);
+        r.template segment<n>(i * m + n) += ha * P::q(g);
+      }
+      if constexpr (k > 0) r.template segment<k>(j * m + 2 * n) = P::lambda(g);
+      if (jac) add_stage_columns<S>(*jac, j, hs, h);
+    }
   }
 
   // The Jacobian F_Z of eqs. (2.2), (2.4) in Z = (Z_1, ..., Z_s): start from
