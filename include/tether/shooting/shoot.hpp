@@ -405,13 +405,12 @@ TETHER_HD bool initial_nodes(const S& sys, const ShootControl& ctl, const Vec<S:
   s.q = q0;
   s.p = p0;
   w.z[0] << q0, p0;
-  typename Flow::template Carry<S> carry;
   for (int k = 1; k < arcs; ++k) {
     if (along_flow) {
       for (int j = 0; j < arc; ++j) {
         int it = 0;
-        // The tangent and carry types of shoot_endpoint's step, so no third instantiation.
-        if (Flow::step(sys, s, ctl.dt, ctl.step_newton, it, static_cast<Tangent<S, n>*>(nullptr), &carry) != Status::ok)
+        // The tangent type of shoot_endpoint's step, so no third instantiation.
+        if (Flow::step(sys, s, ctl.dt, ctl.step_newton, it, static_cast<Tangent<S, n>*>(nullptr)) != Status::ok)
           return false;
       }
       w.z[k] << s.q, s.p;
