@@ -48,28 +48,16 @@ void sync_file(const fs::path& file) {
 
 namespace {
 
-// A side file of fixed-size binary records, one per TrajectoryRecord:
-// id, step, failed_step, status, the three errors, q, p.
-class RecordFile {
+// A file the run appends to as it goes, which a checkpoint's byte count
+// (`key` in `resume`) takes up again where it left off.
+class AppendFile {
  public:
-  RecordFile(const fs::path& file, int dof, const nlohmann::json* resume, const char* key) : file_(file), dof_(dof) {
-    if (resume != nullptr)
+  AppendFile(const fs::path& file, const nlohmann::json* resume, const char* key) : file_(file), resumed_(resume != nullptr) {
+    if (resumed_)
       reopen_at(out_, file_, resume->value(key, std::uintmax_t(0)));
     else
       out_.open(file_, std::ios::binary | std::ios::trunc);
     check_stream(out_, file_);
-  }
-  static std::size_t record_bytes(int dof) { return sizeof(std::int64_t) * 4 + sizeof(Real) * (3 + 2 * std::size_t(dof)); }
-
-  void put(const TrajectoryRecord& r) {
-    buf_.clear();
-    const std::int64_t head[4] = {r.id, r.step, r.failed_step, std::int64_t(r.status)};
-    const Real errors[3] = {r.energy_error, r.constraint_violation, r.velocity_violation};
-    buf_.append(reinterpret_cast<const char*>(head), sizeof head);
-    buf_.append(reinterpret_cast<const char*>(errors), sizeof errors);
-    buf_.append(reinterpret_cast<const char*>(r.q.data()), sizeof(Real) * std::size_t(dof_));
-    buf_.append(reinterpret_cast<const char*>(r.p.data()), sizeof(Real) * std::size_t(dof_));
-    out_.write(buf_.data(), std::streamsize(buf_.size()));
   }
   std::uintmax_t flush() {
     out_.flush();
@@ -81,55 +69,84 @@ class RecordFile {
     check_stream(out_, file_);
   }
 
- private:
+ protected:
+  void write_buffer() { out_.write(buf_.data(), std::streamsize(buf_.size())); }
+  template <class T>
+  void append_bytes(const T* values, std::size_t count) {
+    buf_.append(reinterpret_cast<const char*>(values), sizeof(T) * count);
+  }
   std::ofstream out_;
   fs::path file_;
-  int dof_;
+  bool resumed_;
   std::string buf_;
 };
 
-// Calls f(record) for every record of a side file, in file order, reading a block at a time.
+// Calls f(bytes) for every `size`-byte record of a side file, in file order, reading a block at a time.
 template <class F>
-void read_records(const fs::path& file, int dof, F&& f) {
+void read_fixed_records(const fs::path& file, std::size_t size, F&& f) {
   std::ifstream in(file, std::ios::binary);
   if (!in) throw std::runtime_error("cannot read " + file.string() + ": " + std::strerror(errno));
-  const std::size_t size = RecordFile::record_bytes(dof);
   std::vector<char> block(size * 4096);
-  TrajectoryRecord r;
-  r.q.resize(std::size_t(dof)), r.p.resize(std::size_t(dof));
   while (in) {
     in.read(block.data(), std::streamsize(block.size()));
     const std::size_t got = std::size_t(in.gcount());
     if (got % size != 0) throw std::runtime_error(file.string() + " ends in the middle of a record");
-    for (const char* at = block.data(); at < block.data() + got; at += size) {
-      std::int64_t head[4];
-      Real errors[3];
-      std::memcpy(head, at, sizeof head);
-      std::memcpy(errors, at + sizeof head, sizeof errors);
-      std::memcpy(r.q.data(), at + sizeof head + sizeof errors, sizeof(Real) * std::size_t(dof));
-      std::memcpy(r.p.data(), at + sizeof head + sizeof errors + sizeof(Real) * std::size_t(dof), sizeof(Real) * std::size_t(dof));
-      r.id = head[0], r.step = head[1], r.failed_step = head[2], r.status = Status(head[3]);
-      r.energy_error = errors[0], r.constraint_violation = errors[1], r.velocity_violation = errors[2];
-      f(r);
-    }
+    for (const char* at = block.data(); at < block.data() + got; at += size) f(at);
   }
 }
 
+// A side file of fixed-size binary records, one per TrajectoryRecord:
+// id, step, failed_step, status, the three errors, q, p.
+class RecordFile : public AppendFile {
+ public:
+  RecordFile(const fs::path& file, int dof, const nlohmann::json* resume, const char* key)
+      : AppendFile(file, resume, key), dof_(dof) {}
+  static std::size_t record_bytes(int dof) { return sizeof(std::int64_t) * 4 + sizeof(Real) * (3 + 2 * std::size_t(dof)); }
+
+  void put(const TrajectoryRecord& r) {
+    buf_.clear();
+    const std::int64_t head[4] = {r.id, r.step, r.failed_step, std::int64_t(r.status)};
+    const Real errors[3] = {r.energy_error, r.constraint_violation, r.velocity_violation};
+    append_bytes(head, 4);
+    append_bytes(errors, 3);
+    append_bytes(r.q.data(), std::size_t(dof_));
+    append_bytes(r.p.data(), std::size_t(dof_));
+    write_buffer();
+  }
+
+ private:
+  int dof_;
+};
+
+// Calls f(record) for every record of a side file, in file order.
+template <class F>
+void read_records(const fs::path& file, int dof, F&& f) {
+  const std::size_t n = std::size_t(dof);
+  TrajectoryRecord r;
+  r.q.resize(n), r.p.resize(n);
+  read_fixed_records(file, RecordFile::record_bytes(dof), [&](const char* at) {
+    std::int64_t head[4];
+    Real errors[3];
+    std::memcpy(head, at, sizeof head);
+    std::memcpy(errors, at + sizeof head, sizeof errors);
+    std::memcpy(r.q.data(), at + sizeof head + sizeof errors, sizeof(Real) * n);
+    std::memcpy(r.p.data(), at + sizeof head + sizeof errors + sizeof(Real) * n, sizeof(Real) * n);
+    r.id = head[0], r.step = head[1], r.failed_step = head[2], r.status = Status(head[3]);
+    r.energy_error = errors[0], r.constraint_violation = errors[1], r.velocity_violation = errors[2];
+    f(r);
+  });
+}
+
 // The timeseries as rows arrive: timeseries.csv itself (output.format csv)
-// or, for results.nc, a side file of fixed-size binary rows (step, time,
-// live, the four errors), which write_results_netcdf reads back.
-class TimeseriesFile {
+// or, for results.nc, a side file of fixed-size binary rows (step, live,
+// time, the four errors), which write_results_netcdf reads back.
+class TimeseriesFile : public AppendFile {
  public:
   static constexpr std::size_t row_bytes = 2 * sizeof(std::int64_t) + 5 * sizeof(Real);
 
-  TimeseriesFile(const fs::path& file, bool csv, const nlohmann::json* resume, const char* key) : file_(file), csv_(csv) {
-    if (resume != nullptr) {
-      reopen_at(out_, file_, resume->value(key, std::uintmax_t(0)));
-      return;
-    }
-    out_.open(file_, std::ios::binary | std::ios::trunc);
-    check_stream(out_, file_);
-    if (csv_)
+  TimeseriesFile(const fs::path& file, bool csv, const nlohmann::json* resume, const char* key)
+      : AppendFile(file, resume, key), csv_(csv) {
+    if (csv_ && !resumed_)
       out_ << "step,time,live_trajectories,mean_relative_energy_error,max_relative_energy_error,"
               "max_constraint_violation,max_velocity_constraint_violation\n";
   }
@@ -152,51 +169,30 @@ class TimeseriesFile {
       const std::int64_t head[2] = {t.step, t.live};
       const Real values[5] = {t.time, t.mean_energy_error, t.max_energy_error, t.max_constraint_violation,
                               t.max_velocity_constraint_violation};
-      buf_.append(reinterpret_cast<const char*>(head), sizeof head);
-      buf_.append(reinterpret_cast<const char*>(values), sizeof values);
+      append_bytes(head, 2);
+      append_bytes(values, 5);
     }
-    out_.write(buf_.data(), std::streamsize(buf_.size()));
-  }
-  std::uintmax_t flush() {
-    out_.flush();
-    check_stream(out_, file_);
-    return std::uintmax_t(out_.tellp());
-  }
-  void close() {
-    out_.close();
-    check_stream(out_, file_);
+    write_buffer();
   }
 
  private:
-  std::ofstream out_;
-  fs::path file_;
   bool csv_;
-  std::string buf_;
 };
 
-// Calls f(row) for every row of a binary timeseries side file, in order, reading a block at a time.
+// Calls f(row) for every row of a binary timeseries side file, in order.
 template <class F>
 void read_timeseries(const fs::path& file, F&& f) {
-  std::ifstream in(file, std::ios::binary);
-  if (!in) throw std::runtime_error("cannot read " + file.string() + ": " + std::strerror(errno));
-  constexpr std::size_t size = TimeseriesFile::row_bytes;
-  std::vector<char> block(size * 4096);
-  while (in) {
-    in.read(block.data(), std::streamsize(block.size()));
-    const std::size_t got = std::size_t(in.gcount());
-    if (got % size != 0) throw std::runtime_error(file.string() + " ends in the middle of a row");
-    for (const char* at = block.data(); at < block.data() + got; at += size) {
-      std::int64_t head[2];
-      Real values[5];
-      std::memcpy(head, at, sizeof head);
-      std::memcpy(values, at + sizeof head, sizeof values);
-      TimeseriesRow t;
-      t.step = head[0], t.live = head[1];
-      t.time = values[0], t.mean_energy_error = values[1], t.max_energy_error = values[2];
-      t.max_constraint_violation = values[3], t.max_velocity_constraint_violation = values[4];
-      f(t);
-    }
-  }
+  read_fixed_records(file, TimeseriesFile::row_bytes, [&](const char* at) {
+    std::int64_t head[2];
+    Real values[5];
+    std::memcpy(head, at, sizeof head);
+    std::memcpy(values, at + sizeof head, sizeof values);
+    TimeseriesRow t;
+    t.step = head[0], t.live = head[1];
+    t.time = values[0], t.mean_energy_error = values[1], t.max_energy_error = values[2];
+    t.max_constraint_violation = values[3], t.max_velocity_constraint_violation = values[4];
+    f(t);
+  });
 }
 
 // id, step, time, q, p, status: one CSV row (final.csv has no step and time).
