@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # Command 2: install, build, and run the whole test suite (gpu-labelled tests
 # skip themselves where no device is present). Without a GPU nothing runs the
-# cuda kernels, so they are compiled only to check them (about a quarter of the
-# compile time; TETHER_CUDA_COMPILE_CHECK in CMakeLists.txt).
+# cuda kernels, so they are compiled to PTX only to check them
+# (TETHER_CUDA_COMPILE_CHECK in CMakeLists.txt).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/install-deps.sh --mpi --python

@@ -35,7 +35,7 @@ Observation reduce_observations(const EnsembleView& v, std::vector<Real>& chunk_
 }
 
 bool cuda_built() {
-#ifdef TETHER_HAVE_CUDA
+#if defined(TETHER_HAVE_CUDA) || defined(TETHER_CUDA_COMPILE_CHECK)
   return true;
 #else
   return false;
@@ -72,7 +72,6 @@ std::string build_fingerprint() {
 
 void use_cuda_device_of_rank(int rank) {
 #ifdef TETHER_HAVE_CUDA
-  if (cuda_compile_check_only()) return;
   if (const int devices = cuda_runtime_device_count(); devices > 0) cuda_runtime_use_device(rank % devices);
 #else
   (void)rank;

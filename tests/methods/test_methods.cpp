@@ -181,7 +181,7 @@ void expect_order(const S& sys, const PhaseState<S>& x0, Real T, long n0) {
   for (int l = 0; l + 1 < levels; ++l) differences.push_back((y[l] - y[l + 1]).norm());
   const std::vector<Real> p = test::observed_orders(differences);
   std::string all;
-  for (Real o : p) all += " " + sci(o);
+  for (Real o : p) all.append(" ").append(sci(o));
   SCOPED_TRACE(std::string(M::name) + " on " + S::name + ", observed orders:" + all);
   // The last two ratios (smallest steps) are in the asymptotic regime.
   for (std::size_t i = p.size() - 2; i < p.size(); ++i) EXPECT_NEAR(p[i], p_expected, 0.2);

@@ -103,8 +103,8 @@ struct RunOptions {
 int cuda_device_count();
 bool cuda_built();
 // A build configured with TETHER_CUDA_COMPILE_CHECK=ON (scripts/test.sh on a
-// machine without a GPU) compiles its kernels with little optimisation, only
-// to check that they compile: it never runs them.
+// machine without a GPU) compiles its kernels to unoptimised PTX, only to
+// check that they compile, and links none of them: it never runs them.
 bool cuda_compile_check_only();
 
 // What of this build changes a run's bits (compiler, vector lanes, fused
