@@ -1354,7 +1354,7 @@ Cli run_shards_and_merge(const fs::path& dir, const fs::path& cfg, int count, co
     EXPECT_EQ(r.code, 0) << r.err;
     EXPECT_TRUE(fs::exists(d / "shard.tether")) << d;
     EXPECT_FALSE(fs::exists(d / "summary.json")) << "a shard is not a finished run: " << d;
-    dirs += " " + quote(d);
+    dirs.append(" ").append(quote(d));
   }
   return tether("merge" + dirs + " --out " + quote(dir / name) + " --quiet");
 }
@@ -1404,7 +1404,7 @@ TEST_F(CliTest, MergeRefusesShardsThatDoNotMakeOneRun) {
   ASSERT_EQ(run(write("other.json", other), dir_ / "other", "--shard 2/3").code, 0);
   const auto merge = [&](const std::vector<std::string>& dirs) {
     std::string args = "merge";
-    for (const auto& d : dirs) args += " " + quote(dir_ / d);
+    for (const auto& d : dirs) args.append(" ").append(quote(dir_ / d));
     return tether(args + " --out " + quote(dir_ / "merged") + " --quiet");
   };
   struct Case {
@@ -1638,7 +1638,7 @@ TEST_F(CliTest, SampleShardsMergeIntoTheSingleSamplesNumbers) {
       ASSERT_EQ(r.code, 0) << r.err;
       EXPECT_TRUE(fs::exists(d / "shard.tether") && fs::exists(d / "draws.bin")) << d;
       EXPECT_FALSE(fs::exists(d / "summary.json") || fs::exists(d / "draws.nc")) << "a shard is not a finished sample";
-      dirs += " " + quote(d);
+      dirs.append(" ").append(quote(d));
     }
     const fs::path merged = dir_ / ("merged" + std::to_string(count));
     const Cli m = tether("merge" + dirs + " --out " + quote(merged) + " --quiet");
