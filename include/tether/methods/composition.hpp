@@ -45,6 +45,9 @@ TETHER_HD inline int composition_order(CompositionScheme s) {
 }
 
 // gamma_{i+1}, i = 0..s-1; every set is symmetric, gamma_i = gamma_{s+1-i}.
+// Each value is returned from a switch, not read from an array: on a GPU
+// thread a table indexed by a runtime i is copied to local memory at every
+// call (it was the 136-byte stack frame of every composition kernel).
 TETHER_HD inline Real composition_coefficient(CompositionScheme s, int i) {
   const int n = composition_stages(s);
   const int j = i < n - 1 - i ? i : n - 1 - i;  // index into the first half
@@ -59,20 +62,34 @@ TETHER_HD inline Real composition_coefficient(CompositionScheme s, int i) {
     }
     case CompositionScheme::yoshida6: {
       // w3, w2, w1 of solution A; the middle one makes the sum exactly 1.
-      const Real w[3] = {0.784513610477560, 0.235573213359357, -1.17767998417887};
-      return j < 3 ? w[j] : 1 - 2 * (w[0] + w[1] + w[2]);
+      const Real w3 = 0.784513610477560, w2 = 0.235573213359357, w1 = -1.17767998417887;
+      switch (j) {
+        case 0: return w3;
+        case 1: return w2;
+        case 2: return w1;
+        default: return 1 - 2 * (w3 + w2 + w1);
+      }
     }
-    case CompositionScheme::kahan_li6: {
-      const Real g[5] = {0.39216144400731413928, 0.33259913678935943860, -0.70624617255763935981,
-                         0.08221359629355080023, 0.79854399093482996340};
-      return g[j];
-    }
-    case CompositionScheme::kahan_li8: {
-      const Real g[9] = {0.13020248308889008088,  0.56116298177510838456, -0.38947496264484728641,
-                         0.15884190655515560090,  -0.39590389413323757734, 0.18453964097831570709,
-                         0.25837438768632204729,  0.29501172360931029887,  -0.60550853383003451170};
-      return g[j];
-    }
+    case CompositionScheme::kahan_li6:
+      switch (j) {
+        case 0: return 0.39216144400731413928;
+        case 1: return 0.33259913678935943860;
+        case 2: return -0.70624617255763935981;
+        case 3: return 0.08221359629355080023;
+        default: return 0.79854399093482996340;
+      }
+    case CompositionScheme::kahan_li8:
+      switch (j) {
+        case 0: return 0.13020248308889008088;
+        case 1: return 0.56116298177510838456;
+        case 2: return -0.38947496264484728641;
+        case 3: return 0.15884190655515560090;
+        case 4: return -0.39590389413323757734;
+        case 5: return 0.18453964097831570709;
+        case 6: return 0.25837438768632204729;
+        case 7: return 0.29501172360931029887;
+        default: return -0.60550853383003451170;
+      }
   }
   return 0;
 }
