@@ -19,11 +19,7 @@ struct HostEnsemble {
   std::vector<std::uint64_t> iterations_sum;
   std::vector<std::int32_t> iterations_max;
 
-  HostEnsemble(std::int64_t n, int dof_, bool two_step_)
-      : count(n), dof(dof_), two_step(two_step_),
-        q(std::size_t(n) * dof_), p(std::size_t(n) * dof_), q_prev(two_step_ ? std::size_t(n) * dof_ : 0),
-        energy0(n), energy_scale(n), energy_error(n), constraint_violation(n), velocity_violation(n),
-        status(n, 0), failed_step(n, 0), iterations_sum(n, 0), iterations_max(n, 0) {}
+  HostEnsemble(std::int64_t n, int dof_, bool two_step_);
 
   EnsembleView view() {
     EnsembleView v;

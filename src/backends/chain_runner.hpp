@@ -19,13 +19,7 @@ struct HostChains {
   std::vector<std::int32_t> draw_steps;
   std::vector<std::uint8_t> draw_outcome;
 
-  HostChains(std::int64_t n, std::int64_t first, int dof_, std::int64_t draws_)
-      : count(n), first_chain(first), draws(draws_), dof(dof_), q(std::size_t(n * dof_)), p(std::size_t(n * dof_)),
-        step_size(std::size_t(n)), log_h_bar(std::size_t(n)), h_bar(std::size_t(n)),
-        draw_q(std::size_t(n * dof_ * draws_)), draw_potential(std::size_t(n * draws_)),
-        draw_acceptance(std::size_t(n * draws_)), draw_energy(std::size_t(n * draws_)),
-        draw_step_size(std::size_t(n * draws_)), draw_steps(std::size_t(n * draws_)),
-        draw_outcome(std::size_t(n * draws_)) {}
+  HostChains(std::int64_t n, std::int64_t first, int dof_, std::int64_t draws_);
 
   SampleView view() {
     SampleView v;

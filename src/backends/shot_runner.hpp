@@ -65,7 +65,4 @@ class HostShotRunner final : public ShotRunner {
   bool parallel_;
 };
 
-template <class S, class M>
-std::unique_ptr<ShotRunner> make_cuda_shot_runner(const S& sys, const ShootControl& ctl);
-
 }  // namespace tether

@@ -23,6 +23,9 @@
 
 namespace tether {
 
+ConfigError::ConfigError(std::string path, const std::string& message)
+    : std::runtime_error("config error at " + path + ": " + message), path_(std::move(path)) {}
+
 using nlohmann::json;
 
 const std::vector<std::string>& system_names() {

@@ -5,7 +5,7 @@
 
 #include "backends/backend.hpp"
 #include "engine/tally.hpp"
-#include "engine/system_entry.hpp"
+#include "engine/pair_entry.hpp"
 #include "tether/registry.hpp"
 #ifdef TETHER_HAVE_CUDA
 #include "backends/cuda/device_count.hpp"
@@ -104,34 +104,52 @@ std::string resolve_shoot_backend(const ShootConfig& c) {
 
 namespace {
 
-// Each system's entry points, by registry index (defined in the generated units).
-struct Entry {
-  void (*check)(const RunConfig&);
-  RunResult (*run)(const RunConfig&, const RunOptions&, const std::string&);
-  ShootResult (*shoot)(const ShootConfig&, const ShootOptions&, const std::string&);
-  SampleResult (*sample)(const SampleConfig&, const SampleOptions&, const std::string&);
+// Each (system, method) pair's entry points, by registry indices (defined in
+// the generated per-method units); null where the registry does not pair them.
+struct PairEntry {
+  RunResult (*run)(const RunConfig&, const RunOptions&, const std::string&) = nullptr;
+  ShootResult (*shoot)(const ShootConfig&, const ShootOptions&, const std::string&) = nullptr;
+  SampleResult (*sample)(const SampleConfig&, const SampleOptions&, const std::string&) = nullptr;
 };
 
+template <class S, class M>
+constexpr PairEntry pair_entry() {
+  if constexpr (MethodFor<M, S>)
+    return {&run_pair<S, M>, &shoot_pair<S, M>, &sample_pair<S, M>};
+  else
+    return {};
+}
+
+template <class S, class... M>
+constexpr std::array<PairEntry, sizeof...(M)> row(TypeList<M...>) {
+  return {pair_entry<S, M>()...};
+}
+
 template <class... S>
-const Entry& entry(TypeList<S...>, int system) {
-  static const std::array<Entry, sizeof...(S)> table{Entry{&check_system<S>, &run_system<S>, &shoot_system<S>, &sample_system<S>}...};
-  return table.at(std::size_t(system));
+const PairEntry& entry(TypeList<S...>, int system, int method) {
+  static constexpr std::array<std::array<PairEntry, Methods::size>, sizeof...(S)> table{row<S>(Methods{})...};
+  const PairEntry& e = table.at(std::size_t(system)).at(std::size_t(method));
+  if (!e.run) throw std::logic_error("the registry does not pair system " + std::to_string(system) + " with method " +
+                                     std::to_string(method));
+  return e;
 }
 
 #ifdef TETHER_SYSTEM_COUNT
 static_assert(Systems::size == TETHER_SYSTEM_COUNT,
-              "CMake counted a different number of systems in tether/registry.hpp: keep one per line there");
+              "CMake counted a different number of systems in tether/system_list.hpp: keep one per line there");
+static_assert(Methods::size == TETHER_METHOD_COUNT,
+              "CMake counted a different number of methods in tether/registry.hpp: keep one per line there");
 #endif
 
-const Entry& system_entry(int system) { return entry(Systems{}, system); }
+const PairEntry& entry_for(const RunConfig& c) { return entry(Systems{}, c.system, c.method); }
 
 }  // namespace
 
-void check_config(const RunConfig& c) { system_entry(c.system).check(c); }
+void check_config(const RunConfig& c) { check_system(c); }
 
 RunResult run(const RunConfig& c, const RunOptions& opt) {
   check_config(c);
-  return system_entry(c.system).run(c, opt, resolve_backend(c.backend, c.size));
+  return entry_for(c).run(c, opt, resolve_backend(c.backend, c.size));
 }
 
 RunResult merge_shards(const RunConfig& c, const std::vector<std::string>& tallies) {
@@ -160,7 +178,7 @@ RunResult merge_shards(const RunConfig& c, const std::vector<std::string>& talli
 ShootResult shoot(const ShootConfig& c, const ShootOptions& opt) {
   const auto start = std::chrono::steady_clock::now();
   const std::string backend = resolve_shoot_backend(c);
-  ShootResult r = system_entry(c.run.system).shoot(c, opt, backend);
+  ShootResult r = entry_for(c.run).shoot(c, opt, backend);
   r.system = c.run.system_name;
   r.method = c.run.method_name;
   r.stages = c.run.stages;
@@ -172,7 +190,7 @@ ShootResult shoot(const ShootConfig& c, const ShootOptions& opt) {
 SampleResult sample(const SampleConfig& c, const SampleOptions& opt) {
   const auto start = std::chrono::steady_clock::now();
   const std::string backend = resolve_backend(c.run.backend, c.sample.chains);
-  SampleResult r = system_entry(c.run.system).sample(c, opt, backend);
+  SampleResult r = entry_for(c.run).sample(c, opt, backend);
   r.wall_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   return r;
 }

@@ -259,3 +259,14 @@ void check_initial_states(const S& sys, const RunConfig& c) {
 }
 
 }  // namespace tether
+
+// A system's initial-state functions depend on the system alone: they are
+// instantiated once per system (engine/check_system.cpp, EXTERN empty) and
+// declared extern in every generated method unit (EXTERN = extern), instead
+// of compiled again for each method that pairs with the system.
+#define TETHER_INITIAL_STATES(EXTERN, I)                                                               \
+  EXTERN template ::tether::Status tether::initial_state<::tether::SystemAt<I>>(                       \
+      const ::tether::SystemAt<I>&, const ::tether::RunConfig&, std::int64_t,                         \
+      ::tether::PhaseState<::tether::SystemAt<I>>&, ::tether::Real&);                                 \
+  EXTERN template void tether::check_initial_states<::tether::SystemAt<I>>(                          \
+      const ::tether::SystemAt<I>&, const ::tether::RunConfig&);

@@ -31,7 +31,7 @@ std::unique_ptr<ChainRunner> make_chain_runner(const std::string& backend, const
     return std::make_unique<HostChainRunner<S, ReferenceStepper<M>>>(sys, ReferenceStepper<M>{method}, ctl, false,
                                                                      2e3);
 #ifdef TETHER_HAVE_CUDA
-  if (backend == "cuda") return make_cuda_chain_runner<S>(sys, method, ctl);
+  if (backend == "cuda") return make_cuda_chain_runner<S, M>(sys, method, ctl);
 #endif
   throw ConfigError("backend", "backend \"" + backend + "\" is not available in this build");
 }

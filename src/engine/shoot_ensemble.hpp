@@ -33,7 +33,7 @@ std::unique_ptr<ShotRunner> make_shot_runner(const std::string& backend, const S
   if (backend == "cpu") return std::make_unique<HostShotRunner<S, MethodFlow<M>>>(sys, ctl, true);
   if (backend == "reference") return std::make_unique<HostShotRunner<S, ReferenceFlow<M>>>(sys, ctl, false);
 #ifdef TETHER_HAVE_CUDA
-  if (backend == "cuda") return make_cuda_shot_runner<S>(sys, M{}, ctl);
+  if (backend == "cuda") return make_cuda_shot_runner<S, M>(sys, ctl);
 #endif
   throw ConfigError("backend", "backend \"" + backend + "\" is not available in this build");
 }

@@ -18,25 +18,10 @@
 
 namespace tether {
 
-inline std::string bound_number(double x) {
-  char buf[32];
-  std::snprintf(buf, sizeof buf, "%g", x);
-  return buf;
-}
+std::string bound_number(double x);
 
 // "must be positive", "must be in [0, 1]", ...; empty when any value is allowed.
-inline std::string range_text(const Range& r) {
-  const bool lo = std::isfinite(r.lo), hi = std::isfinite(r.hi);
-  std::string s;
-  if (lo && !hi && r.lo == 0) s = r.lo_open ? "must be positive" : "must be >= 0";
-  else if (lo && !hi) s = std::string("must be ") + (r.lo_open ? "> " : ">= ") + bound_number(r.lo);
-  else if (!lo && hi) s = std::string("must be ") + (r.hi_open ? "< " : "<= ") + bound_number(r.hi);
-  else if (lo && hi)
-    s = std::string("must be in ") + (r.lo_open ? "(" : "[") + bound_number(r.lo) + ", " + bound_number(r.hi) +
-        (r.hi_open ? ")" : "]");
-  if (!s.empty() && r.why) s += std::string(" (") + r.why + ")";
-  return s;
-}
+std::string range_text(const Range& r);
 
 template <class T>
 using Options = std::initializer_list<std::pair<const char*, T>>;
@@ -73,16 +58,9 @@ class ReadParameters {
  public:
   explicit ReadParameters(const Node& node) : node_(node) {}
 
-  void real(const char* key, Real& x, const Range& r, const char*) {
-    if (node_.has(key)) x = Node::as_number(node_.raw(key), node_.at(key));
-    if (!r.contains(x)) throw ConfigError(node_.at(key), range_text(r) + ", got " + show(value_or(key, x)));
-  }
+  void real(const char* key, Real& x, const Range& r, const char*);
   // Given in degrees, kept in radians.
-  void degrees(const char* key, Real& radians, const Range& r, const char*) {
-    const Real deg = node_.has(key) ? Node::as_number(node_.raw(key), node_.at(key)) : radians * 180 / M_PI;
-    if (!r.contains(deg)) throw ConfigError(node_.at(key), range_text(r) + ", got " + show(value_or(key, deg)));
-    radians = deg * M_PI / 180;
-  }
+  void degrees(const char* key, Real& radians, const Range& r, const char*);
   template <int N>
   void reals(const char* key, Real (&x)[N], const char* meaning) {
     if (!node_.has(key)) return;
@@ -113,12 +91,10 @@ class ReadParameters {
       if (name == o.first) copy_tableau(o.second, p);
   }
   // A check across fields (called after them): problem is what is wrong, or nullptr.
-  void check(const char* problem, const char* key) {
-    if (problem) throw ConfigError(*key ? node_.at(key) : node_.path(), problem);
-  }
+  void check(const char* problem, const char* key);
 
  private:
-  nlohmann::json value_or(const char* key, Real x) const { return node_.has(key) ? node_.raw(key) : nlohmann::json(x); }
+  nlohmann::json value_or(const char* key, Real x) const;
 
   template <class P>
   static void explicit_tableau(const Node& t, P& p) {
@@ -239,5 +215,15 @@ class ListParameters {
     out.push_back(std::move(e));
   }
 };
+
+// A system or method with the parameters of its (validated) config object.
+template <class T>
+T configured(const nlohmann::json& object, const std::string& path) {
+  T t{};
+  const Node node(object, path);
+  ReadParameters read(node);
+  t.prm.describe(read);
+  return t;
+}
 
 }  // namespace tether

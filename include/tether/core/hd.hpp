@@ -16,3 +16,14 @@
 #else
 #define TETHER_UNROLL
 #endif
+
+// A host function whose every caller must run the same machine code: a Monte
+// Carlo chain, which `tether sample` runs and a canonical start replays bit
+// for bit, from separately compiled units. noipa keeps GCC from inlining or
+// cloning it into a caller, where other floating-point contractions would
+// change the last bits; the linker keeps one copy for every unit.
+#if defined(__GNUC__) && !defined(__clang__) && !defined(__CUDACC__)
+#define TETHER_ONE_COPY __attribute__((noipa))
+#else
+#define TETHER_ONE_COPY
+#endif

@@ -7,8 +7,7 @@ namespace tether {
 // A bad input: `path` is the JSON path (e.g. "method.dt"), or the file.
 class ConfigError : public std::runtime_error {
  public:
-  ConfigError(std::string path, const std::string& message)
-      : std::runtime_error("config error at " + path + ": " + message), path_(std::move(path)) {}
+  ConfigError(std::string path, const std::string& message);  // config.cpp
   const std::string& path() const { return path_; }
 
  private:

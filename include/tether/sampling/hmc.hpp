@@ -228,8 +228,8 @@ struct SamplePlan {
 };
 
 template <class S, class Stepper>
-TETHER_HD void run_chain(const S& sys, const Stepper& stepper, const HmcControl& ctl, const SamplePlan& plan,
-                         const SampleView& v, std::int64_t i) {
+TETHER_HD TETHER_ONE_COPY void run_chain(const S& sys, const Stepper& stepper, const HmcControl& ctl,
+                                         const SamplePlan& plan, const SampleView& v, std::int64_t i) {
   constexpr int n = S::dof;
   PhaseState<S> s;
   for (int c = 0; c < n; ++c) {

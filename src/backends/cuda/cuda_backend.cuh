@@ -95,13 +95,12 @@ class CudaBackend final : public Backend {
   ObservationReducer reducer_;
 };
 
-template <class S>
-std::unique_ptr<Backend> make_cuda_backend(const S& sys, const PairedMethod<S>& method, const StepControl& ctl) {
-  return std::visit(
-      [&](const auto& m) -> std::unique_ptr<Backend> {
-        return std::make_unique<CudaBackend<S, std::decay_t<decltype(m)>>>(sys, m, ctl);
-      },
-      method);
+template <class S, class M>
+std::unique_ptr<Backend> make_cuda_backend(const S& sys, const M& method, const StepControl& ctl) {
+  if constexpr (MethodFor<M, S>)
+    return std::make_unique<CudaBackend<S, M>>(sys, method, ctl);
+  else
+    throw std::logic_error(std::string(M::name) + " does not pair with " + S::name);
 }
 
 }  // namespace tether

@@ -75,17 +75,12 @@ class CudaChainRunner final : public ChainRunner {
   HmcControl ctl_;
 };
 
-template <class S>
-std::unique_ptr<ChainRunner> make_cuda_chain_runner(const S& sys, const PairedMethod<S>& method, const HmcControl& ctl) {
-  return std::visit(
-      [&](const auto& m) -> std::unique_ptr<ChainRunner> {
-        using M = std::decay_t<decltype(m)>;
-        if constexpr (SamplerMethodFor<M, S>)
-          return std::make_unique<CudaChainRunner<S, M>>(sys, m, ctl);
-        else
-          throw std::logic_error(std::string(M::name) + " cannot run a Monte Carlo chain");
-      },
-      method);
+template <class S, class M>
+std::unique_ptr<ChainRunner> make_cuda_chain_runner(const S& sys, const M& method, const HmcControl& ctl) {
+  if constexpr (HolonomicSystem<S> && SamplerMethodFor<M, S>)
+    return std::make_unique<CudaChainRunner<S, M>>(sys, method, ctl);
+  else
+    throw std::logic_error(std::string(M::name) + " cannot run a Monte Carlo chain of " + S::name);
 }
 
 }  // namespace tether

@@ -86,17 +86,12 @@ class CudaShotRunner final : public ShotRunner {
   ShootControl ctl_;
 };
 
-template <class S>
-std::unique_ptr<ShotRunner> make_cuda_shot_runner(const S& sys, const PairedMethod<S>& method, const ShootControl& ctl) {
-  if constexpr (Index1System<S>) {
-    return std::visit(
-        [&](const auto& m) -> std::unique_ptr<ShotRunner> {
-          return std::make_unique<CudaShotRunner<S, std::decay_t<decltype(m)>>>(sys, ctl);
-        },
-        method);
-  } else {
-    throw std::logic_error("shooting applies to the index-1 systems only");
-  }
+template <class S, class M>
+std::unique_ptr<ShotRunner> make_cuda_shot_runner(const S& sys, const ShootControl& ctl) {
+  if constexpr (Index1System<S> && MethodFor<M, S>)
+    return std::make_unique<CudaShotRunner<S, M>>(sys, ctl);
+  else
+    throw std::logic_error(std::string(M::name) + " does not shoot " + S::name);
 }
 
 }  // namespace tether

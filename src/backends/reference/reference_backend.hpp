@@ -28,12 +28,25 @@ Eigen::MatrixXd residual_jacobian(const Residual& residual, const Eigen::VectorX
   return jac;
 }
 
+// Eigen's pivoted LU of a dynamic-size matrix, compiled once
+// (dynamic_lu.cpp) rather than in every unit that instantiates a reference
+// step: its dense kernels took a third of a small unit's code.
+class DynamicLU {
+ public:
+  explicit DynamicLU(const Eigen::MatrixXd& a) { compute(a); }
+  void compute(const Eigen::MatrixXd& a);
+  Eigen::VectorXd solve(const Eigen::VectorXd& b) const;
+
+ private:
+  Eigen::PartialPivLU<Eigen::MatrixXd> lu_;
+};
+
 // Solves residual(x) = 0 from the guess in x. Newton with the Jacobian
 // refreshed only when contraction slows (a chord iteration in between): the
 // root is the same, at a fraction of the Jacobian evaluations.
 template <class Residual>
 Status reference_newton(const Residual& residual, Eigen::VectorXd& x, const NewtonOptions& opt, int& iterations) {
-  Eigen::PartialPivLU<Eigen::MatrixXd> lu(residual_jacobian(residual, x));
+  DynamicLU lu(residual_jacobian(residual, x));
   // Multipliers may enter a residual scaled by h, so their roundoff floor is
   // ~eps/h: an absolute step test would never pass. Instead, once the update
   // is small, one more (polishing) iteration reaches that floor.

@@ -1,0 +1,30 @@
+#pragma once
+// The engine's entry points for one (system S, method M) pair and for one
+// system. The pair's are defined in engine/for_pair.hpp and instantiated in
+// the unit CMake generates for M from tether/registry.hpp
+// (host_method_<j>.cpp), for every system: those units compile in parallel,
+// every pair is compiled once, and each includes its own method's header
+// alone. A system's initial-state check is in engine/check_system.cpp.
+// engine.cpp dispatches to them by the config's registry indices.
+#include <string>
+
+#include "tether/engine/run.hpp"
+#include "tether/engine/sample.hpp"
+#include "tether/engine/shooting.hpp"
+
+namespace tether {
+
+// Explicit states' dimensions and distance from the constraint manifold, for
+// the config's system (check_system.cpp).
+void check_system(const RunConfig& c);
+
+// For a pair the registry does not allow, these throw std::logic_error (the
+// config parser refuses such a pair before).
+template <class S, class M>
+RunResult run_pair(const RunConfig& c, const RunOptions& opt, const std::string& backend);
+template <class S, class M>
+ShootResult shoot_pair(const ShootConfig& c, const ShootOptions& opt, const std::string& backend);
+template <class S, class M>
+SampleResult sample_pair(const SampleConfig& c, const SampleOptions& opt, const std::string& backend);
+
+}  // namespace tether
