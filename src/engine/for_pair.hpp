@@ -40,8 +40,8 @@ RunResult run_pair(const RunConfig& c, const RunOptions& opt, const std::string&
   if constexpr (!MethodFor<M, S>) {
     unpaired(M::name, S::name);
   } else {
+    // run() has checked the initial states (check_config) before it came here.
     const S sys = configured<S>(c.system_parameters, "system.parameters");
-    check_initial_states(sys, c);
     const M method = configured<M>(c.method_config, "method");
     auto be = make_backend<S, M>(backend, sys, method, StepControl{c.dt, c.newton});
     RunResult r = run_ensemble<S, M>(sys, method, c, *be, opt);
@@ -62,7 +62,7 @@ ShootResult shoot_pair(const ShootConfig& c, const ShootOptions& opt, const std:
     throw ConfigError("system.name", "shooting applies to the index-1 systems only");
   } else {
     const S sys = configured<S>(c.run.system_parameters, "system.parameters");
-    configured<M>(c.run.method_config, "method");
+    configured<M>(c.run.method_config, "method");  // validated; a shot needs the method's type alone
     return shoot_ensemble<S, M>(sys, c, backend, opt);
   }
 }

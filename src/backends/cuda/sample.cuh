@@ -77,7 +77,7 @@ class CudaChainRunner final : public ChainRunner {
 
 template <class S, class M>
 std::unique_ptr<ChainRunner> make_cuda_chain_runner(const S& sys, const M& method, const HmcControl& ctl) {
-  if constexpr (HolonomicSystem<S> && SamplerMethodFor<M, S>)
+  if constexpr (SamplerMethodFor<M, S>)
     return std::make_unique<CudaChainRunner<S, M>>(sys, method, ctl);
   else
     throw std::logic_error(std::string(M::name) + " cannot run a Monte Carlo chain of " + S::name);
