@@ -95,15 +95,15 @@ SampleResult sample_pair(const SampleConfig& c, const SampleOptions& opt, const 
 
 }  // namespace tether
 
-// For system I (registry index) with the method of the unit: each generated
-// unit names its method tether::UnitMethod and expands this for every system
-// (TETHER_FOR_EACH_SYSTEM).
-#define TETHER_INSTANTIATE_PAIR(I)                                                                       \
+// For system I (registry index) with method tether::M: each generated unit
+// names its methods tether::Method<j> and expands this for each of them with
+// every system (TETHER_FOR_EACH_SYSTEM_WITH).
+#define TETHER_INSTANTIATE_PAIR(I, M)                                                                    \
   static_assert(I < ::tether::Systems::size, "CMake counted more systems than tether/system_list.hpp lists"); \
   TETHER_INITIAL_STATES(extern, I)                                                                       \
-  template ::tether::RunResult tether::run_pair<::tether::SystemAt<I>, ::tether::UnitMethod>(            \
+  template ::tether::RunResult tether::run_pair<::tether::SystemAt<I>, ::tether::M>(                     \
       const ::tether::RunConfig&, const ::tether::RunOptions&, const std::string&);                      \
-  template ::tether::ShootResult tether::shoot_pair<::tether::SystemAt<I>, ::tether::UnitMethod>(        \
+  template ::tether::ShootResult tether::shoot_pair<::tether::SystemAt<I>, ::tether::M>(                 \
       const ::tether::ShootConfig&, const ::tether::ShootOptions&, const std::string&);                  \
-  template ::tether::SampleResult tether::sample_pair<::tether::SystemAt<I>, ::tether::UnitMethod>(      \
+  template ::tether::SampleResult tether::sample_pair<::tether::SystemAt<I>, ::tether::M>(               \
       const ::tether::SampleConfig&, const ::tether::SampleOptions&, const std::string&);

@@ -1,10 +1,10 @@
 #pragma once
 // The engine's entry points for one (system S, method M) pair and for one
 // system. The pair's are defined in engine/for_pair.hpp and instantiated in
-// the unit CMake generates for M from tether/registry.hpp
-// (host_method_<j>.cpp), for every system: those units compile in parallel,
-// every pair is compiled once, and each includes its own method's header
-// alone. A system's initial-state check is in engine/check_system.cpp.
+// the unit CMake generates for M's header from tether/registry.hpp
+// (host_<method header>.cpp), for every system: those units compile in
+// parallel, every pair is compiled once, and each includes its own method
+// header alone. A system's initial-state check is in engine/check_system.cpp.
 // engine.cpp dispatches to them by the config's registry indices.
 #include <string>
 

@@ -1,7 +1,7 @@
 #pragma once
 // The cuda backend's entry points, compiled by nvcc: CMake generates one
-// unit per registered method (cuda_method_<j>.cu) that instantiates these
-// for it with every system (instantiate.cuh).
+// unit per method header of the registry (cuda_<method header>.cu) that
+// instantiates these for its methods with every system (instantiate.cuh).
 #include <memory>
 
 #include "backends/backend.hpp"
