@@ -1,7 +1,8 @@
 // Geodesic shooting: q(T; p0) = q1 solved for the initial covector
 // p0 by damped Newton on the exact Jacobian of the discrete flow
 // (include/tether/shooting/shoot.hpp, src/engine/shooting.cpp). Covered here
-// (sections 1 and 4, the tangent maps, are in test_shoot_tangent.cpp):
+// (sections 1, 4 and the condensed step of 11, the tangent maps, are in
+// test_shoot_tangent.cpp):
 //  2. Heisenberg: exact covectors recovered from the closed-form geodesic's endpoint;
 //  3. Heisenberg: kept lengths against the closed-form sub-Riemannian distance;
 //  5. the car's sideways manoeuvre (MMVW13 §5), with the velocity constraints
@@ -11,8 +12,7 @@
 //  8. cpu against the reference backend; 9. thread-count independence;
 //  10. p(T) against differences of the length, and the cut-locus flag;
 //      shoot.accuracy against the closed-form endpoint;
-//  11. multiple shooting: the same minimisers as single shooting, and its
-//      condensed Newton step against the block system's;
+//  11. multiple shooting: the same minimisers as single shooting;
 //  13. line-search trials without the tangent leave Newton's iterates as they were;
 //  12. bad shooting configs, each named by its JSON path.
 // Every expected value is derived from the mathematics, not read off output.
@@ -623,7 +623,7 @@ TEST(ShootAccuracy, ChosenStepsMeetTheAccuracyAgainstTheClosedForm) {
 }
 
 // ===========================================================================
-// 11. Multiple shooting.
+// 11. Multiple shooting (its condensed Newton step: test_shoot_tangent.cpp).
 // Where both converge, multiple and single shooting find the same geodesics:
 // the same discrete flow from the same p0 (multiple shooting's report
 // restarts each arc at its node, which agrees with the flow from p0 to the
@@ -657,89 +657,6 @@ TEST(ShootMultipleHeisenberg, SameMinimisersAsSingleShooting) {
     }
     EXPECT_EQ(both, 36) << nodes << " nodes";
   }
-}
-
-// The condensed Newton step (shooting_direction) is the Newton step of the
-// whole block system: unknowns x = (p0, z_1, z_2), residuals
-// F = (Phi_0(q0, p0) - z_1, Phi_1(z_1) - z_2, q(Phi_2(z_2)) - q1), its
-// Jacobian by central differences of arcs integrated here step by step, and
-// checked against the block equations J dx = -F. Differences with step 1e-6
-// are accurate to ~1e-10 relative, so |J dx + F| <= 1e-8 (|J| |dx| + |F|)
-// holds for the exact step whatever J's condition (the car's dq/dp0 is
-// nearly singular at short horizons: det J ~ t^10), while a condensation that
-// dropped b_k, or used (0; I) where A_k belongs, leaves ~|J| |F| (J's
-// condition here is below 1e6). Where J is well conditioned (Heisenberg) the
-// step itself is compared with the dense solution, to 1e-6.
-constexpr Real kNodeFdStep = 1e-6;
-
-template <class M>
-class ShootMultiple : public ::testing::Test {};
-TYPED_TEST_SUITE(ShootMultiple, AllMethods, MethodName);
-
-template <class M, class S>
-void check_condensed_step(const S& sys, Real dt, const Vec<S::dof>& q0, const Vec<S::dof>& p0,
-                          const Vec<S::dof>& q1) {
-  constexpr int n = S::dof, m = 2 * n, dim = n + 2 * m;
-  ShootControl ctl = control(dt, 12);
-  ctl.nodes = 3;
-  auto arc = [&](const Vec<m>& z) {
-    PhaseState<S> s = make_state<S>(z.template head<n>(), z.template tail<n>());
-    for (int j = 0; j < 4; ++j) {
-      int it = 0;
-      EXPECT_EQ((M::template step<S, n>(sys, s, dt, NewtonOptions{}, it, nullptr)), Status::ok);
-    }
-    Vec<m> out;
-    out << s.q, s.p;
-    return out;
-  };
-  auto residual = [&](const Eigen::VectorXd& x) {
-    Vec<m> z0, z1 = x.segment<m>(n), z2 = x.segment<m>(n + m);
-    z0 << q0, x.head<n>();
-    Eigen::VectorXd f(dim);
-    f << arc(z0) - z1, arc(z1) - z2, arc(z2).template head<n>() - q1;
-    return f;
-  };
-  // Nodes near, not on, the trajectory from (q0, p0).
-  Eigen::VectorXd x(dim);
-  Vec<m> z0;
-  z0 << q0, p0;
-  const Vec<m> z1 = arc(z0), z2 = arc(z1);
-  x << p0, z1 + 0.01 * Vec<m>::LinSpaced(-1, 1), z2 - 0.02 * Vec<m>::LinSpaced(0.5, -1);
-  Eigen::MatrixXd jac(dim, dim);
-  for (int c = 0; c < dim; ++c) {
-    Eigen::VectorXd xp = x, xm = x;
-    xp[c] += kNodeFdStep;
-    xm[c] -= kNodeFdStep;
-    jac.col(c) = (residual(xp) - residual(xm)) / (2 * kNodeFdStep);
-  }
-  const Eigen::VectorXd f = residual(x), full = jac.fullPivLu().solve(-f);
-
-  ShootingNodes<S> w;
-  w.z[0] = z0;
-  w.z[1] = x.segment<m>(n);
-  w.z[2] = x.segment<m>(n + m);
-  Real norm;
-  ASSERT_EQ((shooting_sweep<S, MethodFlow<M>>(sys, ctl, q1, w, norm)), Status::ok);
-  EXPECT_NEAR(norm, residual(x).norm(), 1e-12 * (1 + norm));
-  Vec<m> dz[kMaxShootingNodes];
-  ASSERT_TRUE(shooting_direction<S>(ctl, w, dz));
-  Eigen::VectorXd condensed(dim);
-  condensed << dz[0].template tail<n>(), dz[1], dz[2];
-  EXPECT_EQ(dz[0].template head<n>(), Vec<n>::Zero());
-  EXPECT_LT((jac * condensed + f).norm(), 1e-8 * (jac.norm() * condensed.norm() + f.norm()));
-  const Eigen::JacobiSVD<Eigen::MatrixXd> svd(jac);
-  const Real condition = svd.singularValues()(0) / svd.singularValues()(dim - 1);
-  EXPECT_LT(condition, 1e6);  // else the test above loses its power
-  if (condition < 1e3)
-    EXPECT_LT((condensed - full).norm(), 1e-6 * full.norm()) << "condensed " << condensed.transpose()
-                                                             << "\nfull      " << full.transpose();
-}
-
-TYPED_TEST(ShootMultiple, CondensedStepIsTheBlockNewtonStepHeisenberg) {
-  check_condensed_step<TypeParam>(Heisenberg{}, 0.05, kQ3, kP3, Vec3(0.9, 0.3, 0.4));
-}
-TYPED_TEST(ShootMultiple, CondensedStepIsTheBlockNewtonStepParking) {
-  check_condensed_step<TypeParam>(parking_bowl(), 0.1, kParkingQ, kParkingP, Vec<4>(0.8, 0.1, 0.3, 0.2));
 }
 
 // ===========================================================================
