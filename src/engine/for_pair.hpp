@@ -8,6 +8,7 @@
 
 #include "backends/cpu/cpu_backend.hpp"
 #include "backends/reference/reference_backend.hpp"
+#include "engine/compiled_step.hpp"
 #include "engine/initial_state.hpp"
 #include "engine/runner.hpp"
 #include "engine/sample_ensemble.hpp"
@@ -97,7 +98,8 @@ SampleResult sample_pair(const SampleConfig& c, const SampleOptions& opt, const 
 
 // For system I (registry index) with method tether::M: each generated unit
 // names its methods tether::Method<j> and expands this for each of them with
-// every system (TETHER_FOR_EACH_SYSTEM_WITH).
+// every system (TETHER_FOR_EACH_SYSTEM_WITH). Its CompiledStep is empty
+// unless the pair shoots.
 #define TETHER_INSTANTIATE_PAIR(I, M)                                                                    \
   static_assert(I < ::tether::Systems::size, "CMake counted more systems than tether/system_list.hpp lists"); \
   TETHER_INITIAL_STATES(extern, I)                                                                       \
@@ -106,4 +108,5 @@ SampleResult sample_pair(const SampleConfig& c, const SampleOptions& opt, const 
   template ::tether::ShootResult tether::shoot_pair<::tether::SystemAt<I>, ::tether::M>(                 \
       const ::tether::ShootConfig&, const ::tether::ShootOptions&, const std::string&);                  \
   template ::tether::SampleResult tether::sample_pair<::tether::SystemAt<I>, ::tether::M>(               \
-      const ::tether::SampleConfig&, const ::tether::SampleOptions&, const std::string&);
+      const ::tether::SampleConfig&, const ::tether::SampleOptions&, const std::string&);                \
+  template struct tether::CompiledStep<::tether::SystemAt<I>, ::tether::M>;

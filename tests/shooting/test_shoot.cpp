@@ -28,6 +28,7 @@
 
 #include <Eigen/Dense>
 
+#include "engine/compiled_steps.hpp"
 #include "shooting/shoot_support.hpp"
 #include "support.hpp"
 #include "tether/engine/shooting.hpp"
@@ -128,7 +129,7 @@ TEST(ShootHeisenberg, RecoversExactCovectors) {
     int iterations = 0;
     Real residual = 0;
     const ShotStatus st =
-        shoot_newton<Heisenberg, MethodFlow<GaussLegendre<3>>>(sys, ctl, kQ3, target, p, iterations, residual);
+        shoot_newton<Heisenberg, CompiledFlow<GaussLegendre<3>>>(sys, ctl, kQ3, target, p, iterations, residual);
     ASSERT_EQ(st, ShotStatus::converged) << "p0* = " << p_exact.transpose();
     EXPECT_LE(residual, 1e-10);
     EXPECT_GT(iterations, 0);
@@ -211,7 +212,7 @@ TEST(ShootParallelParking, SidewaysManoeuvre) {
   Real worst = 0;
   for (int k = 0; k < 40; ++k) {
     int it = 0;
-    ASSERT_EQ(GaussLegendre<2>::step(sys, s, 1.0 / 40, NewtonOptions{}, it), Status::ok);
+    ASSERT_EQ(CompiledFlow<GaussLegendre<2>>::step(sys, s, 1.0 / 40, NewtonOptions{}, it), Status::ok);
     Vec<2> lambda;
     ASSERT_EQ(solve_multipliers(sys, s.q, s.p, NewtonOptions{}, lambda, it), Status::ok);
     worst = std::max(worst, velocity_constraint_residual(sys, s.q, s.p, lambda));
@@ -233,11 +234,11 @@ TEST(ShootParallelParking, SidewaysManoeuvre) {
   PhaseState<ParallelParking> m = make_state<ParallelParking>(Vec<4>::Zero(), mirrored);
   for (int k = 0; k < 40; ++k) {
     int it = 0;
-    ASSERT_EQ(GaussLegendre<2>::step(sys, m, 1.0 / 40, NewtonOptions{}, it), Status::ok);
+    ASSERT_EQ(CompiledFlow<GaussLegendre<2>>::step(sys, m, 1.0 / 40, NewtonOptions{}, it), Status::ok);
   }
   EXPECT_LE((m.q - Vec<4>(0, d, 0, 0)).norm(), 1e-10) << m.q.transpose();
   ShotReport<4> report;
-  ASSERT_EQ((shot_report<ParallelParking, MethodFlow<GaussLegendre<2>>>(sys, control(1.0 / 40, 40), Vec<4>::Zero(),
+  ASSERT_EQ((shot_report<ParallelParking, CompiledFlow<GaussLegendre<2>>>(sys, control(1.0 / 40, 40), Vec<4>::Zero(),
                                                                         mirrored, report)),
             Status::ok);
   EXPECT_NEAR(report.length, t.length, 1e-10 * t.length);
@@ -808,12 +809,12 @@ StepCount step_count;
 
 // The method's own flow, counting its steps with and without the tangent.
 template <class M>
-struct CountingFlow : MethodFlow<M> {
+struct CountingFlow : CompiledFlow<M> {
   template <class S, int C>
   static Status step(const S& sys, PhaseState<S>& s, Real h, const NewtonOptions& opt, int& iterations,
                      Tangent<S, C>* tangent, typename MethodFlow<M>::template Carry<S>* carry = nullptr) {
     ++(tangent ? step_count.with_tangent : step_count.without);
-    return MethodFlow<M>::step(sys, s, h, opt, iterations, tangent, carry);
+    return CompiledFlow<M>::step(sys, s, h, opt, iterations, tangent, carry);
   }
 };
 

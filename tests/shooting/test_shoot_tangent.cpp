@@ -12,6 +12,7 @@
 
 #include <Eigen/Dense>
 
+#include "engine/compiled_steps.hpp"
 #include "shooting/shoot_support.hpp"
 #include "support.hpp"
 #include "tether/systems/heisenberg.hpp"
@@ -47,8 +48,8 @@ void check_endpoint_jacobian(const S& sys, const Vec<S::dof>& q0, const Vec<S::d
   const ShootControl ctl = control(kDt, kSteps);
   Vec<n> qT, plain;
   Mat<n, n> jac;
-  ASSERT_EQ((shoot_endpoint<S, MethodFlow<M>>(sys, ctl, q0, p0, qT, &jac)), Status::ok);
-  ASSERT_EQ((shoot_endpoint<S, MethodFlow<M>>(sys, ctl, q0, p0, plain, nullptr)), Status::ok);
+  ASSERT_EQ((shoot_endpoint<S, CompiledFlow<M>>(sys, ctl, q0, p0, qT, &jac)), Status::ok);
+  ASSERT_EQ((shoot_endpoint<S, CompiledFlow<M>>(sys, ctl, q0, p0, plain, nullptr)), Status::ok);
   // Carrying the tangent must not move the state (it is computed after the step, from the same stages);
   // only the Hessian-carrying dual numbers may round the gradient differently.
   EXPECT_LT(max_abs(Vec<n>(qT - plain)), 1e-14 * (1 + max_abs(qT)));
@@ -57,8 +58,8 @@ void check_endpoint_jacobian(const S& sys, const Vec<S::dof>& q0, const Vec<S::d
     Vec<n> pp = p0, pm = p0, qp, qm;
     pp[k] += kFdStep;
     pm[k] -= kFdStep;
-    ASSERT_EQ((shoot_endpoint<S, MethodFlow<M>>(sys, ctl, q0, pp, qp, nullptr)), Status::ok);
-    ASSERT_EQ((shoot_endpoint<S, MethodFlow<M>>(sys, ctl, q0, pm, qm, nullptr)), Status::ok);
+    ASSERT_EQ((shoot_endpoint<S, CompiledFlow<M>>(sys, ctl, q0, pp, qp, nullptr)), Status::ok);
+    ASSERT_EQ((shoot_endpoint<S, CompiledFlow<M>>(sys, ctl, q0, pm, qm, nullptr)), Status::ok);
     fd.col(k) = (qp - qm) / (2 * kFdStep);
   }
   const Real scale = std::max<Real>(1, jac.cwiseAbs().maxCoeff());
@@ -80,35 +81,46 @@ TYPED_TEST(ShootJacobian, ParallelParkingBowl) {
   check_endpoint_jacobian<TypeParam>(parking_bowl(), kParkingQ, kParkingP);
 }
 
-// The full tangent map d(q, p)(T) / d(q0, p0), started from the identity and
-// carried by M::step itself, against central differences of the flat map
-// (q0, p0) -> (q, p)(T). The q0 columns exercise the H_qq and H_q lambda terms
-// of the stage tangents that the p0 columns alone would barely weigh.
+// The full tangent map d(q, p)(T) / d(q0, p0), carried by M::step itself,
+// against central differences of the flat map (q0, p0) -> (q, p)(T). The
+// tangent is linear in its columns, so the map is carried as two tangents of
+// S::dof columns, started from (I; 0) (the q0 directions) and (0; I) (the p0
+// directions): the width single shooting carries. The q0 columns exercise the
+// H_qq and H_q lambda terms of the stage tangents that the p0 columns alone
+// would barely weigh.
 template <class M, class S>
 void check_full_tangent(const S& sys, const Vec<S::dof>& q0, const Vec<S::dof>& p0) {
   constexpr int n = S::dof, m = 2 * n;
   const NewtonOptions opt;
-  auto flow = [&](const Vec<m>& x, Tangent<S, m>* t, typename M::template Carry<S>* carry = nullptr) {
+  auto flow = [&](const Vec<m>& x, Tangent<S, n>* t, typename M::template Carry<S>* carry = nullptr) {
     PhaseState<S> s = make_state<S>(x.template head<n>(), x.template tail<n>());
     for (int k = 0; k < kSteps; ++k) {
       int it = 0;
-      EXPECT_EQ((M::template step<S, m>(sys, s, kDt, opt, it, t, carry)), Status::ok);
+      EXPECT_EQ(CompiledFlow<M>::step(sys, s, kDt, opt, it, t, carry), Status::ok);
     }
     Vec<m> out;
     out << s.q, s.p;
     return out;
   };
-  Vec<m> x0;
+  // The full tangent from the two halves, each integrated with or without the carry.
+  auto full_tangent = [&](const Vec<m>& x, bool carried, Vec<m>& end) {
+    Mat<m, m> tangent = Mat<m, m>::Identity();
+    for (int half = 0; half < 2; ++half) {
+      Tangent<S, n> t = tangent.template middleCols<n>(half * n);
+      typename M::template Carry<S> carry;
+      end = flow(x, &t, carried ? &carry : nullptr);
+      tangent.template middleCols<n>(half * n) = t;
+    }
+    return tangent;
+  };
+  Vec<m> x0, end, carried_end;
   x0 << q0, p0;
-  Tangent<S, m> tangent = Tangent<S, m>::Identity();
-  const Vec<m> end = flow(x0, &tangent);
+  const Mat<m, m> tangent = full_tangent(x0, false, end);
   // A step that starts its Newton from the previous step's factored Jacobian
   // (the method's Carry) reaches the same state and tangent: only the chord
   // matrix differs, never the converged stages' Jacobian.
   {
-    typename M::template Carry<S> carry;
-    Tangent<S, m> carried = Tangent<S, m>::Identity();
-    const Vec<m> carried_end = flow(x0, &carried, &carry);
+    const Mat<m, m> carried = full_tangent(x0, true, carried_end);
     EXPECT_LT(max_abs(Vec<m>(carried_end - end)), 1e-13 * (1 + max_abs(end)));
     EXPECT_LT((carried - tangent).cwiseAbs().maxCoeff(), 1e-12 * std::max<Real>(1, tangent.cwiseAbs().maxCoeff()));
   }
@@ -165,14 +177,14 @@ TYPED_TEST(ShootConjugate, HeisenbergFirstConjugateTimeIsTwoPiOverOmega) {
   for (const Case& c : {Case{Vec3::Zero(), Vec3(1, 0, omega1)}, Case{kQ3, Vec3(1, 0, omega1)},
                         Case{kQ3, Vec3(0.6, -0.8, -omega2)}, Case{kQ3, Vec3(-0.3, 0.2, 2 * kPi / 0.93)}}) {
     ShotReport<3> report;
-    ASSERT_EQ((shot_report<Heisenberg, MethodFlow<TypeParam>>(sys, ctl, c.q0, c.p0, report)), Status::ok);
+    ASSERT_EQ((shot_report<Heisenberg, CompiledFlow<TypeParam>>(sys, ctl, c.q0, c.p0, report)), Status::ok);
     EXPECT_NEAR(report.conjugate_time, 2 * kPi / std::abs(c.p0[2]), 1e-3)
         << "q0 = " << c.q0.transpose() << ", p0 = " << c.p0.transpose();
   }
   // |omega| T < 2 pi: no conjugate point up to T (also for omega = 0, the straight line).
   for (const Vec3& p0 : {Vec3(1, 0, 2 * kPi / 1.3), Vec3(0.6, -0.8, -5.0), Vec3(0.5, 0.5, 0.0)}) {
     ShotReport<3> report;
-    ASSERT_EQ((shot_report<Heisenberg, MethodFlow<TypeParam>>(sys, ctl, kQ3, p0, report)), Status::ok);
+    ASSERT_EQ((shot_report<Heisenberg, CompiledFlow<TypeParam>>(sys, ctl, kQ3, p0, report)), Status::ok);
     EXPECT_TRUE(std::isnan(report.conjugate_time)) << "p0 = " << p0.transpose() << " conjugate_time "
                                                    << report.conjugate_time;
   }
@@ -191,7 +203,7 @@ TYPED_TEST(ShootConjugate, ParallelParkingStraightRunHasNone) {
     const ShootControl ctl = control(1.0 / steps, steps);
     for (const Vec<4>& p0 : {Vec<4>(0.5, 0, 0, 0), Vec<4>(-0.8, 0, 0, 0)}) {
       ShotReport<4> report;
-      ASSERT_EQ((shot_report<ParallelParking, MethodFlow<TypeParam>>(sys, ctl, Vec<4>::Zero(), p0, report)),
+      ASSERT_EQ((shot_report<ParallelParking, CompiledFlow<TypeParam>>(sys, ctl, Vec<4>::Zero(), p0, report)),
                 Status::ok);
       EXPECT_NEAR(report.length, std::abs(p0[0]), 1e-14);
       EXPECT_TRUE(std::isnan(report.conjugate_time)) << steps << " steps, p0 = " << p0.transpose()
@@ -229,7 +241,7 @@ void check_condensed_step(const S& sys, Real dt, const Vec<S::dof>& q0, const Ve
     PhaseState<S> s = make_state<S>(z.template head<n>(), z.template tail<n>());
     for (int j = 0; j < 4; ++j) {
       int it = 0;
-      EXPECT_EQ((M::template step<S, n>(sys, s, dt, NewtonOptions{}, it, nullptr)), Status::ok);
+      EXPECT_EQ(CompiledFlow<M>::step(sys, s, dt, NewtonOptions{}, it), Status::ok);
     }
     Vec<m> out;
     out << s.q, s.p;
@@ -262,7 +274,7 @@ void check_condensed_step(const S& sys, Real dt, const Vec<S::dof>& q0, const Ve
   w.z[1] = x.segment<m>(n);
   w.z[2] = x.segment<m>(n + m);
   Real norm;
-  ASSERT_EQ((shooting_sweep<S, MethodFlow<M>>(sys, ctl, q1, w, norm)), Status::ok);
+  ASSERT_EQ((shooting_sweep<S, CompiledFlow<M>>(sys, ctl, q1, w, norm)), Status::ok);
   EXPECT_NEAR(norm, residual(x).norm(), 1e-12 * (1 + norm));
   Vec<m> dz[kMaxShootingNodes];
   ASSERT_TRUE(shooting_direction<S>(ctl, w, dz));
