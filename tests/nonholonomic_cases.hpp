@@ -21,7 +21,7 @@ inline MartinetLagrangian martinet_lagrangian(Real beta) {
 }
 inline ParallelParking parking_bowl() {
   ParallelParking s;
-  s.prm.bowl = true;
+  s.prm.potential = ParallelParking::Parameters::Potential::bowl;
   return s;
 }
 

@@ -809,8 +809,8 @@ std::vector<BadInput> nonholonomic_bad_inputs() {
   add("string_beta_on_martinet_lagrangian", heisenberg_config,
       [](json& j) { j["system"] = {{"name", "martinet_lagrangian"}, {"parameters", {{"beta", "0.5"}}}}; },
       {"system.parameters.beta", "\"0.5\""});
-  add("parking_potential_hill", parking_config, [](json& j) { j["system"]["parameters"]["potential"] = "hill"; },
-      {"system.parameters.potential", "hill"});
+  add("parking_potential_unknown", parking_config, [](json& j) { j["system"]["parameters"]["potential"] = "saddle"; },
+      {"system.parameters.potential", "saddle"});
   add("parking_negative_length", parking_config, [](json& j) { j["system"]["parameters"]["length"] = -0.3; },
       {"system.parameters.length", "-0.3"});
   add("parking_zero_alpha", parking_config, [](json& j) { j["system"]["parameters"]["alpha"] = 0; },

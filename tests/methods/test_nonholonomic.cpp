@@ -348,6 +348,27 @@ TEST(NonholonomicDerivatives, ParallelParkingBowlMatchesFiniteDifferences) {
   check_derivatives_at(sys, pack<ParallelParking>(q, p, Vec<2>(0.4, -0.3)));
 }
 
+// The hill is the bowl reflected, V_hill = -V_bowl (and V = 0 without a
+// potential), and differentiates correctly too.
+TEST(NonholonomicDerivatives, ParallelParkingHillIsTheBowlReflected) {
+  using Potential = ParallelParking::Parameters::Potential;
+  ParallelParking bowl = parking_bowl(), hill = bowl, flat = bowl;
+  hill.prm.potential = Potential::hill;
+  flat.prm.potential = Potential::none;
+  std::mt19937_64 rng(17);
+  std::uniform_real_distribution<Real> u(-2, 2);
+  for (int k = 0; k < 20; ++k) {
+    const Arr<Real, 4> q = {u(rng), u(rng), u(rng), u(rng)};
+    const Real v = bowl.potential(q);
+    EXPECT_NE(v, 0);
+    EXPECT_EQ(hill.potential(q), -v);
+    EXPECT_EQ(flat.potential(q), 0);
+  }
+  // At the origin the bowl is at its bottom (-1) and the hill at its top (1).
+  EXPECT_EQ(hill.potential(Arr<Real, 4>{0.5, 0, 0, 0}), 1);
+  check_derivatives(hill, 6);
+}
+
 // The series branch of cos(sqrt(s)) agrees with the closed form at and
 // across s = 1e-2 to second derivatives, and has the right values at 0.
 TEST(NonholonomicDerivatives, CosOfSqrtSeriesIsContinuousAtTheSwitch) {

@@ -927,7 +927,7 @@ ShotStatus textbook_multiple_newton(const S& sys, const ShootControl& ctl, const
 TEST(ShootNewton, MultipleShootingTrialsWithoutTangentLeaveTheIteratesAsTheyWere) {
   using Flow = CountingFlow<GaussLegendre<2>>;
   ParallelParking sys;
-  sys.prm.bowl = true;
+  sys.prm.potential = ParallelParking::Parameters::Potential::bowl;
   ShootControl ctl = control(4.0 / 160, 160, 1e-10);
   ctl.nodes = 4;
   ctl.max_iterations = 60;

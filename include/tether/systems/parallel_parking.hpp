@@ -6,7 +6,9 @@
 // L = 1/2 (xdot^2 + ydot^2 + alpha thetadot^2 + beta phidot^2) - V.
 // V is none, or the bowl V = -cos r of the paper, read here as r = the
 // distance from the origin of the vehicle's midpoint
-// (x - L/2 cos theta, y - L/2 sin theta).
+// (x - L/2 cos theta, y - L/2 sin theta), or its reflection, the hill
+// V = cos r: the origin an unstable equilibrium, from which nearby paths
+// part exponentially (the case for multiple shooting).
 #include "tether/core/parameters.hpp"
 #include "tether/systems/generalized_hamiltonian.hpp"
 
@@ -20,15 +22,18 @@ struct ParallelParking {
   static constexpr int dof = 4;
   static constexpr int multiplier_count = 2;
   struct Parameters {
+    enum class Potential { none, bowl, hill };
     Real length = 1, alpha = 1, beta = 1;
-    bool bowl = false;
+    Potential potential = Potential::none;
 
     template <class V>
     void describe(V& v) {
       v.real("length", length, Range::positive(), "distance L between the wheels");
       v.real("alpha", alpha, Range::positive(), "moment of inertia of the body angle theta");
       v.real("beta", beta, Range::positive(), "moment of inertia of the steering angle phi");
-      v.choice("potential", bowl, {{"none", false}, {"bowl", true}}, "none, or the bowl V = -cos r about the origin");
+      v.choice("potential", potential,
+               {{"none", Potential::none}, {"bowl", Potential::bowl}, {"hill", Potential::hill}},
+               "none, the bowl V = -cos r about the origin, or the hill V = cos r");
     }
   };
   Parameters prm;
@@ -45,9 +50,10 @@ struct ParallelParking {
   }
   template <class T>
   TETHER_HD T potential(const Arr<T, 4>& q) const {
-    if (!prm.bowl) return T(0);
+    if (prm.potential == Parameters::Potential::none) return T(0);
     const T mx = q[0] - Real(0.5) * prm.length * cos(q[2]), my = q[1] - Real(0.5) * prm.length * sin(q[2]);
-    return -cos_of_sqrt(mx * mx + my * my);
+    const T c = cos_of_sqrt(mx * mx + my * my);
+    return prm.potential == Parameters::Potential::bowl ? T(-c) : c;
   }
 
   // cos(sqrt(s)), smooth at s = 0 where sqrt is not: a Taylor series there
