@@ -5,7 +5,6 @@
 #include <string>
 #include <vector>
 
-#include "engine/compiled_step.hpp"
 #include "tether/engine.hpp"
 #include "tether/methods/projection.hpp"
 
@@ -79,19 +78,13 @@ inline RunResult run_json(const std::string& json, MemorySink* sink = nullptr) {
   return run(parse_config(json, "test"), opt);
 }
 
-// Steps one trajectory `steps` times with method m's fast step (the library's
-// compiled one where it has it: engine/compiled_step.hpp); fails the test on a
-// bad status.
+// Steps one trajectory `steps` times with method m's fast step; fails the test on a bad status.
 template <class M, class S>
 PhaseState<S> integrate(const S& sys, PhaseState<S> s, Real h, long steps, NewtonOptions opt = {}, const M& m = M{}) {
   m.start(sys, s, h);
   for (long n = 0; n < steps; ++n) {
     int it = 0;
-    Status st;
-    if constexpr (compiled_step_pair<S, M>)
-      st = CompiledFlow<M>::step(sys, s, h, opt, it);
-    else
-      st = m.step(sys, s, h, opt, it);
+    const Status st = m.step(sys, s, h, opt, it);
     if (st != Status::ok) {
       ADD_FAILURE() << M::name << " failed at step " << n << ": " << status_name(st);
       break;

@@ -47,7 +47,20 @@ static void PrintTo(Status s, std::ostream* os) { *os << status_name(s); }
 
 namespace {
 
-using test::integrate;
+// `steps` steps of method M (compiled in the library for the registry's
+// pairs); fails the test on a bad status.
+template <class M, class S>
+PhaseState<S> integrate(const S& sys, PhaseState<S> s, Real h, long steps) {
+  for (long n = 0; n < steps; ++n) {
+    int it = 0;
+    const Status st = CompiledFlow<M>::step(sys, s, h, NewtonOptions{}, it);
+    if (st != Status::ok) {
+      ADD_FAILURE() << M::name << " failed at step " << n << ": " << status_name(st);
+      break;
+    }
+  }
+  return s;
+}
 constexpr Real kPi = 3.14159265358979323846;
 
 // ---------------------------------------------------------------------------
