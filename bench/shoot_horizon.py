@@ -8,8 +8,8 @@
 The car of MMVW13 §5 in the bowl potential V = -cos r, or in the hill V = cos r (with a
 potential the horizon matters: without one a sub-Riemannian problem at horizon T is
 the one at T = 1 with the covector scaled), q0 = 0, 30 targets uniform in [-1, 1]^2 x [-0.5, 0.5]^2
-(seed 3), GL2 at 40 steps per unit time, the guesses (q1 - q0) / T and 8 normal ones
-of scale 1 (seed 4), Newton tolerance 1e-10, 60 iterations, no continuation. For every
+(seed 3), GL2 at 40 steps per unit time, the guesses (q1 - q0) / T and 8 (--guesses) normal
+ones of scale 1 (seed 4), Newton tolerance 1e-10, 60 iterations, no continuation. For every
 horizon and node count: targets converged, by status, shooting seconds, and for the
 targets that two node counts both solved, whether they found the same geodesic
 (relative length difference, and the largest difference of the initial covectors).
@@ -25,7 +25,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
 
 
-def run(binary, potential, time, nodes, threads):
+def run(binary, potential, time, nodes, guesses, threads):
     steps = 40 * int(round(time))
     steps = -(-steps // nodes) * nodes
     config = {
@@ -33,7 +33,7 @@ def run(binary, potential, time, nodes, threads):
         "method": {"name": "gauss_legendre", "stages": 2, "steps": steps},
         "shoot": {"q0": [0, 0, 0, 0], "time": time, "nodes": nodes,
                   "targets": {"random": {"min": [-1, -1, -0.5, -0.5], "max": [1, 1, 0.5, 0.5], "count": 30, "seed": 3}},
-                  "guesses": {"toward": True, "random": {"count": 8, "scale": 1.0, "seed": 4}},
+                  "guesses": {"toward": True, "random": {"count": guesses, "scale": 1.0, "seed": 4}},
                   "newton": {"tolerance": 1e-10, "max_iterations": 60}},
         "backend": "cpu",
     }
@@ -50,6 +50,7 @@ def main():
     ap.add_argument("--potential", default="bowl", choices=["bowl", "hill"], help="the car's potential (default bowl)")
     ap.add_argument("--times", default="4,8,16", help="horizons T (default 4,8,16)")
     ap.add_argument("--nodes", default="1,16", help="node counts (default 1,16)")
+    ap.add_argument("--guesses", type=int, default=8, help="random guesses per target besides `toward` (default 8)")
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--no-save", action="store_true")
     args = ap.parse_args()
@@ -58,7 +59,7 @@ def main():
     runs = {}
     for time in [float(t) for t in args.times.split(",") if t]:
         for nodes in [int(k) for k in args.nodes.split(",") if k]:
-            r = run(args.tether, args.potential, time, nodes, args.threads)
+            r = run(args.tether, args.potential, time, nodes, args.guesses, args.threads)
             runs[f"T{time:g}_nodes{nodes}"] = r
             print(f"[shoot_horizon] T = {time:g}, {nodes} nodes: {r['converged']}/{r['targets']} converged, "
                   f"{r['shooting_seconds']:.1f} s", file=sys.stderr)
