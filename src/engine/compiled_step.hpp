@@ -45,9 +45,15 @@ Status CompiledStep<S, M, true>::step(const S& sys, PhaseState<S>& s, Real h, co
 
 // MethodFlow<M> with the compiled steps where CompiledStep has them (other
 // pairs and tangent widths: M's inline step). Without a tangent it takes
-// S::dof columns, null.
+// S::dof columns, null. With M's name and start it also steps wherever M
+// itself would (the tests' integrate).
 template <class M>
 struct CompiledFlow : MethodFlow<M> {
+  static constexpr const char* name = M::name;
+  template <class S>
+  static void start(const S& sys, PhaseState<S>& s, Real h) {
+    M::start(sys, s, h);
+  }
   template <class S, int C = S::dof>
   static Status step(const S& sys, PhaseState<S>& s, Real h, const NewtonOptions& opt, int& iterations,
                      Tangent<S, C>* tangent = nullptr, typename MethodFlow<M>::template Carry<S>* carry = nullptr) {

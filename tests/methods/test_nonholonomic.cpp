@@ -47,19 +47,11 @@ static void PrintTo(Status s, std::ostream* os) { *os << status_name(s); }
 
 namespace {
 
-// `steps` steps of method M (compiled in the library for the registry's
-// pairs); fails the test on a bad status.
+// test::integrate with method M's steps as the library compiled them
+// (engine/compiled_step.hpp).
 template <class M, class S>
-PhaseState<S> integrate(const S& sys, PhaseState<S> s, Real h, long steps) {
-  for (long n = 0; n < steps; ++n) {
-    int it = 0;
-    const Status st = CompiledFlow<M>::step(sys, s, h, NewtonOptions{}, it);
-    if (st != Status::ok) {
-      ADD_FAILURE() << M::name << " failed at step " << n << ": " << status_name(st);
-      break;
-    }
-  }
-  return s;
+PhaseState<S> integrate(const S& sys, const PhaseState<S>& s, Real h, long steps) {
+  return test::integrate<CompiledFlow<M>>(sys, s, h, steps);
 }
 constexpr Real kPi = 3.14159265358979323846;
 
