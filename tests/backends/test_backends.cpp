@@ -9,6 +9,7 @@
 #include <nlohmann/json.hpp>
 #include <set>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "backends/backend.hpp"  // observation_chunk, parallel_threshold
@@ -493,6 +494,46 @@ TEST(Failures, ReportCapLimitsListNotCount) {
   for (const TimeseriesRow& t : r.timeseries) EXPECT_TRUE(std::isfinite(t.mean_energy_error));
   EXPECT_EQ(r.timeseries.back().live, 0);
 }
+
+// A failed trajectory keeps its last good state bit for bit: for a failure
+// at step f, the state a run of f - 1 steps ends in. RATTLE's failed step
+// leaves the state as it was; a composition's moves it part-way (its
+// substeps go in place) and the ensemble loop replays the launch's good
+// steps. From near the top of the sphere the pendulum falls and speeds up
+// until a step predicts a point that no projection reaches: for the triple
+// jump, its middle substep of 1.70 dt first.
+class LastGoodState : public ::testing::TestWithParam<std::tuple<std::string, std::string>> {};
+
+TEST_P(LastGoodState, IsTheStateBeforeTheFailedStep) {
+  const auto& [backend, method] = GetParam();
+  const bool composition = method == "composition";
+  json states = json::array();
+  for (int k = 0; k < 16; ++k) states.push_back(pendulum_state(2.8, composition ? 11.0 + 0.05 * k : 19.4 + 0.035 * k));
+  const auto config = [&](const json& which, long steps) {
+    json cfg = states_config(which, method, 0.05, steps, 50, backend);
+    if (composition) cfg["method"].update({{"base", "rattle"}, {"scheme", "triple_jump"}});
+    cfg["output"]["every"] = 2;  // launches of 2 steps: a replay starts at the failed launch's start
+    return cfg;
+  };
+  const Outcome o = run_cfg(config(states, 7));
+  ASSERT_EQ(o.result.failed, 16) << "every trajectory should fail within 7 steps";
+  std::set<std::int64_t> steps;
+  for (const Failure& f : o.result.failures) {
+    ASSERT_GE(f.step, 2) << "trajectory " << f.id << " should take a good step first";
+    steps.insert(f.step);
+    const Outcome before = run_cfg(config(json::array({states[std::size_t(f.id)]}), f.step - 1));
+    ASSERT_EQ(before.result.failed, 0);
+    const auto& kept = o.sink.rows[std::size_t(f.id)];
+    EXPECT_TRUE(same_bits(kept.q, before.sink.rows[0].q)) << "q of trajectory " << f.id << ", failed at step " << f.step;
+    EXPECT_TRUE(same_bits(kept.p, before.sink.rows[0].p)) << "p of trajectory " << f.id << ", failed at step " << f.step;
+  }
+  EXPECT_GE(steps.size(), 2u) << "failures should come at different steps";
+}
+
+INSTANTIATE_TEST_SUITE_P(Backends, LastGoodState,
+                         ::testing::Combine(::testing::Values("cpu", "reference"),
+                                            ::testing::Values("rattle", "composition")),
+                         [](const auto& info) { return std::get<0>(info.param) + "_" + std::get<1>(info.param); });
 
 // ---------------------------------------------------------------- explicit states
 

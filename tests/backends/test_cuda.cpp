@@ -2,7 +2,10 @@
 // ensembles. Skipped where no device is present, unless TETHER_REQUIRE_GPU=1
 // (set it on GPU machines so a broken driver cannot pass as a skip).
 #include <cmath>
+#include <cstdio>
 #include <cstdlib>
+#include <string>
+#include <vector>
 
 #include "tether/engine/shooting.hpp"
 #include "method_library_cases.hpp"
@@ -212,6 +215,44 @@ TEST(CudaSample, AgreesWithCpu) {
     ASSERT_EQ(cpu.q.size(), gpu.q.size()) << system;
     EXPECT_EQ(cpu.outcome, gpu.outcome) << system;
     for (std::size_t k = 0; k < cpu.q.size(); ++k) ASSERT_NEAR(cpu.q[k], gpu.q[k], 1e-7) << system << " " << k;
+  }
+}
+
+// A failed trajectory keeps its last good state on a GPU thread too: a
+// composition's failed step moves the state part-way, and the kernel replays
+// the launch's good steps (test_backends.cpp's LastGoodState on cpu and
+// reference). Pendula falling from near the top fail at steps 2-4, in
+// launches of 2 steps; the state kept is, bit for bit, a cuda run's of f - 1.
+TEST(CudaFailure, KeepsTheLastGoodStateOfAComposition) {
+  TETHER_REQUIRE_DEVICE();
+  const auto config = [](const std::string& states, long steps) {
+    return R"({"system": {"name": "spherical_pendulum"},
+      "method": {"name": "composition", "base": "rattle", "scheme": "triple_jump", "dt": 0.05, "steps": )" +
+           std::to_string(steps) + R"(}, "ensemble": {"initial": {"states": [)" + states +
+           R"(]}}, "output": {"every": 2}, "backend": "cuda"})";
+  };
+  std::vector<std::string> states;
+  std::string all;
+  for (int k = 0; k < 16; ++k) {
+    char state[128];
+    std::snprintf(state, sizeof state, R"({"q": [%.17g, 0, %.17g], "p": [0, %.17g, 0]})", std::sin(2.8), -std::cos(2.8),
+                  11.0 + 0.05 * k);
+    states.push_back(state);
+    all += (k ? ", " : "") + states.back();
+  }
+  test::MemorySink sink;
+  const RunResult r = test::run_json(config(all, 7), &sink);
+  ASSERT_EQ(r.backend, "cuda");
+  ASSERT_EQ(r.failed, 16);
+  for (const Failure& f : r.failures) {
+    ASSERT_GE(f.step, 2) << "trajectory " << f.id;
+    test::MemorySink before;
+    ASSERT_EQ(test::run_json(config(states[std::size_t(f.id)], f.step - 1), &before).failed, 0);
+    const auto& kept = sink.rows[std::size_t(f.id)];
+    for (std::size_t c = 0; c < kept.q.size(); ++c) {
+      EXPECT_EQ(kept.q[c], before.rows[0].q[c]) << "trajectory " << f.id << ", failed at step " << f.step;
+      EXPECT_EQ(kept.p[c], before.rows[0].p[c]) << "trajectory " << f.id << ", failed at step " << f.step;
+    }
   }
 }
 

@@ -20,37 +20,65 @@ struct StepControl {
 template <class M>
 constexpr bool carries_force = requires { requires M::carries_force; };
 
+// Whether a failed step of M leaves the state as it was. Every method's does
+// but a composition's, whose substeps move the state in place: for those
+// advance_trajectory's replay restores the last good state.
+template <class M>
+constexpr bool keeps_state_on_failure = !requires { requires !M::keeps_state_on_failure; };
+
 // stepper.step does one step of method M (the method object itself, with its
 // parameters, or the reference backend's generic solve of M's equations).
 // With carry_force (a backend's choice: it saves a force evaluation per step
 // and costs S::dof registers on a GPU), a method that can carries its end
 // force from step to step; the states are bitwise the same either way.
+//
+// A failed trajectory keeps its last good state. Where M's failed step leaves
+// the state part-way (keeps_state_on_failure), the trajectory is left at the
+// launch's start instead, and a second call with `replay` (every backend
+// makes it after such a method's launch) takes it through the launch's good
+// steps again: the same loop and the same call of the step, so the same bits
+// (the carry starts empty, as it did). A failure costs its trajectory at most
+// one launch's steps, once. The replay is a call of its own because inside
+// the loop it made the compiler hold the state's addresses through every step
+// (chain4's composition kernel spilled). One copy on the host, so that a
+// replay runs the machine code the launch ran.
 template <class S, class M, class Stepper = M, bool carry_force = false>
-TETHER_HD void advance_trajectory(const S& sys, const Stepper& stepper, const StepControl& ctl, const EnsembleView& v,
-                                  std::int64_t i, int nsteps, std::int64_t steps_before) {
-  if (v.status[i] != static_cast<std::uint8_t>(Status::ok)) return;
+TETHER_HD TETHER_ONE_COPY void advance_trajectory(const S& sys, const Stepper& stepper, const StepControl& ctl, const EnsembleView& v,
+                                  std::int64_t i, int nsteps, std::int64_t steps_before, bool replay = false) {
+  replay = replay && !keeps_state_on_failure<M>;  // no replay code where none is needed
+  int limit = nsteps;
+  if (replay) {
+    if (v.status[i] == static_cast<std::uint8_t>(Status::ok) || v.failed_step[i] <= steps_before) return;
+    limit = static_cast<int>(v.failed_step[i] - steps_before) - 1;
+  } else if (v.status[i] != static_cast<std::uint8_t>(Status::ok)) {
+    return;
+  }
   PhaseState<S> s;
   load_state<S, M>(v, i, s);
   std::uint64_t sum = 0;
   int most = v.iterations_max[i];
   constexpr bool carry = carry_force && carries_force<M> && std::is_same_v<Stepper, M>;
   [[maybe_unused]] ForceCarry<S> force;
-  for (int n = 0; n < nsteps; ++n) {
+  for (int n = 0; n < limit; ++n) {
     int it = 0;
     Status st;
     if constexpr (carry)
       st = stepper.step(sys, s, ctl.dt, ctl.newton, it, &force);
     else
       st = stepper.step(sys, s, ctl.dt, ctl.newton, it);
+    if (replay) continue;  // good steps again, counted the first time
     sum += static_cast<std::uint64_t>(it);
     if (it > most) most = it;
-    if (st != Status::ok) {  // s still holds the last good state
+    if (st != Status::ok) {
       v.status[i] = static_cast<std::uint8_t>(st);
       v.failed_step[i] = steps_before + n + 1;
-      break;
+      break;  // s holds the last good state, or keeps_state_on_failure<M> is false
     }
   }
-  store_state<S, M>(v, i, s);
+  // A failed step of M that leaves s part-way leaves the launch's start in v, for the replay.
+  if (keeps_state_on_failure<M> || replay || v.status[i] == static_cast<std::uint8_t>(Status::ok))
+    store_state<S, M>(v, i, s);
+  if (replay) return;
   v.iterations_sum[i] += sum;
   v.iterations_max[i] = most;
 }
@@ -89,6 +117,7 @@ template <int W, class S, class M>
 void advance_lanes(const S& sys, const M& method, const StepControl& ctl, const EnsembleView& v, std::int64_t first,
                    int nsteps, std::int64_t steps_before) {
   static_assert(!M::two_step, "lanes carry no q_prev");
+  static_assert(keeps_state_on_failure<M>, "lanes are not replayed");
   using T = Lanes<W>;
   PhaseState<S, T> s;
   bool live[W];

@@ -187,16 +187,15 @@ struct Composition {
   template <class S>
   TETHER_HD static void start(const S&, PhaseState<S>&, Real) {}
 
-  // On failure the state is left as it was before the step.
+  // The substeps move the state in place. On failure it is left where the
+  // failed substep found it, after the substeps before: keeping the step's
+  // start for that case cost a second state in every thread (the spills of
+  // chain4's composition kernels), and the callers need none (the ensemble
+  // loop replays the launch, advance.hpp; HMC keeps the chain's state).
+  static constexpr bool keeps_state_on_failure = false;
   template <class S>
   TETHER_HD Status step(const S& sys, PhaseState<S>& s, Real h, const NewtonOptions& opt, int& iterations) const {
-    PhaseState<S> work = s;
-    const Status st = for_each_substep(
-        h, [&](auto base, Real hi) { return decltype(base)::step(sys, work, hi, opt, iterations); });
-    if (st != Status::ok) return st;
-    work.q_prev = s.q;
-    s = work;
-    return Status::ok;
+    return for_each_substep(h, [&](auto base, Real hi) { return decltype(base)::step(sys, s, hi, opt, iterations); });
   }
 
   static constexpr bool is_pair = std::is_same<Base, SymplecticEulerPair>::value;

@@ -24,8 +24,11 @@ class CpuBackend final : public Backend {
       for (std::int64_t g = 0; g < groups; ++g) advance_lanes<W, S, M>(sys_, method_, ctl_, v, g * W, nsteps, steps_before);
     } else {
 #pragma omp parallel for schedule(dynamic, 64) if (v.count >= parallel_threshold)
-      for (std::int64_t i = 0; i < v.count; ++i)
+      for (std::int64_t i = 0; i < v.count; ++i) {
         advance_trajectory<S, M, M, true>(sys_, method_, ctl_, v, i, nsteps, steps_before);
+        if constexpr (!keeps_state_on_failure<M>)
+          advance_trajectory<S, M, M, true>(sys_, method_, ctl_, v, i, nsteps, steps_before, true);
+      }
     }
   }
 

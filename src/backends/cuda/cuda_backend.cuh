@@ -8,9 +8,10 @@
 namespace tether {
 
 template <class S, class M>
-__global__ void advance_kernel(S sys, M method, StepControl ctl, EnsembleView v, int nsteps, std::int64_t steps_before) {
+__global__ void advance_kernel(S sys, M method, StepControl ctl, EnsembleView v, int nsteps, std::int64_t steps_before,
+                               bool replay) {
   const std::int64_t i = std::int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
-  if (i < v.count) advance_trajectory<S, M>(sys, method, ctl, v, i, nsteps, steps_before);
+  if (i < v.count) advance_trajectory<S, M>(sys, method, ctl, v, i, nsteps, steps_before, replay);
 }
 
 template <class S>
@@ -32,9 +33,12 @@ class CudaBackend final : public Backend {
   }
 
   void advance(int nsteps, std::int64_t steps_before) override {
-    advance_kernel<S, M><<<blocks(), threads>>>(sys_, method_, ctl_, dev_, nsteps, steps_before);
-    cuda_check(cudaGetLastError(), "advance_kernel launch");
-    cuda_check(cudaDeviceSynchronize(), "advance_kernel");
+    for (const bool replay : {false, true}) {  // the replay: see advance_trajectory
+      if (replay && keeps_state_on_failure<M>) break;
+      advance_kernel<S, M><<<blocks(), threads>>>(sys_, method_, ctl_, dev_, nsteps, steps_before, replay);
+      cuda_check(cudaGetLastError(), "advance_kernel launch");
+      cuda_check(cudaDeviceSynchronize(), "advance_kernel");
+    }
   }
 
   Observation observe(std::int64_t step, std::vector<Real>& chunk_sums) override {

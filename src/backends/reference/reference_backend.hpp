@@ -127,17 +127,11 @@ struct ReferenceStepper {
   M method;
   template <class S>
   Status step(const S& sys, PhaseState<S>& s, Real h, const NewtonOptions& opt, int& iterations) const {
-    if constexpr (requires { M::base_name; }) {  // a composition: each base substep solved from its own residual
-      PhaseState<S> work = s;
-      const Status st = method.for_each_substep(h, [&](auto base, Real hi) {
-        return reference_step<S, decltype(base)>(sys, base, work, hi, opt, iterations);
+    if constexpr (requires { M::base_name; })  // a composition: each base substep solved from its own residual
+      return method.for_each_substep(h, [&](auto base, Real hi) {  // in place, as the method's own step
+        return reference_step<S, decltype(base)>(sys, base, s, hi, opt, iterations);
       });
-      if (st == Status::ok) {
-        work.q_prev = s.q;
-        s = work;
-      }
-      return st;
-    } else if constexpr (is_nonholonomic<S> || own_unknowns<M>)
+    else if constexpr (is_nonholonomic<S> || own_unknowns<M>)
       return reference_step_own_unknowns<S, M>(sys, method, s, h, opt, iterations);
     else
       return reference_step<S, M>(sys, method, s, h, opt, iterations);
@@ -152,8 +146,11 @@ class ReferenceBackend final : public Backend {
   void load(HostEnsemble& batch) override { view_ = batch.view(); }
 
   void advance(int nsteps, std::int64_t steps_before) override {
-    for (std::int64_t i = 0; i < view_.count; ++i)
+    for (std::int64_t i = 0; i < view_.count; ++i) {
       advance_trajectory<S, M, ReferenceStepper<M>>(sys_, stepper_, ctl_, view_, i, nsteps, steps_before);
+      if constexpr (!keeps_state_on_failure<M>)
+        advance_trajectory<S, M, ReferenceStepper<M>>(sys_, stepper_, ctl_, view_, i, nsteps, steps_before, true);
+    }
   }
 
   Observation observe(std::int64_t step, std::vector<Real>& chunk_sums) override {
