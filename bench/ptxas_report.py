@@ -11,22 +11,35 @@ import re
 import subprocess
 
 ENTRY = re.compile(r"Compiling entry function '([^']+)' for '(sm_\d+)'")
+PROPERTIES = re.compile(r"Function properties for (\S+)")
 FRAME = re.compile(r"(\d+) bytes stack frame, (\d+) bytes spill stores, (\d+) bytes spill loads")
 USED = re.compile(r"Used (\d+) registers")
 # tether's kernels, per (system, method) or per system; "library" is the rest
-# (the shared reduction of runtime.cu). Also the report's order.
-KERNELS = ("advance_kernel", "observe_kernel", "shoot_kernel")
-KINDS = KERNELS + ("library",)
+# (the shared reduction of runtime.cu); "function" a device function that a
+# kernel calls (not inlined: ptxas reports its spills apart from the
+# kernel's). Also the report's order.
+KERNELS = ("advance_kernel", "observe_kernel", "shoot_kernel", "chain_kernel")
+KINDS = KERNELS + ("library", "function")
 
 
 def parse_log(path):
-    """Yields one record per kernel entry in a ptxas -v log."""
+    """Yields one record per kernel entry, and per device function a kernel
+    calls, in a ptxas -v log (a function's record has no register count)."""
     current = None
+    entry = None  # the entry whose report is being read
     with open(path) as f:
         for line in f:
             m = ENTRY.search(line)
             if m:
-                current = {"mangled": m.group(1), "arch": m.group(2), "object": os.path.basename(path)[:-4]}
+                entry = m.group(1)
+                current = {"mangled": entry, "arch": m.group(2), "object": os.path.basename(path)[:-4]}
+                continue
+            m = PROPERTIES.search(line)
+            if m and m.group(1) != entry:
+                if current is not None and "registers" not in current and current.get("function"):
+                    yield current
+                current = {"mangled": m.group(1), "arch": "", "object": os.path.basename(path)[:-4],
+                           "function": True}
                 continue
             if current is None:
                 continue
@@ -34,6 +47,10 @@ def parse_log(path):
             if m and "stack_frame" not in current:
                 current.update(stack_frame=int(m.group(1)), spill_stores=int(m.group(2)),
                                spill_loads=int(m.group(3)))
+                if current.get("function"):
+                    current["registers"] = None
+                    yield current
+                    current = None
                 continue
             m = USED.search(line)
             if m:
@@ -69,6 +86,9 @@ def template_args(name, kernel):
 
 def describe(record, demangled):
     record["kernel"] = demangled
+    if record.pop("function", False):
+        record.update(kind="function", system="", method="")
+        return record
     for kind in KERNELS:
         if "tether::" + kind + "<" in demangled:
             args = template_args(demangled, "tether::" + kind)
@@ -96,14 +116,18 @@ def main():
     names = subprocess.run(["c++filt"], input="\n".join(r["mangled"] for r in records), capture_output=True,
                            text=True, check=True).stdout.splitlines()
     records = [describe(r, d) for r, d in zip(records, names)]
-    records.sort(key=lambda r: (KINDS.index(r["kind"]), -r["stack_frame"], r["system"], r["method"]))
+    records.sort(key=lambda r: (KINDS.index(r["kind"]), -r["stack_frame"], -r["spill_stores"], r["system"], r["method"],
+                                r["kernel"]))
 
-    tether_kernels = [r for r in records if r["kind"] != "library"]
+    tether_kernels = [r for r in records if r["kind"] in KERNELS]
+    functions = [r for r in records if r["kind"] == "function"]
     summary = {
         "kernels": len(tether_kernels),
         "at_254_or_more_registers": sum(r["registers"] >= 254 for r in tether_kernels),
         "spilling": sum(r["spill_stores"] > 0 for r in tether_kernels),
         "largest_stack_frame": max(r["stack_frame"] for r in tether_kernels),
+        "called_functions": len(functions),
+        "called_functions_spilling": sum(r["spill_stores"] > 0 for r in functions),
     }
     doc = {
         "report": "ptxas -v per kernel entry",
@@ -122,7 +146,10 @@ def main():
     lines = [f"# ptxas -v, sm_90, commit {a.commit}", "",
              f"{a.nvcc}; `{a.command}`; {doc['date_utc']}.", "",
              f"{summary['kernels']} tether kernels: {summary['at_254_or_more_registers']} at 254-255 registers, "
-             f"{summary['spilling']} spilling, largest stack frame {summary['largest_stack_frame']} bytes.", ""]
+             f"{summary['spilling']} spilling, largest stack frame {summary['largest_stack_frame']} bytes; "
+             f"{summary['called_functions']} device functions called out of line, "
+             f"{summary['called_functions_spilling']} of them spilling (their spills are not in their kernels' "
+             "figures).", ""]
     for kind in KINDS:
         rows = [r for r in records if r["kind"] == kind]
         if not rows:
@@ -130,8 +157,9 @@ def main():
         lines += [f"## {kind}", "", "| system | method | registers | stack frame (B) | spill stores (B) | spill loads (B) |",
                   "|---|---|---:|---:|---:|---:|"]
         for r in rows:
-            label = (r["system"], r["method"]) if kind != "library" else (r["kernel"][:60], "")
-            lines.append(f"| {label[0]} | {label[1]} | {r['registers']} | {r['stack_frame']} | "
+            label = (r["system"], r["method"]) if kind in KERNELS else (r["kernel"][:90], "")
+            registers = r["registers"] if r["registers"] is not None else "-"
+            lines.append(f"| {label[0]} | {label[1]} | {registers} | {r['stack_frame']} | "
                          f"{r['spill_stores']} | {r['spill_loads']} |")
         lines.append("")
     with open(a.output + ".md", "w") as f:

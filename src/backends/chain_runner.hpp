@@ -15,6 +15,7 @@ struct HostChains {
   std::int64_t count = 0, first_chain = 0, draws = 0;
   int dof = 0;
   std::vector<Real> q, p, step_size, log_h_bar, h_bar;
+  std::vector<Real> proposal_q, proposal_p;  // scratch: each chain's proposal while it is checked
   std::vector<Real> draw_q, draw_potential, draw_acceptance, draw_energy, draw_step_size;
   std::vector<std::int32_t> draw_steps;
   std::vector<std::uint8_t> draw_outcome;
@@ -27,6 +28,8 @@ struct HostChains {
     v.first_chain = first_chain;
     v.q = q.data();
     v.p = p.data();
+    v.proposal_q = proposal_q.data();
+    v.proposal_p = proposal_p.data();
     v.step_size = step_size.data();
     v.log_h_bar = log_h_bar.data();
     v.h_bar = h_bar.data();

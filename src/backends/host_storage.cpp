@@ -14,6 +14,7 @@ HostEnsemble::HostEnsemble(std::int64_t n, int dof_, bool two_step_)
 HostChains::HostChains(std::int64_t n, std::int64_t first, int dof_, std::int64_t draws_)
     : count(n), first_chain(first), draws(draws_), dof(dof_), q(std::size_t(n * dof_)), p(std::size_t(n * dof_)),
       step_size(std::size_t(n)), log_h_bar(std::size_t(n)), h_bar(std::size_t(n)),
+      proposal_q(std::size_t(n * dof_)), proposal_p(std::size_t(n * dof_)),
       draw_q(std::size_t(n * dof_ * draws_)), draw_potential(std::size_t(n * draws_)),
       draw_acceptance(std::size_t(n * draws_)), draw_energy(std::size_t(n * draws_)),
       draw_step_size(std::size_t(n * draws_)), draw_steps(std::size_t(n * draws_)),

@@ -101,7 +101,7 @@ Status canonical_state(const S& sys, const RunConfig& c, std::int64_t id, PhaseS
     plan.mu = std::log(10 * ini.dt);
     plan.target_acceptance = ini.target_acceptance;
     // One chain in SampleView's layout, with room for its one draw.
-    Vec<n> q = s.q, p = s.p, draw_q;
+    Vec<n> q = s.q, p = s.p, proposal_q, proposal_p, draw_q;
     Real h = ini.dt, log_h_bar = 0, h_bar = 0, potential, acceptance, energy, step_size;
     std::int32_t steps;
     std::uint8_t outcome;
@@ -109,6 +109,8 @@ Status canonical_state(const S& sys, const RunConfig& c, std::int64_t id, PhaseS
                        .first_chain = id,
                        .q = q.data(),
                        .p = p.data(),
+                       .proposal_q = proposal_q.data(),
+                       .proposal_p = proposal_p.data(),
                        .step_size = &h,
                        .log_h_bar = &log_h_bar,
                        .h_bar = &h_bar,

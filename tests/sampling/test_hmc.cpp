@@ -54,6 +54,16 @@ namespace {
 
 constexpr Real kPi = 3.14159265358979323846;
 
+// One transition of the chain whose state is s: the library keeps a chain in
+// memory (ChainSlot), here s itself with room for its proposal beside it.
+template <class S, class M>
+HmcDraw transition(const S& sys, const M& method, const HmcControl& ctl, Real h, std::uint64_t chain,
+                   std::uint64_t iteration, PhaseState<S>& s) {
+  Vec<S::dof> proposal_q, proposal_p;
+  const ChainSlot slot{s.q.data(), s.p.data(), proposal_q.data(), proposal_p.data(), 1};
+  return hmc_transition(sys, method, ctl, h, chain, iteration, slot);
+}
+
 // ---------------------------------------------------------------------------
 // Kolmogorov-Smirnov: the statistic D_n = sup |F_n - F| of a sample against a
 // continuous CDF, and its asymptotic p-value P(sqrt(n) D > x) =
@@ -87,7 +97,7 @@ std::vector<PhaseState<S>> final_states(const S& sys, const HmcControl& ctl, Rea
   for (int c = 0; c < chains; ++c) {
     PhaseState<S> s = test::make_state<S>(start, Vec<S::dof>::Zero());
     for (int k = 0; k < iterations; ++k)
-      if (hmc_transition(sys, M{}, ctl, h, std::uint64_t(c), std::uint64_t(k), s).outcome ==
+      if (transition(sys, M{}, ctl, h, std::uint64_t(c), std::uint64_t(k), s).outcome ==
           HmcOutcome::reversibility)
         ++reversibility;
     out[std::size_t(c)] = s;
@@ -356,7 +366,7 @@ TEST(HmcReversibility, AnotherRootBackwardsIsRejected) {
   HmcControl ctl = control(1.0, 1, 7);
   ctl.refresh_cos = 1;  // the state's own momentum, no fresh draw
   PhaseState<DoublePendulum> s = found;
-  const HmcDraw d = hmc_transition(sys, Rattle{}, ctl, h, 0, 0, s);
+  const HmcDraw d = transition(sys, Rattle{}, ctl, h, 0, 0, s);
   EXPECT_EQ(d.outcome, HmcOutcome::reversibility);
   EXPECT_EQ(d.acceptance, 0);
   EXPECT_EQ(s.q, found.q);  // the chain stays, with its momentum reversed
@@ -364,7 +374,7 @@ TEST(HmcReversibility, AnotherRootBackwardsIsRejected) {
 
   ctl.check_reversibility = false;  // the wrong sampler takes the move
   s = found;
-  EXPECT_NE(hmc_transition(sys, Rattle{}, ctl, h, 0, 0, s).outcome, HmcOutcome::reversibility);
+  EXPECT_NE(transition(sys, Rattle{}, ctl, h, 0, 0, s).outcome, HmcOutcome::reversibility);
 }
 
 // ===========================================================================
@@ -377,7 +387,7 @@ TEST(HmcFailure, NewtonFailureIsARejectionNotACrash) {
   PhaseState<SphericalPendulum> s = test::make_state<SphericalPendulum>(Vec3(1, 0, 0), Vec3::Zero());
   const HmcControl ctl = control(1.0, 10, 5);
   for (std::uint64_t k = 0; k < 20; ++k) {
-    const HmcDraw d = hmc_transition(sys, Rattle{}, ctl, 0.3, 0, k, s);
+    const HmcDraw d = transition(sys, Rattle{}, ctl, 0.3, 0, k, s);
     EXPECT_EQ(d.outcome, HmcOutcome::newton);
     EXPECT_EQ(d.acceptance, 0);
     EXPECT_TRUE(std::isfinite(d.energy));

@@ -106,11 +106,37 @@ TETHER_HD bool hmc_integrate(const S& sys, const Stepper& stepper, PhaseState<S>
   return true;
 }
 
-// One transition of chain `chain` at iteration `iteration` from s (q on N;
-// p the last momentum, used only by a partial refresh), with base step size h.
+// Where a chain waits while its proposal is integrated: in memory, so that
+// a thread's registers hold one state, the integrating one. The chain's
+// state (q, and the refreshed p that a rejection reverses) and the forward
+// pass's end (the proposal, while the backward pass checks it) are stored
+// here and read back through volatile loads, which the compiler cannot answer
+// from the registers it stored them from; held in registers, the two states
+// spilled chain4's kernels (0.7-1.6 KB per thread). Component c at [c * stride].
+struct ChainSlot {
+  Real *q, *p;                    // the chain's state
+  Real *proposal_q, *proposal_p;  // the proposal's
+  std::int64_t stride;
+
+  template <int N>
+  TETHER_HD void put(Real* a, const Vec<N>& x) const {
+    for (int c = 0; c < N; ++c) a[c * stride] = x[c];
+  }
+  template <int N>
+  TETHER_HD Vec<N> get(const Real* a) const {
+    const volatile Real* from = a;
+    Vec<N> x;
+    for (int c = 0; c < N; ++c) x[c] = from[c * stride];
+    return x;
+  }
+};
+
+// One transition of chain `chain` at iteration `iteration` from its state in
+// `slot` (q on N; p the last momentum, used only by a partial refresh), with
+// base step size h; the state after it is left in the slot.
 template <class S, class Stepper>
 TETHER_HD HmcDraw hmc_transition(const S& sys, const Stepper& stepper, const HmcControl& ctl, Real h,
-                                 std::uint64_t chain, std::uint64_t iteration, PhaseState<S>& s) {
+                                 std::uint64_t chain, std::uint64_t iteration, const ChainSlot& slot) {
   constexpr int n = S::dof;
   CounterRng rng(ctl.seed, chain, iteration + 1);
   HmcDraw d;
@@ -120,24 +146,27 @@ TETHER_HD HmcDraw hmc_transition(const S& sys, const Stepper& stepper, const Hmc
   d.steps = ctl.steps + extra > 1 ? ctl.steps + extra : 1;
 
   // 1. Momentum: xi ~ N(0, kT M), onto T*_q N.
+  PhaseState<S> x;
+  x.q = slot.get<n>(slot.q);
   Vec<n> xi;
   for (int c = 0; c < n; ++c) xi[c] = rng.normal();
   Vec<n> fresh = sqrt(ctl.temperature) * sys.sqrt_mass_times(xi);
   const Real keep = ctl.refresh_cos, mix = sqrt(1 - keep * keep);
-  Vec<n> p = keep * s.p + mix * fresh;
+  const Vec<n> last = slot.get<n>(slot.p);
+  x.p = keep * last + mix * fresh;
   const Real u = rng.uniform();  // drawn here so that every outcome consumes the same stream
-  if (ctl.project_momentum && project_momentum(sys, s.q, p) != Status::ok) {
+  if (ctl.project_momentum && project_momentum(sys, x.q, x.p) != Status::ok) {
     d.outcome = HmcOutcome::newton;
-    d.energy = total_energy(sys, s.q, s.p);
+    d.energy = total_energy(sys, x.q, last);
     return d;
   }
-  s.p = p;
-  const Real energy0 = total_energy(sys, s.q, s.p);
+  slot.put<n>(slot.p, x.p);
+  const Real energy0 = total_energy(sys, x.q, x.p);
+  x.q_prev = x.q;
 
   // 2. L steps forwards; 3. the same L steps back from (q', -p') must return
   // to q. Both passes go through one call of hmc_integrate, so a kernel holds
   // one copy of the step, not two.
-  PhaseState<S> x = s, moved = s;
   Real energy1 = 0;
   bool ok = true;
   HmcOutcome why = HmcOutcome::newton;
@@ -147,11 +176,13 @@ TETHER_HD HmcDraw hmc_transition(const S& sys, const Stepper& stepper, const Hmc
     if (ok && pass == 0) {
       energy1 = total_energy(sys, x.q, x.p);
       ok = is_finite(energy1);
-      moved = x;
+      slot.put<n>(slot.proposal_q, x.q);
+      slot.put<n>(slot.proposal_p, x.p);
       x.p = -x.p;
     }
   }
-  if (ok && passes == 2 && !(max_abs(Vec<n>(x.q - s.q)) <= ctl.reversibility_tolerance * sys.length_scale())) {
+  if (ok && passes == 2 &&
+      !(max_abs(Vec<n>(x.q - slot.get<n>(slot.q))) <= ctl.reversibility_tolerance * sys.length_scale())) {
     ok = false;
     why = HmcOutcome::reversibility;
   }
@@ -161,15 +192,15 @@ TETHER_HD HmcDraw hmc_transition(const S& sys, const Stepper& stepper, const Hmc
     const Real dh = (energy1 - energy0) / ctl.temperature;
     d.acceptance = dh <= 0 || !ctl.metropolis ? Real(1) : exp(-dh);
     if (u < d.acceptance) {
-      moved.q_prev = s.q;
-      s = moved;
+      slot.put<n>(slot.q, slot.get<n>(slot.proposal_q));
+      slot.put<n>(slot.p, slot.get<n>(slot.proposal_p));
       d.energy = energy1;
       return d;
     }
     why = HmcOutcome::metropolis;
   }
   d.outcome = why;
-  s.p = -s.p;
+  slot.put<n>(slot.p, Vec<n>(-slot.get<n>(slot.p)));
   d.energy = energy0;
   return d;
 }
@@ -203,6 +234,8 @@ struct SampleView {
   std::int64_t first_chain = 0;  // global id of chain 0 of the batch (its random stream)
   Real* q = nullptr;
   Real* p = nullptr;
+  Real* proposal_q = nullptr;  // each chain's proposal while it is checked (ChainSlot)
+  Real* proposal_p = nullptr;
   Real* step_size = nullptr;  // per chain: adapted during warm-up, then fixed
   Real* log_h_bar = nullptr;  // dual averaging's state (DualAveraging)
   Real* h_bar = nullptr;
@@ -231,17 +264,12 @@ template <class S, class Stepper>
 TETHER_HD TETHER_ONE_COPY void run_chain(const S& sys, const Stepper& stepper, const HmcControl& ctl,
                                          const SamplePlan& plan, const SampleView& v, std::int64_t i) {
   constexpr int n = S::dof;
-  PhaseState<S> s;
-  for (int c = 0; c < n; ++c) {
-    s.q[c] = v.q[c * v.count + i];
-    s.p[c] = v.p[c * v.count + i];
-  }
-  s.q_prev = s.q;
+  const ChainSlot slot{v.q + i, v.p + i, v.proposal_q + i, v.proposal_p + i, v.count};
   Real h = v.step_size[i];
   DualAveraging da{v.log_h_bar[i], v.h_bar[i]};
   const std::uint64_t chain = static_cast<std::uint64_t>(v.first_chain + i);
   for (std::int64_t k = plan.first; k < plan.first + plan.iterations; ++k) {
-    const HmcDraw d = hmc_transition(sys, stepper, ctl, h, chain, static_cast<std::uint64_t>(k), s);
+    const HmcDraw d = hmc_transition(sys, stepper, ctl, h, chain, static_cast<std::uint64_t>(k), slot);
     if (k < plan.warmup) {
       da.update(plan.mu, plan.target_acceptance, k + 1, d.acceptance, h);
       if (k + 1 == plan.warmup) h = exp(da.log_h_bar);
@@ -249,17 +277,14 @@ TETHER_HD TETHER_ONE_COPY void run_chain(const S& sys, const Stepper& stepper, c
     }
     if ((k - plan.warmup) % plan.thin != 0) continue;
     const std::int64_t j = (k - plan.warmup) / plan.thin - plan.first_draw;
-    for (int c = 0; c < n; ++c) v.draw_q[(j * n + c) * v.count + i] = s.q[c];
-    v.draw_potential[j * v.count + i] = sys.potential(s.q);
+    const Vec<n> q = slot.get<n>(slot.q);
+    for (int c = 0; c < n; ++c) v.draw_q[(j * n + c) * v.count + i] = q[c];
+    v.draw_potential[j * v.count + i] = sys.potential(q);
     v.draw_acceptance[j * v.count + i] = d.acceptance;
     v.draw_energy[j * v.count + i] = d.energy;
     v.draw_step_size[j * v.count + i] = d.step_size;
     v.draw_steps[j * v.count + i] = d.steps;
     v.draw_outcome[j * v.count + i] = static_cast<std::uint8_t>(d.outcome);
-  }
-  for (int c = 0; c < n; ++c) {
-    v.q[c * v.count + i] = s.q[c];
-    v.p[c * v.count + i] = s.p[c];
   }
   v.step_size[i] = h;
   v.log_h_bar[i] = da.log_h_bar;

@@ -43,7 +43,8 @@ class CudaChainRunner final : public ChainRunner {
     try {
       copy_in(d.q, h.q), copy_in(d.p, h.p), copy_in(d.step_size, h.step_size);
       copy_in(d.log_h_bar, h.log_h_bar), copy_in(d.h_bar, h.h_bar);
-      // The draws are only written by the kernel.
+      // The proposals and the draws are only written by the kernel.
+      allocate(d.proposal_q, h.proposal_q), allocate(d.proposal_p, h.proposal_p);
       allocate(d.draw_q, h.draw_q), allocate(d.draw_potential, h.draw_potential);
       allocate(d.draw_acceptance, h.draw_acceptance), allocate(d.draw_energy, h.draw_energy);
       allocate(d.draw_step_size, h.draw_step_size), allocate(d.draw_steps, h.draw_steps);
