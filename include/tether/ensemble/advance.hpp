@@ -43,8 +43,9 @@ constexpr bool keeps_state_on_failure = !requires { requires !M::keeps_state_on_
 // (chain4's composition kernel spilled). One copy on the host, so that a
 // replay runs the machine code the launch ran.
 template <class S, class M, class Stepper = M, bool carry_force = false>
-TETHER_HD TETHER_ONE_COPY void advance_trajectory(const S& sys, const Stepper& stepper, const StepControl& ctl, const EnsembleView& v,
-                                  std::int64_t i, int nsteps, std::int64_t steps_before, bool replay = false) {
+TETHER_HD TETHER_ONE_COPY void advance_trajectory(const S& sys, const Stepper& stepper, const StepControl& ctl,
+                                                  const EnsembleView& v, std::int64_t i, int nsteps,
+                                                  std::int64_t steps_before, bool replay = false) {
   replay = replay && !keeps_state_on_failure<M>;  // no replay code where none is needed
   int limit = nsteps;
   if (replay) {
