@@ -113,6 +113,12 @@ def main():
             records.extend(parse_log(os.path.join(a.logs, name)))
     if not records:
         raise SystemExit("ptxas_report: no kernel entries found in " + a.logs + " (was -Xptxas -v passed?)")
+    # A template kernel or function that several units use is compiled in each
+    # (observe_kernel<S> in every method's unit): the same code, listed once.
+    unique = {}
+    for r in records:
+        unique.setdefault(r["mangled"], r)
+    records = list(unique.values())
     names = subprocess.run(["c++filt"], input="\n".join(r["mangled"] for r in records), capture_output=True,
                            text=True, check=True).stdout.splitlines()
     records = [describe(r, d) for r, d in zip(records, names)]
