@@ -36,8 +36,6 @@ def parse_log(path):
                 continue
             m = PROPERTIES.search(line)
             if m and m.group(1) != entry:
-                if current is not None and "registers" not in current and current.get("function"):
-                    yield current
                 current = {"mangled": m.group(1), "arch": "", "object": os.path.basename(path)[:-4],
                            "function": True}
                 continue

@@ -33,12 +33,8 @@ class CudaBackend final : public Backend {
   }
 
   void advance(int nsteps, std::int64_t steps_before) override {
-    for (const bool replay : {false, true}) {  // the replay: see advance_trajectory
-      if (replay && keeps_state_on_failure<M>) break;
-      advance_kernel<S, M><<<blocks(), threads>>>(sys_, method_, ctl_, dev_, nsteps, steps_before, replay);
-      cuda_check(cudaGetLastError(), "advance_kernel launch");
-      cuda_check(cudaDeviceSynchronize(), "advance_kernel");
-    }
+    launch_advance(nsteps, steps_before, false);
+    if constexpr (!keeps_state_on_failure<M>) launch_advance(nsteps, steps_before, true);  // see advance_trajectory
   }
 
   Observation observe(std::int64_t step, std::vector<Real>& chunk_sums) override {
@@ -56,6 +52,12 @@ class CudaBackend final : public Backend {
  private:
   static constexpr int threads = 128;
   unsigned blocks() const { return unsigned((dev_.count + threads - 1) / threads); }
+
+  void launch_advance(int nsteps, std::int64_t steps_before, bool replay) {
+    advance_kernel<S, M><<<blocks(), threads>>>(sys_, method_, ctl_, dev_, nsteps, steps_before, replay);
+    cuda_check(cudaGetLastError(), "advance_kernel launch");
+    cuda_check(cudaDeviceSynchronize(), "advance_kernel");
+  }
 
   // Every per-trajectory array, as (host vector, device pointer) pairs.
   template <class F>
