@@ -8,6 +8,7 @@
 #include <string>
 #include <type_traits>
 
+#include "registry/parameter_io.hpp"
 #include "tether/core/random.hpp"
 #include "tether/core/small_solve.hpp"
 #include "tether/systems/chain.hpp"
@@ -597,6 +598,29 @@ TEST(ThermalConfiguration, ChainBendAnglesAreBoltzmann) {
   const Real m = sum / n, var = sum2 / n - m * m;
   EXPECT_NEAR(m, c0, 5 * std::sqrt(var / n));
   EXPECT_NEAR(var, kT / sys.prm.bend_stiffness, 0.05 * kT / sys.prm.bend_stiffness);
+}
+
+// The forces read cos(theta0) from the parameter rather than evaluating it:
+// each way of setting the angle (its default, an assignment, a config) sets
+// the cosine to what cos() gives, bit for bit, and the bending force vanishes
+// at the rest angle that was set.
+TEST(ChainParameters, TheBendAngleCarriesItsCosine) {
+  const ChainParameters d;
+  EXPECT_EQ(d.bend_angle.cosine, std::cos(d.bend_angle.radians));
+  ChainParameters p;
+  p.bend_angle = 1.95;
+  EXPECT_EQ(p.bend_angle.radians, 1.95);
+  EXPECT_EQ(p.bend_angle.cosine, std::cos(1.95));
+  const auto c = configured<Chain<3>>(nlohmann::json{{"bend_angle_degrees", 112.0}}, "system.parameters");
+  EXPECT_EQ(c.prm.bend_angle.radians, 112.0 * pi / 180);
+  EXPECT_EQ(c.prm.bend_angle.cosine, std::cos(112.0 * pi / 180));
+  // Three beads at the rest angle: no bending force (only the angle's cosine enters).
+  Chain<3> sys = c;
+  sys.prm.bend_angle = 2.0;
+  Chain<3>::Q q = Chain<3>::Q::Zero();
+  q.segment<3>(3) = Vec3(1, 0, 0);
+  q.segment<3>(6) = Vec3(1 - std::cos(2.0), std::sin(2.0), 0);
+  EXPECT_LT(sys.potential_gradient(q).norm(), 1e-14);
 }
 
 }  // namespace

@@ -35,10 +35,20 @@ class CounterRng {
     if (has_spare_) { has_spare_ = false; return spare_; }
     const Real u1 = uniform(), u2 = uniform();
     const Real r = sqrt(Real(-2) * log(u1));
+#ifdef __CUDA_ARCH__
+    // sin and cos of pi (2 u2): no argument reduction, so none of sin's
+    // large-argument path and the stack frame it gives every kernel that draws.
+    Real s, c;
+    sincospi(2 * u2, &s, &c);
+    spare_ = r * s;
+    has_spare_ = true;
+    return r * c;
+#else
     const Real t = Real(6.283185307179586476925286766559) * u2;
     spare_ = r * sin(t);
     has_spare_ = true;
     return r * cos(t);
+#endif
   }
 
  private:

@@ -12,11 +12,26 @@
 
 namespace tether {
 
+// An angle and its cosine, set together; reads as the angle in radians. The
+// forces read the cosine: evaluated per force on a GPU thread, a double
+// cosine costs the step its time and the kernel a stack frame (its
+// large-argument path).
+struct AngleWithCosine {
+  Real radians = 0, cosine = 1;
+  AngleWithCosine& operator=(Real r) {
+    radians = r;
+    cosine = cos(r);
+    return *this;
+  }
+  TETHER_HD operator Real() const { return radians; }
+};
+
 struct ChainParameters {
   Real mass = 1.0;
   Real bond_length = 1.0;
-  Real bend_stiffness = 10.0;      // k in V = k/2 (cos theta - cos theta0)^2
-  Real bend_angle = 1.9106332362;  // theta0 in radians (109.47 degrees)
+  Real bend_stiffness = 10.0;  // k in V = k/2 (cos theta - cos theta0)^2
+  // theta0 (109.47 degrees) and cos(theta0), as cos() rounds it.
+  AngleWithCosine bend_angle = {1.9106332362, -0.3333333332871182};
   // Ryckaert-Bellemans V(psi) = sum_n c_n cos^n psi, psi = phi - pi (trans = 0).
   Real torsion[6] = {0, 0, 0, 0, 0, 0};
   bool has_torsion = false;
@@ -26,7 +41,8 @@ struct ChainParameters {
     v.real("mass", mass, Range::positive(), "mass of a bead");
     v.real("bond_length", bond_length, Range::positive(), "length of every bond");
     v.real("bend_stiffness", bend_stiffness, Range::non_negative(), "k in V = k/2 (cos theta - cos theta0)^2");
-    v.degrees("bend_angle_degrees", bend_angle, Range::left_open(0, 180), "theta0, the rest bond angle");
+    v.degrees("bend_angle_degrees", bend_angle.radians, Range::left_open(0, 180), "theta0, the rest bond angle");
+    bend_angle = bend_angle.radians;  // and its cosine
     v.reals("torsion", torsion, "Ryckaert-Bellemans coefficients c0..c5 of the dihedral potential");
     has_torsion = false;  // derived: the dihedral forces are skipped when every coefficient is 0
     for (Real c : torsion) has_torsion = has_torsion || c != 0;
@@ -89,7 +105,7 @@ struct Chain {
   }
 
   TETHER_HD Real potential(const Q& q) const {
-    const Real c0 = cos(prm.bend_angle);
+    const Real c0 = prm.bend_angle.cosine;
     Real v = 0;
     for (int i = 0; i + 1 < N - 1; ++i) {
       const Real e = bend_cosine(bond(q, i), bond(q, i + 1)) - c0;
@@ -110,7 +126,7 @@ struct Chain {
     using V3 = Vec<3, T>;
     const auto& q = q_in.eval();
     QOf<X> grad = QOf<X>::Constant(T(Real(0)));
-    const Real c0 = cos(prm.bend_angle);
+    const Real c0 = prm.bend_angle.cosine;
     // d(cos)/da = -b/(|a||b|) - cos a/|a|^2 for cos = -a.b/(|a||b|); likewise for b.
     for (int i = 0; i + 1 < N - 1; ++i) {
       const V3 a = bond(q, i), b = bond(q, i + 1);
@@ -227,7 +243,7 @@ struct Chain {
   template <class Rng>
   TETHER_HD Q thermal_configuration(Rng& rng, Real kT) const {
     const Real two_pi = Real(6.283185307179586476925286766559);
-    const Real c0 = cos(prm.bend_angle);
+    const Real c0 = prm.bend_angle.cosine;
     const Real sigma = prm.bend_stiffness > 0 ? sqrt(fmax(kT, Real(0)) / prm.bend_stiffness) : Real(1e300);
     Q q = Q::Zero();
     Vec3 u;
