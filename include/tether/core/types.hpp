@@ -6,7 +6,13 @@
 
 namespace tether {
 
+// The step code's scalar. bench/count_flops.cpp compiles the step code with a
+// scalar that counts the operations done to it (TETHER_REAL); all else is double.
+#ifdef TETHER_REAL
+using Real = TETHER_REAL;
+#else
 using Real = double;
+#endif
 
 // Fixed-size types only: they live in registers inside a GPU thread. The
 // scalar is Real but for step code run in lanes (core/lanes.hpp).
