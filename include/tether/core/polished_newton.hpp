@@ -9,6 +9,8 @@
 // constraint, like RATTLE's) are only determined to ~eps/h: when a full
 // Newton update, already below 1e-8 (1 + |x|), stops shrinking, that floor is
 // reached too.
+#include <type_traits>
+
 #include "tether/core/newton.hpp"
 #include "tether/core/small_solve.hpp"
 #include "tether/core/status.hpp"
@@ -45,9 +47,14 @@ TETHER_HD Status polished_newton(Vec<N>& x, const NewtonOptions& opt, int& itera
     Vec<N> residual;
     const bool exact = refresh;  // this update is a full Newton step
     if (refresh) {
-      Jacobian jac;
-      fill(x, residual, &jac);
-      c.valid = c.lu.factor(jac);
+      if constexpr (requires { requires std::is_same_v<Jacobian, decltype(c.lu.lu)>; c.lu.factor_in_place(); }) {
+        fill(x, residual, &c.lu.lu);  // a dense Jacobian is built where it is factored: one copy, not two
+        c.valid = c.lu.factor_in_place();
+      } else {
+        Jacobian jac;
+        fill(x, residual, &jac);
+        c.valid = c.lu.factor(jac);
+      }
       if (!c.valid) return Status::singular_matrix;
       refresh = false;
     } else {

@@ -337,18 +337,18 @@ struct GaussLegendre {
     using P = Parts<S>;
     constexpr int n = P::n, m = P::m, K = m * Stages;
     ZMat<S> hs[Stages];
-    Mat<K, K> jac = stage_jacobian_start<S>();
-    Mat<K, C> rhs = Mat<K, C>::Zero(), dZ;
-    for (int j = 0; j < Stages; ++j) {
-      ZVec<S> g;
-      hamiltonian_derivatives(sys, ZVec<S>(Z.template segment<m>(j * m)), g, hs[j]);
-      rhs.template middleRows<2 * n>(j * m) = tangent;
-      add_stage_columns<S>(jac, j, hs[j], h);
-    }
     DenseLU<K> own;
     DenseLU<K>& lu = carry ? carry->lu : own;
     if (carry) carry->valid = false;
-    if (!solve_columns<K, C>(lu, jac, rhs, dZ)) return Status::singular_matrix;
+    lu.lu = stage_jacobian_start<S>();  // F_Z, built where it is factored
+    Mat<K, C> dZ = Mat<K, C>::Zero();   // the right-hand side, then dZ
+    for (int j = 0; j < Stages; ++j) {
+      ZVec<S> g;
+      hamiltonian_derivatives(sys, ZVec<S>(Z.template segment<m>(j * m)), g, hs[j]);
+      dZ.template middleRows<2 * n>(j * m) = tangent;
+      add_stage_columns<S>(lu.lu, j, hs[j], h);
+    }
+    if (!solve_columns<K, C>(lu, dZ)) return Status::singular_matrix;
     if (carry) carry->valid = true;
     for (int j = 0; j < Stages; ++j) {
       const Mat<m, C> dg = hs[j] * dZ.template middleRows<m>(j * m);

@@ -117,14 +117,15 @@ using Tangent = Mat<2 * S::dof, C>;
 // Methods whose steps leave nothing for the next one (see GaussLegendre::Carry).
 struct NoCarry {};
 
-// Solves A X = B column by column, with lu holding A's factors afterwards;
-// false when A is singular.
+// Factors the matrix built in lu.lu and solves it for each column of x, in
+// place (lu keeps the factors); false when it is singular. Built where it is
+// factored, a GPU thread holds one K x K matrix and one K x C block, not two.
 template <int K, int C>
-TETHER_HD bool solve_columns(DenseLU<K>& lu, const Mat<K, K>& a, const Mat<K, C>& b, Mat<K, C>& x) {
-  if (!lu.factor(a)) return false;
+TETHER_HD bool solve_columns(DenseLU<K>& lu, Mat<K, C>& x) {
+  if (!lu.factor_in_place()) return false;
   for (int c = 0; c < C; ++c) {
-    Vec<K> col;
-    if (!lu.solve(Vec<K>(b.col(c)), col)) return false;
+    Vec<K> col = x.col(c);
+    if (!lu.solve(col, col)) return false;
     x.col(c) = col;
   }
   return true;
@@ -146,11 +147,12 @@ template <class S, int C>
 TETHER_HD Status momentum_stage_tangent(const ZMat<S>& hs, Real c, const Mat<S::dof, C>& dq, const Mat<S::dof, C>& dp0,
                                         Mat<S::dof, C>& dp, Mat<S::multiplier_count, C>& dl) {
   constexpr int n = S::dof, k = S::multiplier_count;
-  Mat<n + k, C> rhs, x;
-  rhs.template topRows<n>() = dp0 - c * hs.template block<n, n>(0, 0) * dq;
-  if constexpr (k > 0) rhs.template bottomRows<k>() = -hs.template block<k, n>(2 * n, 0) * dq;
+  Mat<n + k, C> x;  // the right-hand side, then the solution
+  x.template topRows<n>() = dp0 - c * hs.template block<n, n>(0, 0) * dq;
+  if constexpr (k > 0) x.template bottomRows<k>() = -hs.template block<k, n>(2 * n, 0) * dq;
   DenseLU<n + k> lu;
-  if (!solve_columns<n + k, C>(lu, momentum_stage_jacobian<S>(hs, c), rhs, x)) return Status::singular_matrix;
+  lu.lu = momentum_stage_jacobian<S>(hs, c);
+  if (!solve_columns<n + k, C>(lu, x)) return Status::singular_matrix;
   dp = x.template topRows<n>();
   if constexpr (k > 0) dl = x.template bottomRows<k>();
   return Status::ok;
@@ -162,11 +164,12 @@ template <class S, int C>
 TETHER_HD Status position_stage_tangent(const ZMat<S>& hs, Real c, const Mat<S::dof, C>& da, const Mat<S::dof, C>& dp,
                                         Mat<S::dof, C>& dq, Mat<S::multiplier_count, C>& dl) {
   constexpr int n = S::dof, k = S::multiplier_count;
-  Mat<n + k, C> rhs, x;
-  rhs.template topRows<n>() = da + c * hs.template block<n, n>(n, n) * dp;
-  if constexpr (k > 0) rhs.template bottomRows<k>() = -hs.template block<k, n>(2 * n, n) * dp;
+  Mat<n + k, C> x;  // the right-hand side, then the solution
+  x.template topRows<n>() = da + c * hs.template block<n, n>(n, n) * dp;
+  if constexpr (k > 0) x.template bottomRows<k>() = -hs.template block<k, n>(2 * n, n) * dp;
   DenseLU<n + k> lu;
-  if (!solve_columns<n + k, C>(lu, position_stage_jacobian<S>(hs, c), rhs, x)) return Status::singular_matrix;
+  lu.lu = position_stage_jacobian<S>(hs, c);
+  if (!solve_columns<n + k, C>(lu, x)) return Status::singular_matrix;
   dq = x.template topRows<n>();
   if constexpr (k > 0) dl = x.template bottomRows<k>();
   return Status::ok;
