@@ -1,5 +1,5 @@
 // Each registered system's initial-state functions, instantiated here once
-// (the per-method units declare them extern: engine/initial_state.hpp), and
+// (the per-method units declare them extern: engine/initial_state_extern.hpp), and
 // the check of a config's explicit initial states.
 #include <array>
 

@@ -5,9 +5,10 @@
 // another unit holds it. CompiledStep<S, M> holds M's step on S with the two
 // tangents that shooting integrates, as out-of-line functions; the generated
 // unit of M's header instantiates it for every pair (TETHER_INSTANTIATE_PAIR),
-// and engine/compiled_steps.hpp tells every other unit not to. CompiledFlow<M>
-// is the shooting flow that calls them: the tests step with it
-// (test_shoot_tangent.cpp compiled in 118 s with the steps inline, 47 s so).
+// and the generated compiled_steps_<header>.hpp tells every other unit not
+// to (engine/compiled_steps.hpp). CompiledFlow<M> is the shooting flow that
+// calls them: the tests step with it (test_shoot_tangent.cpp compiled in
+// 118 s with the steps inline, 47 s so).
 #include "tether/core/families.hpp"
 #include "tether/shooting/shoot.hpp"
 

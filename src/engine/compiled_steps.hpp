@@ -1,14 +1,14 @@
 #pragma once
 // Every registry pair's CompiledStep (engine/compiled_step.hpp) is compiled in
-// the generated unit of its method's header; a unit that includes this one
-// links to those instead of compiling them again. The generated units do not
-// include it: it includes every method's header, and a unit that did would be
-// rebuilt whenever any method changed.
+// the generated unit of its method's header. A unit that steps a method
+// through CompiledFlow includes the generated compiled_steps_<header>.hpp of
+// that method's header, which includes the header and this one and declares
+// its pairs extern with every system: the unit then links to those steps
+// instead of compiling them again, and depends on that method's header alone
+// (a unit that declared every pair would include every method's header and be
+// rebuilt whenever any method changed).
 #include "engine/compiled_step.hpp"
-#include "system_indices.hpp"  // generated: TETHER_FOR_EACH_PAIR
-#include "tether/registry.hpp"
+#include "tether/system_list.hpp"
 
-#define TETHER_EXTERN_COMPILED_STEP(I, J) \
-  extern template struct tether::CompiledStep<tether::SystemAt<I>, tether::MethodAt<J>>;
-TETHER_FOR_EACH_PAIR(TETHER_EXTERN_COMPILED_STEP)
-#undef TETHER_EXTERN_COMPILED_STEP
+#define TETHER_EXTERN_COMPILED_STEP(I, M) \
+  extern template struct tether::CompiledStep<::tether::SystemAt<I>, ::tether::M>;

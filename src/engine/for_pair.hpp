@@ -9,7 +9,7 @@
 #include "backends/cpu/cpu_backend.hpp"
 #include "backends/reference/reference_backend.hpp"
 #include "engine/compiled_step.hpp"
-#include "engine/initial_state.hpp"
+#include "engine/initial_state_extern.hpp"
 #include "engine/runner.hpp"
 #include "engine/sample_ensemble.hpp"
 #include "engine/shoot_ensemble.hpp"

@@ -4,6 +4,7 @@
 #include <cmath>
 #include <string>
 
+#include "engine/initial_state_extern.hpp"
 #include "tether/engine/config.hpp"
 #include "tether/core/random.hpp"
 #include "tether/methods/projection.hpp"
@@ -129,7 +130,6 @@ Status canonical_state(const S& sys, const RunConfig& c, std::int64_t id, PhaseS
   }
 }
 
-// `moved` receives how far an explicit state was projected (max-norm over q and p).
 template <class S>
 Status initial_state(const S& sys, const RunConfig& c, std::int64_t id, PhaseState<S>& s, Real& moved) {
   const InitialSpec& ini = c.initial;
@@ -231,8 +231,6 @@ void check_on_manifold(const S& sys, const InitialSpec& ini, const ExplicitState
   }
 }
 
-// Dimension checks on explicit states, and for holonomic systems their
-// distance from T*N, as ConfigErrors.
 template <class S>
 void check_initial_states(const S& sys, const RunConfig& c) {
   const InitialSpec& ini = c.initial;
@@ -261,14 +259,3 @@ void check_initial_states(const S& sys, const RunConfig& c) {
 }
 
 }  // namespace tether
-
-// A system's initial-state functions depend on the system alone: they are
-// instantiated once per system (engine/check_system.cpp, EXTERN empty) and
-// declared extern in every generated method unit (EXTERN = extern), instead
-// of compiled again for each method that pairs with the system.
-#define TETHER_INITIAL_STATES(EXTERN, I)                                                               \
-  EXTERN template ::tether::Status tether::initial_state<::tether::SystemAt<I>>(                       \
-      const ::tether::SystemAt<I>&, const ::tether::RunConfig&, std::int64_t,                         \
-      ::tether::PhaseState<::tether::SystemAt<I>>&, ::tether::Real&);                                 \
-  EXTERN template void tether::check_initial_states<::tether::SystemAt<I>>(                          \
-      const ::tether::SystemAt<I>&, const ::tether::RunConfig&);

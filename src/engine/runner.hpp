@@ -10,7 +10,7 @@
 #include "tether/engine/run.hpp"
 #include "engine/checkpoint_blob.hpp"
 #include "engine/tally.hpp"
-#include "engine/initial_state.hpp"
+#include "engine/initial_state_extern.hpp"
 
 namespace tether {
 

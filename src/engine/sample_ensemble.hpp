@@ -12,7 +12,7 @@
 #include "backends/chain_runner.hpp"
 #include "backends/reference/reference_backend.hpp"
 #include "engine/sample_tally.hpp"
-#include "engine/initial_state.hpp"
+#include "engine/initial_state_extern.hpp"
 #include "tether/engine/sample.hpp"
 #ifdef TETHER_HAVE_CUDA
 #include "backends/cuda/cuda_backend.hpp"

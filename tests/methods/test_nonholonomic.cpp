@@ -26,7 +26,9 @@
 #include <type_traits>
 #include <vector>
 
-#include "engine/compiled_steps.hpp"
+#include "compiled_steps_gauss_legendre.hpp"  // generated: the steps compiled once
+#include "compiled_steps_stormer_verlet.hpp"
+#include "compiled_steps_symplectic_euler.hpp"
 #include "nonholonomic_cases.hpp"
 #include "support.hpp"
 #include "tether/core/dual.hpp"

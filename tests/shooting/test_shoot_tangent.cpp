@@ -12,7 +12,9 @@
 
 #include <Eigen/Dense>
 
-#include "engine/compiled_steps.hpp"
+#include "compiled_steps_gauss_legendre.hpp"  // generated: the steps compiled once
+#include "compiled_steps_stormer_verlet.hpp"
+#include "compiled_steps_symplectic_euler.hpp"
 #include "shooting/shoot_support.hpp"
 #include "support.hpp"
 #include "tether/systems/heisenberg.hpp"
