@@ -38,6 +38,8 @@ TEST(DenseLU, AgreesWithEigenPartialPivLU) {
   check_random<1>(1);
   check_random<2>(2);
   check_random<6>(3);
+  check_random<kRegisterLU>(6);      // the largest whose rows swap by selects
+  check_random<kRegisterLU + 1>(7);  // the smallest whose rows swap by index
   check_random<12>(4);
   check_random<18>(5);
 }
@@ -62,6 +64,39 @@ TEST(DenseLU, RefusesASingularMatrix) {
   a << 1, 2, 3, 2, 4, 6, 0, 1, 1;
   DenseLU<3> lu;
   EXPECT_FALSE(lu.factor(a));
+}
+
+// Up to kRegisterLU rows are swapped by selects in unrolled loops (so that a
+// GPU thread keeps the factors in registers); the arithmetic is that of the
+// looped factorization, so the factors are the same to the bit. Matrices with
+// ties and zeros in the pivot column exercise every swap.
+template <int K>
+void check_unrolled_is_looped(unsigned seed) {
+  std::mt19937 gen(seed);
+  std::uniform_int_distribution<int> small(-2, 2);
+  std::uniform_real_distribution<Real> u(-1, 1);
+  for (int trial = 0; trial < 200; ++trial) {
+    Mat<K, K> a;
+    for (int r = 0; r < K; ++r)
+      for (int c = 0; c < K; ++c) a(r, c) = trial % 2 ? Real(small(gen)) : u(gen);
+    DenseLU<K> looped, unrolled;
+    looped.lu = a, unrolled.lu = a;
+    const bool ok = looped.factor_looped();
+    ASSERT_EQ(unrolled.factor_unrolled(), ok) << "K = " << K << ", trial " << trial;
+    if (!ok) continue;
+    for (int c = 0; c < K; ++c) {
+      EXPECT_EQ(unrolled.perm[c], looped.perm[c]);
+      EXPECT_EQ(unrolled.inverse_pivot[c], looped.inverse_pivot[c]);
+    }
+    EXPECT_TRUE(unrolled.lu == looped.lu) << "K = " << K << ", trial " << trial;
+  }
+}
+
+TEST(DenseLU, UnrolledFactorsAreTheLoopedOnesToTheBit) {
+  check_unrolled_is_looped<2>(11);
+  check_unrolled_is_looped<3>(12);
+  check_unrolled_is_looped<kRegisterLU>(13);
+  check_unrolled_is_looped<8>(14);
 }
 
 // ComplexLU against Eigen's LU of the real form of the same system,

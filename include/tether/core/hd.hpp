@@ -17,6 +17,17 @@
 #define TETHER_UNROLL
 #endif
 
+// A loop that must be unrolled in full on a GPU thread as well: its indices
+// then are compile-time constants, and the small arrays it indexes can stay
+// in registers (an index known only at run time puts the array in local memory).
+#if defined(__CUDACC__)
+#define TETHER_UNROLL_FULL _Pragma("unroll")
+#elif defined(__GNUC__) && !defined(__clang__)
+#define TETHER_UNROLL_FULL _Pragma("GCC unroll 32")
+#else
+#define TETHER_UNROLL_FULL
+#endif
+
 // A host function whose every caller must run the same machine code: a Monte
 // Carlo chain, which `tether sample` runs and a canonical start replays bit
 // for bit, from separately compiled units. noipa keeps GCC from inlining or

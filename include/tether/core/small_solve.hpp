@@ -15,6 +15,16 @@ namespace tether {
 // vectorise them on the host, and the pivots' reciprocals are kept so that a
 // solve multiplies instead of dividing (a division is a long serial latency
 // on a CPU and dozens of instructions on a GPU).
+// LU factors up to this size swap rows by selects, every loop unrolled and
+// every index known at compile time, so that a GPU thread can keep them in
+// registers; larger ones swap rows by a run-time index, in local memory on a
+// GPU. The same arithmetic either way, on every backend. At 4 the four-bar's
+// and the double pendulum's kernels lose their stack frames and nothing
+// spills; at 6 or 8 the rigid bodies', the Gauss-Legendre and the shooting
+// kernels traded their local arrays for more spills than they had
+// (bench/README.md, "Small LUs in registers").
+constexpr int kRegisterLU = 4;
+
 template <int K>
 struct DenseLU {
   using Jacobian = Mat<K, K>;  // what factor() takes (polished_newton's fill makes one)
@@ -29,6 +39,13 @@ struct DenseLU {
   }
   // Factors the matrix already in `lu` (built there, it needs no copy).
   TETHER_HD bool factor_in_place() {
+    if constexpr (K <= kRegisterLU)
+      return factor_unrolled();
+    else
+      return factor_looped();
+  }
+
+  TETHER_HD bool factor_looped() {
     for (int c = 0; c < K; ++c) {
       int piv = c;
       Real best = lu(c, c) < 0 ? -lu(c, c) : lu(c, c);
@@ -51,6 +68,42 @@ struct DenseLU {
     return true;
   }
 
+  // factor_looped with the row swap as a select on each row below the pivot.
+  TETHER_HD bool factor_unrolled() {
+    TETHER_UNROLL_FULL
+    for (int c = 0; c < K; ++c) {
+      int piv = c;
+      Real best = lu(c, c) < 0 ? -lu(c, c) : lu(c, c);
+      TETHER_UNROLL_FULL
+      for (int r = c + 1; r < K; ++r) {
+        const Real v = lu(r, c) < 0 ? -lu(r, c) : lu(r, c);
+        if (v > best) { best = v; piv = r; }
+      }
+      if (!(best > 0)) return false;
+      perm[c] = piv;
+      TETHER_UNROLL_FULL
+      for (int r = c + 1; r < K; ++r) {
+        TETHER_UNROLL_FULL
+        for (int j = 0; j < K; ++j) {
+          const Real t = lu(c, j), u = lu(r, j);
+          lu(c, j) = r == piv ? u : t;
+          lu(r, j) = r == piv ? t : u;
+        }
+      }
+      const Real inv = 1 / lu(c, c);
+      inverse_pivot[c] = inv;
+      TETHER_UNROLL_FULL
+      for (int r = c + 1; r < K; ++r) lu(r, c) *= inv;
+      TETHER_UNROLL_FULL
+      for (int j = c + 1; j < K; ++j) {
+        const Real u = lu(c, j);
+        TETHER_UNROLL_FULL
+        for (int r = c + 1; r < K; ++r) lu(r, j) -= lu(r, c) * u;
+      }
+    }
+    return true;
+  }
+
   // det A of the factored matrix (each row swap flips the sign).
   TETHER_HD Real determinant() const {
     Real d = 1;
@@ -63,9 +116,20 @@ struct DenseLU {
     // Rows were swapped whole (multipliers included), so P A = L U with every
     // swap applied first.
     x = rhs;
-    if constexpr (K > 1)  // (K = 1 never swaps; GCC cannot see that perm[0] = 0)
+    if constexpr (K <= kRegisterLU) {  // the swaps as selects, as in factor_unrolled
+      TETHER_UNROLL_FULL
+      for (int c = 0; c < K; ++c) {
+        TETHER_UNROLL_FULL
+        for (int r = c + 1; r < K; ++r) {
+          const Real t = x[c], u = x[r];
+          x[c] = perm[c] == r ? u : t;
+          x[r] = perm[c] == r ? t : u;
+        }
+      }
+    } else {
       for (int c = 0; c < K; ++c)
         if (perm[c] != c) { const Real t = x[c]; x[c] = x[perm[c]]; x[perm[c]] = t; }
+    }
     TETHER_UNROLL
     for (int c = 0; c < K; ++c) {
       TETHER_UNROLL
