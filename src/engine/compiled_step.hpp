@@ -46,8 +46,8 @@ Status CompiledStep<S, M, true>::step(const S& sys, PhaseState<S>& s, Real h, co
 
 // MethodFlow<M> with the compiled steps where CompiledStep has them (other
 // pairs and tangent widths: M's inline step). Without a tangent it takes
-// S::dof columns, null. With M's name and start it also steps wherever M
-// itself would (the tests' integrate).
+// S::dof columns, null; without a carry it steps from a fresh one. With M's
+// name and start it also steps wherever M itself would (the tests' integrate).
 template <class M>
 struct CompiledFlow : MethodFlow<M> {
   static constexpr const char* name = M::name;
@@ -58,6 +58,10 @@ struct CompiledFlow : MethodFlow<M> {
   template <class S, int C = S::dof>
   static Status step(const S& sys, PhaseState<S>& s, Real h, const NewtonOptions& opt, int& iterations,
                      Tangent<S, C>* tangent = nullptr, typename MethodFlow<M>::template Carry<S>* carry = nullptr) {
+    if (carry == nullptr) {
+      typename MethodFlow<M>::template Carry<S> fresh;
+      return step(sys, s, h, opt, iterations, tangent, &fresh);
+    }
     if constexpr (compiled_step_pair<S, M> && (C == S::dof || C == S::dof + 1))
       return CompiledStep<S, M>::step(sys, s, h, opt, iterations, tangent, carry);
     else

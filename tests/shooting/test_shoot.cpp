@@ -130,8 +130,9 @@ TEST(ShootHeisenberg, RecoversExactCovectors) {
     Vec3 p = p_exact + Vec3(0.2, -0.15, 0.3);  // a perturbed guess
     int iterations = 0;
     Real residual = 0;
-    const ShotStatus st =
-        shoot_newton<Heisenberg, CompiledFlow<GaussLegendre<3>>>(sys, ctl, kQ3, target, p, iterations, residual);
+    ShotCarry<Heisenberg, CompiledFlow<GaussLegendre<3>>> carry;
+    const ShotStatus st = shoot_newton<Heisenberg, CompiledFlow<GaussLegendre<3>>>(sys, ctl, carry, kQ3, target, p,
+                                                                                    iterations, residual);
     ASSERT_EQ(st, ShotStatus::converged) << "p0* = " << p_exact.transpose();
     EXPECT_LE(residual, 1e-10);
     EXPECT_GT(iterations, 0);
@@ -240,8 +241,9 @@ TEST(ShootParallelParking, SidewaysManoeuvre) {
   }
   EXPECT_LE((m.q - Vec<4>(0, d, 0, 0)).norm(), 1e-10) << m.q.transpose();
   ShotReport<4> report;
-  ASSERT_EQ((shot_report<ParallelParking, CompiledFlow<GaussLegendre<2>>>(sys, control(1.0 / 40, 40), Vec<4>::Zero(),
-                                                                        mirrored, report)),
+  ShotCarry<ParallelParking, CompiledFlow<GaussLegendre<2>>> carry;
+  ASSERT_EQ((shot_report<ParallelParking, CompiledFlow<GaussLegendre<2>>>(sys, control(1.0 / 40, 40), carry,
+                                                                        Vec<4>::Zero(), mirrored, report)),
             Status::ok);
   EXPECT_NEAR(report.length, t.length, 1e-10 * t.length);
 }
@@ -827,7 +829,8 @@ ShotStatus textbook_newton(const S& sys, const ShootControl& ctl, const Vec<S::d
   constexpr int n = S::dof;
   Vec<n> qT;
   Mat<n, n> jac;
-  if (shoot_endpoint<S, Flow>(sys, ctl, q0, p, qT, &jac) != Status::ok) return ShotStatus::integration_failed;
+  ShotCarry<S, Flow> carry;
+  if (shoot_endpoint<S, Flow>(sys, ctl, carry, q0, p, qT, &jac) != Status::ok) return ShotStatus::integration_failed;
   Real residual = (qT - target).norm();
   for (;;) {
     if (residual <= ctl.tolerance) return ShotStatus::converged;
@@ -839,7 +842,7 @@ ShotStatus textbook_newton(const S& sys, const ShootControl& ctl, const Vec<S::d
     for (int b = 0; b <= ctl.max_backtracks && !accepted; ++b, alpha /= 2) {
       Vec<n> trial_qT;
       Mat<n, n> trial_jac;
-      if (shoot_endpoint<S, Flow>(sys, ctl, q0, p + alpha * d, trial_qT, &trial_jac) != Status::ok) continue;
+      if (shoot_endpoint<S, Flow>(sys, ctl, carry, q0, p + alpha * d, trial_qT, &trial_jac) != Status::ok) continue;
       const Real trial = (trial_qT - target).norm();
       if (trial <= (1 - Real(1e-4) * alpha) * residual) {
         p += alpha * d;
@@ -870,7 +873,8 @@ TEST(ShootNewton, TrialsWithoutTangentLeaveTheIteratesAsTheyWere) {
     int iterations = 0, iterations_textbook = 0;
     Real residual;
     step_count = {};
-    const ShotStatus st = shoot_newton<Heisenberg, Flow>(sys, ctl, q0, target, p, iterations, residual);
+    ShotCarry<Heisenberg, Flow> carry;
+    const ShotStatus st = shoot_newton<Heisenberg, Flow>(sys, ctl, carry, q0, target, p, iterations, residual);
     const StepCount ours = step_count;
     step_count = {};
     const ShotStatus textbook = textbook_newton<Heisenberg, Flow>(sys, ctl, q0, target, p_textbook, iterations_textbook);
@@ -903,7 +907,8 @@ ShotStatus textbook_multiple_newton(const S& sys, const ShootControl& ctl, const
                                     ShootingNodes<S>& w, int& iterations) {
   constexpr int n = S::dof;
   Real residual;
-  if (shooting_sweep<S, Flow>(sys, ctl, target, w, residual) != Status::ok) return ShotStatus::integration_failed;
+  ShotCarry<S, Flow> carry;
+  if (shooting_sweep<S, Flow>(sys, ctl, carry, target, w, residual) != Status::ok) return ShotStatus::integration_failed;
   Vec<2 * n> base[kMaxShootingNodes], dz[kMaxShootingNodes];
   for (;;) {
     if (residual <= ctl.tolerance) return ShotStatus::converged;
@@ -916,7 +921,7 @@ ShotStatus textbook_multiple_newton(const S& sys, const ShootControl& ctl, const
     for (int b = 0; b <= ctl.max_backtracks && !accepted; ++b, alpha /= 2) {
       for (int k = 0; k < ctl.nodes; ++k) w.z[k] = base[k] + alpha * dz[k];
       Real trial;
-      if (shooting_sweep<S, Flow>(sys, ctl, target, w, trial) == Status::ok &&
+      if (shooting_sweep<S, Flow>(sys, ctl, carry, target, w, trial) == Status::ok &&
           trial <= (1 - Real(1e-4) * alpha) * residual) {
         residual = trial;
         accepted = true;
@@ -943,12 +948,13 @@ TEST(ShootNewton, MultipleShootingTrialsWithoutTangentLeaveTheIteratesAsTheyWere
     const Vec<4> target(box(rng), box(rng), box(rng) / 2, box(rng) / 2);
     const Vec<4> guess(normal(rng), normal(rng), normal(rng), normal(rng));
     ShootingNodes<ParallelParking> ours, textbook;
-    ASSERT_TRUE((initial_nodes<ParallelParking, Flow>(sys, ctl, q0, guess, target, false, ours)));
+    ShotCarry<ParallelParking, Flow> carry;
+    ASSERT_TRUE((initial_nodes<ParallelParking, Flow>(sys, ctl, carry, q0, guess, target, false, ours)));
     textbook = ours;
     int iterations = 0, iterations_textbook = 0;
     Real residual;
     step_count = {};
-    const ShotStatus st = multiple_shoot_newton<ParallelParking, Flow>(sys, ctl, target, ours, iterations, residual);
+    const ShotStatus st = multiple_shoot_newton<ParallelParking, Flow>(sys, ctl, carry, target, ours, iterations, residual);
     with_tangent += step_count.with_tangent;
     without += step_count.without;
     step_count = {};

@@ -50,8 +50,9 @@ void check_endpoint_jacobian(const S& sys, const Vec<S::dof>& q0, const Vec<S::d
   const ShootControl ctl = control(kDt, kSteps);
   Vec<n> qT, plain;
   Mat<n, n> jac;
-  ASSERT_EQ((shoot_endpoint<S, CompiledFlow<M>>(sys, ctl, q0, p0, qT, &jac)), Status::ok);
-  ASSERT_EQ((shoot_endpoint<S, CompiledFlow<M>>(sys, ctl, q0, p0, plain, nullptr)), Status::ok);
+  ShotCarry<S, CompiledFlow<M>> carry;
+  ASSERT_EQ((shoot_endpoint<S, CompiledFlow<M>>(sys, ctl, carry, q0, p0, qT, &jac)), Status::ok);
+  ASSERT_EQ((shoot_endpoint<S, CompiledFlow<M>>(sys, ctl, carry, q0, p0, plain, nullptr)), Status::ok);
   // Carrying the tangent must not move the state (it is computed after the step, from the same stages);
   // only the Hessian-carrying dual numbers may round the gradient differently.
   EXPECT_LT(max_abs(Vec<n>(qT - plain)), 1e-14 * (1 + max_abs(qT)));
@@ -60,8 +61,8 @@ void check_endpoint_jacobian(const S& sys, const Vec<S::dof>& q0, const Vec<S::d
     Vec<n> pp = p0, pm = p0, qp, qm;
     pp[k] += kFdStep;
     pm[k] -= kFdStep;
-    ASSERT_EQ((shoot_endpoint<S, CompiledFlow<M>>(sys, ctl, q0, pp, qp, nullptr)), Status::ok);
-    ASSERT_EQ((shoot_endpoint<S, CompiledFlow<M>>(sys, ctl, q0, pm, qm, nullptr)), Status::ok);
+    ASSERT_EQ((shoot_endpoint<S, CompiledFlow<M>>(sys, ctl, carry, q0, pp, qp, nullptr)), Status::ok);
+    ASSERT_EQ((shoot_endpoint<S, CompiledFlow<M>>(sys, ctl, carry, q0, pm, qm, nullptr)), Status::ok);
     fd.col(k) = (qp - qm) / (2 * kFdStep);
   }
   const Real scale = std::max<Real>(1, jac.cwiseAbs().maxCoeff());
@@ -94,11 +95,14 @@ template <class M, class S>
 void check_full_tangent(const S& sys, const Vec<S::dof>& q0, const Vec<S::dof>& p0) {
   constexpr int n = S::dof, m = 2 * n;
   const NewtonOptions opt;
-  auto flow = [&](const Vec<m>& x, Tangent<S, n>* t, typename M::template Carry<S>* carry = nullptr) {
+  // carried: each step starts from the last one's carry; else every step from its own Jacobian.
+  auto flow = [&](const Vec<m>& x, Tangent<S, n>* t, bool carried) {
     PhaseState<S> s = make_state<S>(x.template head<n>(), x.template tail<n>());
+    ShotCarry<S, CompiledFlow<M>> carry;
     for (int k = 0; k < kSteps; ++k) {
       int it = 0;
-      EXPECT_EQ(CompiledFlow<M>::step(sys, s, kDt, opt, it, t, carry), Status::ok);
+      if (!carried) restart(carry);
+      EXPECT_EQ(CompiledFlow<M>::step(sys, s, kDt, opt, it, t, &carry), Status::ok);
     }
     Vec<m> out;
     out << s.q, s.p;
@@ -109,8 +113,7 @@ void check_full_tangent(const S& sys, const Vec<S::dof>& q0, const Vec<S::dof>& 
     Mat<m, m> tangent = Mat<m, m>::Identity();
     for (int half = 0; half < 2; ++half) {
       Tangent<S, n> t = tangent.template middleCols<n>(half * n);
-      typename M::template Carry<S> carry;
-      end = flow(x, &t, carried ? &carry : nullptr);
+      end = flow(x, &t, carried);
       tangent.template middleCols<n>(half * n) = t;
     }
     return tangent;
@@ -131,7 +134,7 @@ void check_full_tangent(const S& sys, const Vec<S::dof>& q0, const Vec<S::dof>& 
     Vec<m> xp = x0, xm = x0;
     xp[k] += kFdStep;
     xm[k] -= kFdStep;
-    fd.col(k) = (flow(xp, nullptr) - flow(xm, nullptr)) / (2 * kFdStep);
+    fd.col(k) = (flow(xp, nullptr, false) - flow(xm, nullptr, false)) / (2 * kFdStep);
   }
   const Real scale = std::max<Real>(1, tangent.cwiseAbs().maxCoeff());
   EXPECT_LT((tangent - fd).cwiseAbs().maxCoeff(), kFdTolerance * scale) << "exact\n" << tangent << "\nfd\n" << fd;
@@ -172,6 +175,7 @@ TYPED_TEST_SUITE(ShootConjugate, AllMethods, MethodName);
 TYPED_TEST(ShootConjugate, HeisenbergFirstConjugateTimeIsTwoPiOverOmega) {
   const Heisenberg sys;
   const ShootControl ctl = control(1.0 / 1000, 1000);
+  ShotCarry<Heisenberg, CompiledFlow<TypeParam>> carry;
   struct Case {
     Vec3 q0, p0;
   };
@@ -179,14 +183,14 @@ TYPED_TEST(ShootConjugate, HeisenbergFirstConjugateTimeIsTwoPiOverOmega) {
   for (const Case& c : {Case{Vec3::Zero(), Vec3(1, 0, omega1)}, Case{kQ3, Vec3(1, 0, omega1)},
                         Case{kQ3, Vec3(0.6, -0.8, -omega2)}, Case{kQ3, Vec3(-0.3, 0.2, 2 * kPi / 0.93)}}) {
     ShotReport<3> report;
-    ASSERT_EQ((shot_report<Heisenberg, CompiledFlow<TypeParam>>(sys, ctl, c.q0, c.p0, report)), Status::ok);
+    ASSERT_EQ((shot_report<Heisenberg, CompiledFlow<TypeParam>>(sys, ctl, carry, c.q0, c.p0, report)), Status::ok);
     EXPECT_NEAR(report.conjugate_time, 2 * kPi / std::abs(c.p0[2]), 1e-3)
         << "q0 = " << c.q0.transpose() << ", p0 = " << c.p0.transpose();
   }
   // |omega| T < 2 pi: no conjugate point up to T (also for omega = 0, the straight line).
   for (const Vec3& p0 : {Vec3(1, 0, 2 * kPi / 1.3), Vec3(0.6, -0.8, -5.0), Vec3(0.5, 0.5, 0.0)}) {
     ShotReport<3> report;
-    ASSERT_EQ((shot_report<Heisenberg, CompiledFlow<TypeParam>>(sys, ctl, kQ3, p0, report)), Status::ok);
+    ASSERT_EQ((shot_report<Heisenberg, CompiledFlow<TypeParam>>(sys, ctl, carry, kQ3, p0, report)), Status::ok);
     EXPECT_TRUE(std::isnan(report.conjugate_time)) << "p0 = " << p0.transpose() << " conjugate_time "
                                                    << report.conjugate_time;
   }
@@ -201,12 +205,14 @@ TYPED_TEST(ShootConjugate, HeisenbergFirstConjugateTimeIsTwoPiOverOmega) {
 // singular value ~1e-17 of the largest), and its sign there is noise.
 TYPED_TEST(ShootConjugate, ParallelParkingStraightRunHasNone) {
   const ParallelParking sys;
+  ShotCarry<ParallelParking, CompiledFlow<TypeParam>> carry;
   for (int steps : {10, 40, 160}) {
     const ShootControl ctl = control(1.0 / steps, steps);
     for (const Vec<4>& p0 : {Vec<4>(0.5, 0, 0, 0), Vec<4>(-0.8, 0, 0, 0)}) {
       ShotReport<4> report;
-      ASSERT_EQ((shot_report<ParallelParking, CompiledFlow<TypeParam>>(sys, ctl, Vec<4>::Zero(), p0, report)),
-                Status::ok);
+      ASSERT_EQ(
+          (shot_report<ParallelParking, CompiledFlow<TypeParam>>(sys, ctl, carry, Vec<4>::Zero(), p0, report)),
+          Status::ok);
       EXPECT_NEAR(report.length, std::abs(p0[0]), 1e-14);
       EXPECT_TRUE(std::isnan(report.conjugate_time)) << steps << " steps, p0 = " << p0.transpose()
                                                      << ": conjugate_time " << report.conjugate_time;
@@ -276,7 +282,8 @@ void check_condensed_step(const S& sys, Real dt, const Vec<S::dof>& q0, const Ve
   w.z[1] = x.segment<m>(n);
   w.z[2] = x.segment<m>(n + m);
   Real norm;
-  ASSERT_EQ((shooting_sweep<S, CompiledFlow<M>>(sys, ctl, q1, w, norm)), Status::ok);
+  ShotCarry<S, CompiledFlow<M>> carry;
+  ASSERT_EQ((shooting_sweep<S, CompiledFlow<M>>(sys, ctl, carry, q1, w, norm)), Status::ok);
   EXPECT_NEAR(norm, residual(x).norm(), 1e-12 * (1 + norm));
   Vec<m> dz[kMaxShootingNodes];
   ASSERT_TRUE(shooting_direction<S>(ctl, w, dz));

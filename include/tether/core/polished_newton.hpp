@@ -30,15 +30,15 @@ struct Chord {
 
 // fill(x, residual, jacobian) evaluates F(x), and its Jacobian (a
 // Factors::Jacobian: the matrix itself, or what stands for it) when the
-// pointer is not null. chord, when given, is where the factored Jacobian
-// lives: a valid one starts the iteration, and a refresh leaves its own there
-// for the next solve.
+// pointer is not null. The chord is where the factored Jacobian lives: a
+// valid one starts the iteration, and a refresh leaves its own there for the
+// next solve. A caller that keeps none gets a fresh one (the overload below);
+// one that does gives its own, so that a GPU thread holds one factorization,
+// not one per call site.
 template <int N, class Factors = DenseLU<N>, class Fill>
 TETHER_HD Status polished_newton(Vec<N>& x, const NewtonOptions& opt, int& iterations, Fill&& fill,
-                                 Chord<N, Factors>* chord = nullptr) {
+                                 Chord<N, Factors>& c) {
   using Jacobian = typename Factors::Jacobian;
-  Chord<N, Factors> local;
-  Chord<N, Factors>& c = chord ? *chord : local;
   const Factors& lu = c.lu;
   bool polishing = false, refresh = !c.valid;
   Real last = 0;
@@ -74,6 +74,12 @@ TETHER_HD Status polished_newton(Vec<N>& x, const NewtonOptions& opt, int& itera
     polishing = size <= opt.tolerance * scale;
     last = size;
   }
+}
+
+template <int N, class Factors = DenseLU<N>, class Fill>
+TETHER_HD Status polished_newton(Vec<N>& x, const NewtonOptions& opt, int& iterations, Fill&& fill) {
+  Chord<N, Factors> fresh;
+  return polished_newton<N, Factors>(x, opt, iterations, fill, fresh);
 }
 
 }  // namespace tether

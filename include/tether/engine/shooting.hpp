@@ -101,9 +101,12 @@ Status sample_geodesic(const S& sys, const ShootControl& ctl, const Vec<S::dof>&
     out.q.emplace_back(s.q.data(), s.q.data() + S::dof);
   };
   keep(0);
+  ShotCarry<S, Flow> carry;
   for (std::int64_t k = 1; k <= ctl.steps; ++k) {
     int it = 0;
-    const Status st = Flow::step(sys, s, ctl.dt, ctl.step_newton, it, static_cast<Tangent<S, S::dof>*>(nullptr));
+    restart(carry);
+    const Status st =
+        Flow::step(sys, s, ctl.dt, ctl.step_newton, it, static_cast<Tangent<S, S::dof>*>(nullptr), &carry);
     if (st != Status::ok) return st;
     if (k % every == 0 || k == ctl.steps) keep(k);
   }

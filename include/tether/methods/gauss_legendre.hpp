@@ -218,7 +218,10 @@ struct GaussLegendre {
   // What a step of a shot leaves for the next one: its chord matrix F_Z (the
   // next step's stages are O(h) away), refactored only when the chord stops
   // contracting. A step with a tangent factors F_Z at its converged stages
-  // anyway, and leaves that one, so it factors once instead of twice.
+  // anyway, and leaves that one, so it factors once instead of twice. A
+  // shot's steps (C > 0) must be given it: it is the only copy of F_Z they
+  // hold, so that a GPU thread keeps one (s m)^2 LU per shot, not one per
+  // call site.
   template <class S>
   using Carry = Chord<Parts<S>::m * Stages>;
   template <class S>
@@ -248,9 +251,11 @@ struct GaussLegendre {
       Z.template segment<m>(i * m) =
           pack<S>(s.q + h * Tableau::c(i) * P::p(g0), s.p - h * Tableau::c(i) * P::q(g0), lambda0);
     if constexpr (C > 0 || Stages == 1) {
-      st = polished_newton<K>(Z, opt, iterations, [&](const Vec<K>& x, Vec<K>& r, Mat<K, K>* jac) {
-        stage_residual(sys, s, h, x, r, jac);
-      }, carry);
+      auto exact = [&](const Vec<K>& x, Vec<K>& r, Mat<K, K>* jac) { stage_residual(sys, s, h, x, r, jac); };
+      if constexpr (C > 0)
+        st = polished_newton<K>(Z, opt, iterations, exact, *carry);
+      else
+        st = polished_newton<K>(Z, opt, iterations, exact);
     } else {
       st = polished_newton<K, Transformed<S>>(Z, opt, iterations, [&](const Vec<K>& x, Vec<K>& r,
                                                                       typename Transformed<S>::Jacobian* jac) {
@@ -273,7 +278,7 @@ struct GaussLegendre {
     }
     if (!all_finite(q1) || !all_finite(p1)) return Status::non_finite;
     if constexpr (C > 0)
-      if (tangent && (st = propagate_tangent<S, C>(sys, Z, h, *tangent, carry)) != Status::ok) return st;
+      if (tangent && (st = propagate_tangent<S, C>(sys, Z, h, *tangent, *carry)) != Status::ok) return st;
     s.q = q1;
     s.p = p1;
     return Status::ok;
@@ -333,13 +338,12 @@ struct GaussLegendre {
 
   template <class S, int C>
   TETHER_HD static Status propagate_tangent(const S& sys, const Vec<Parts<S>::m * Stages>& Z, Real h,
-                                            Tangent<S, C>& tangent, Carry<S>* carry) {
+                                            Tangent<S, C>& tangent, Carry<S>& carry) {
     using P = Parts<S>;
     constexpr int n = P::n, m = P::m, K = m * Stages;
     ZMat<S> hs[Stages];
-    DenseLU<K> own;
-    DenseLU<K>& lu = carry ? carry->lu : own;
-    if (carry) carry->valid = false;
+    DenseLU<K>& lu = carry.lu;
+    carry.valid = false;
     lu.lu = stage_jacobian_start<S>();  // F_Z, built where it is factored
     Mat<K, C> dZ = Mat<K, C>::Zero();   // the right-hand side, then dZ
     for (int j = 0; j < Stages; ++j) {
@@ -349,7 +353,7 @@ struct GaussLegendre {
       add_stage_columns<S>(lu.lu, j, hs[j], h);
     }
     if (!solve_columns<K, C>(lu, dZ)) return Status::singular_matrix;
-    if (carry) carry->valid = true;
+    carry.valid = true;
     for (int j = 0; j < Stages; ++j) {
       const Mat<m, C> dg = hs[j] * dZ.template middleRows<m>(j * m);
       tangent.template topRows<n>() += h * Tableau::b(j) * dg.template middleRows<n>(n);

@@ -106,6 +106,19 @@ struct MethodFlow {
   }
 };
 
+// What a shot's integrations reuse: the flow's carry (a Gauss-Legendre
+// step's stage LU, the largest thing a shot holds). One per shot, passed to
+// every integration, so that a GPU thread holds one, not one per call site;
+// each integration starts it afresh (restart), as a carry from the end of
+// another integration is not the next step's.
+template <class S, class Flow>
+using ShotCarry = typename Flow::template Carry<S>;
+
+template <class Carry>
+TETHER_HD void restart(Carry& carry) {
+  if constexpr (requires { carry.valid; }) carry.valid = false;
+}
+
 // d(q, p)/dp0 at t = 0: (0, I).
 template <class S>
 TETHER_HD Tangent<S, S::dof> initial_tangent() {
@@ -117,14 +130,14 @@ TETHER_HD Tangent<S, S::dof> initial_tangent() {
 
 // q(T) from (q0, p0), and dq(T)/dp0 when jac is not null.
 template <class S, class Flow>
-TETHER_HD Status shoot_endpoint(const S& sys, const ShootControl& ctl, const Vec<S::dof>& q0, const Vec<S::dof>& p0,
-                                Vec<S::dof>& qT, Mat<S::dof, S::dof>* jac) {
+TETHER_HD Status shoot_endpoint(const S& sys, const ShootControl& ctl, ShotCarry<S, Flow>& carry, const Vec<S::dof>& q0,
+                                const Vec<S::dof>& p0, Vec<S::dof>& qT, Mat<S::dof, S::dof>* jac) {
   constexpr int n = S::dof;
   PhaseState<S> s;
   s.q = q0;
   s.p = p0;
   Tangent<S, n> t = initial_tangent<S>();
-  typename Flow::template Carry<S> carry;
+  restart(carry);
   for (int k = 0; k < ctl.steps; ++k) {
     int it = 0;
     // One call site, so one inlined copy of the step.
@@ -151,13 +164,14 @@ TETHER_HD inline bool with_tangent(const ShootControl& ctl, int backtrack, bool 
 // Damped Newton for q(T; p) = target from p. On return p is the last accepted
 // iterate and residual |q(T; p) - target|.
 template <class S, class Flow>
-TETHER_HD ShotStatus shoot_newton(const S& sys, const ShootControl& ctl, const Vec<S::dof>& q0,
-                                  const Vec<S::dof>& target, Vec<S::dof>& p, int& iterations, Real& residual) {
+TETHER_HD ShotStatus shoot_newton(const S& sys, const ShootControl& ctl, ShotCarry<S, Flow>& carry,
+                                  const Vec<S::dof>& q0, const Vec<S::dof>& target, Vec<S::dof>& p, int& iterations,
+                                  Real& residual) {
   constexpr int n = S::dof;
   Vec<n> qT;
   Mat<n, n> jac;
   residual = Real(1) / Real(0);
-  if (shoot_endpoint<S, Flow>(sys, ctl, q0, p, qT, &jac) != Status::ok) return ShotStatus::integration_failed;
+  if (shoot_endpoint<S, Flow>(sys, ctl, carry, q0, p, qT, &jac) != Status::ok) return ShotStatus::integration_failed;
   Vec<n> r = qT - target;
   residual = r.norm();
   for (bool whole = true;;) {
@@ -173,12 +187,12 @@ TETHER_HD ShotStatus shoot_newton(const S& sys, const ShootControl& ctl, const V
       const Vec<n> trial = p + alpha * d;
       Mat<n, n> trial_jac;
       const bool tangent = with_tangent(ctl, b, whole);
-      if (shoot_endpoint<S, Flow>(sys, ctl, q0, trial, qT, tangent ? &trial_jac : nullptr) == Status::ok) {
+      if (shoot_endpoint<S, Flow>(sys, ctl, carry, q0, trial, qT, tangent ? &trial_jac : nullptr) == Status::ok) {
         const Real trial_residual = (qT - target).norm();
         // An accepted trial without its tangent is integrated again with it
         // (the residual then from that integration, equal to roundoff).
         if ((!ctl.line_search || trial_residual <= (1 - Real(1e-4) * alpha) * residual) &&
-            (tangent || shoot_endpoint<S, Flow>(sys, ctl, q0, trial, qT, &trial_jac) == Status::ok)) {
+            (tangent || shoot_endpoint<S, Flow>(sys, ctl, carry, q0, trial, qT, &trial_jac) == Status::ok)) {
           p = trial;
           r = qT - target;
           residual = r.norm();
@@ -206,8 +220,8 @@ struct ShotReport {
 // search goes on past T to ctl.conjugate_search_steps, and ends quietly where
 // a step past T cannot be taken.
 template <class S, class Flow>
-TETHER_HD Status shot_report(const S& sys, const ShootControl& ctl, const Vec<S::dof>& q0, const Vec<S::dof>& p0,
-                             ShotReport<S::dof>& out, const Vec<2 * S::dof>* nodes = nullptr) {
+TETHER_HD Status shot_report(const S& sys, const ShootControl& ctl, ShotCarry<S, Flow>& carry, const Vec<S::dof>& q0,
+                             const Vec<S::dof>& p0, ShotReport<S::dof>& out, const Vec<2 * S::dof>* nodes = nullptr) {
   constexpr int n = S::dof;
   Real potential;
   Vec<S::multiplier_count> lambda;
@@ -222,7 +236,7 @@ TETHER_HD Status shot_report(const S& sys, const ShootControl& ctl, const Vec<S:
   s.q = q0;
   s.p = p0;
   Tangent<S, n> t = initial_tangent<S>();
-  typename Flow::template Carry<S> carry;
+  restart(carry);
   const int horizon = ctl.conjugate_search_steps > ctl.steps ? ctl.conjugate_search_steps : ctl.steps;
   const int arc = ctl.steps / ctl.nodes;
   for (int k = 0; k < horizon; ++k) {
@@ -297,8 +311,8 @@ struct ShootingNodes {
 // (with_tangent) the condensed sensitivities. Status of the first step that
 // failed.
 template <class S, class Flow>
-TETHER_HD Status shooting_sweep(const S& sys, const ShootControl& ctl, const Vec<S::dof>& target, ShootingNodes<S>& w,
-                                Real& norm, bool with_tangent = true) {
+TETHER_HD Status shooting_sweep(const S& sys, const ShootControl& ctl, ShotCarry<S, Flow>& carry,
+                                const Vec<S::dof>& target, ShootingNodes<S>& w, Real& norm, bool with_tangent = true) {
   constexpr int n = S::dof;
   const int arcs = ctl.nodes, arc = ctl.steps / ctl.nodes;
   Real sum = 0;
@@ -309,7 +323,7 @@ TETHER_HD Status shooting_sweep(const S& sys, const ShootControl& ctl, const Vec
     PhaseState<S> s;
     s.q = w.z[k].template head<n>();
     s.p = w.z[k].template tail<n>();
-    typename Flow::template Carry<S> carry;
+    restart(carry);
     for (int j = 0; j < arc; ++j) {
       int it = 0;
       const Status st = Flow::step(sys, s, ctl.dt, ctl.step_newton, it, with_tangent ? &t : nullptr, &carry);
@@ -353,12 +367,14 @@ TETHER_HD bool shooting_direction(const ShootControl& ctl, const ShootingNodes<S
 // in w.z[0]'s tail); on return w holds the last accepted iterate and
 // residual the norm of all its residuals.
 template <class S, class Flow>
-TETHER_HD ShotStatus multiple_shoot_newton(const S& sys, const ShootControl& ctl, const Vec<S::dof>& target,
-                                           ShootingNodes<S>& w, int& iterations, Real& residual) {
+TETHER_HD ShotStatus multiple_shoot_newton(const S& sys, const ShootControl& ctl, ShotCarry<S, Flow>& carry,
+                                           const Vec<S::dof>& target, ShootingNodes<S>& w, int& iterations,
+                                           Real& residual) {
   constexpr int n = S::dof;
   const int arcs = ctl.nodes;
   residual = Real(1) / Real(0);
-  if (shooting_sweep<S, Flow>(sys, ctl, target, w, residual) != Status::ok) return ShotStatus::integration_failed;
+  if (shooting_sweep<S, Flow>(sys, ctl, carry, target, w, residual) != Status::ok)
+    return ShotStatus::integration_failed;
   Vec<2 * n> base[kMaxShootingNodes], dz[kMaxShootingNodes];
   for (bool whole = true;;) {
     if (residual <= ctl.tolerance) return ShotStatus::converged;
@@ -373,9 +389,9 @@ TETHER_HD ShotStatus multiple_shoot_newton(const S& sys, const ShootControl& ctl
       for (int k = 0; k < arcs; ++k) w.z[k] = base[k] + alpha * dz[k];
       Real trial;
       const bool tangent = with_tangent(ctl, b, whole);
-      if (shooting_sweep<S, Flow>(sys, ctl, target, w, trial, tangent) == Status::ok &&
+      if (shooting_sweep<S, Flow>(sys, ctl, carry, target, w, trial, tangent) == Status::ok &&
           (!ctl.line_search || trial <= (1 - Real(1e-4) * alpha) * start) &&
-          (tangent || shooting_sweep<S, Flow>(sys, ctl, target, w, trial) == Status::ok)) {
+          (tangent || shooting_sweep<S, Flow>(sys, ctl, carry, target, w, trial) == Status::ok)) {
         residual = trial;
         accepted = true;
         whole = b == 0;
@@ -397,8 +413,8 @@ TETHER_HD ShotStatus multiple_shoot_newton(const S& sys, const ShootControl& ctl
 // covector (along_flow true): on its trajectory, which is a solution already.
 // False when that trajectory cannot be integrated.
 template <class S, class Flow>
-TETHER_HD bool initial_nodes(const S& sys, const ShootControl& ctl, const Vec<S::dof>& q0, const Vec<S::dof>& p0,
-                             const Vec<S::dof>& target, bool along_flow, ShootingNodes<S>& w) {
+TETHER_HD bool initial_nodes(const S& sys, const ShootControl& ctl, ShotCarry<S, Flow>& carry, const Vec<S::dof>& q0,
+                             const Vec<S::dof>& p0, const Vec<S::dof>& target, bool along_flow, ShootingNodes<S>& w) {
   constexpr int n = S::dof;
   const int arcs = ctl.nodes, arc = ctl.steps / ctl.nodes;
   PhaseState<S> s;
@@ -409,8 +425,10 @@ TETHER_HD bool initial_nodes(const S& sys, const ShootControl& ctl, const Vec<S:
     if (along_flow) {
       for (int j = 0; j < arc; ++j) {
         int it = 0;
+        restart(carry);  // the nodes as a step without a carry finds them
         // The tangent type of shoot_endpoint's step, so no third instantiation.
-        if (Flow::step(sys, s, ctl.dt, ctl.step_newton, it, static_cast<Tangent<S, n>*>(nullptr)) != Status::ok)
+        if (Flow::step(sys, s, ctl.dt, ctl.step_newton, it, static_cast<Tangent<S, n>*>(nullptr), &carry) !=
+            Status::ok)
           return false;
       }
       w.z[k] << s.q, s.p;
@@ -428,15 +446,15 @@ TETHER_HD bool initial_nodes(const S& sys, const ShootControl& ctl, const Vec<S:
 // Without qT (a multiple-shooting solution, whose arcs restart at the nodes)
 // q_h(T) is integrated from p0 here too.
 template <class S, class Flow>
-TETHER_HD Real endpoint_error(const S& sys, const ShootControl& ctl, const Vec<S::dof>& q0, const Vec<S::dof>& p0,
-                              const Vec<S::dof>* qT) {
+TETHER_HD Real endpoint_error(const S& sys, const ShootControl& ctl, ShotCarry<S, Flow>& carry, const Vec<S::dof>& q0,
+                              const Vec<S::dof>& p0, const Vec<S::dof>* qT) {
   ShootControl halved = ctl;
   halved.dt = ctl.dt / 2;
   halved.steps = 2 * ctl.steps;
   Vec<S::dof> coarse, fine;
   if (qT) coarse = *qT;
-  if ((!qT && shoot_endpoint<S, Flow>(sys, ctl, q0, p0, coarse, nullptr) != Status::ok) ||
-      shoot_endpoint<S, Flow>(sys, halved, q0, p0, fine, nullptr) != Status::ok)
+  if ((!qT && shoot_endpoint<S, Flow>(sys, ctl, carry, q0, p0, coarse, nullptr) != Status::ok) ||
+      shoot_endpoint<S, Flow>(sys, halved, carry, q0, p0, fine, nullptr) != Status::ok)
     return Real(1) / Real(0);
   return (coarse - fine).norm() / (1 - ldexp(Real(1), -Flow::order));
 }
@@ -446,17 +464,17 @@ TETHER_HD Real endpoint_error(const S& sys, const ShootControl& ctl, const Vec<S
 // (a solved neighbour's target, whose covector p is). On return p is the
 // last iterate's p0 and w (multiple shooting) its nodes.
 template <class S, class Flow>
-TETHER_HD ShotStatus solve_shot(const S& sys, const ShootControl& ctl, const Vec<S::dof>& q0,
+TETHER_HD ShotStatus solve_shot(const S& sys, const ShootControl& ctl, ShotCarry<S, Flow>& carry, const Vec<S::dof>& q0,
                                 const Vec<S::dof>& target, const Vec<S::dof>* from, Vec<S::dof>& p, int& iterations,
                                 Real& residual, ShootingNodes<S>* w) {
   constexpr int n = S::dof;
   auto solve = [&](const Vec<n>& aim) {
-    if (!w) return shoot_newton<S, Flow>(sys, ctl, q0, aim, p, iterations, residual);
-    const ShotStatus st = multiple_shoot_newton<S, Flow>(sys, ctl, aim, *w, iterations, residual);
+    if (!w) return shoot_newton<S, Flow>(sys, ctl, carry, q0, aim, p, iterations, residual);
+    const ShotStatus st = multiple_shoot_newton<S, Flow>(sys, ctl, carry, aim, *w, iterations, residual);
     p = w->z[0].template tail<n>();
     return st;
   };
-  if (w && !initial_nodes<S, Flow>(sys, ctl, q0, p, target, from != nullptr, *w)) {
+  if (w && !initial_nodes<S, Flow>(sys, ctl, carry, q0, p, target, from != nullptr, *w)) {
     residual = Real(1) / Real(0);
     return ShotStatus::integration_failed;
   }
@@ -468,9 +486,10 @@ TETHER_HD ShotStatus solve_shot(const S& sys, const ShootControl& ctl, const Vec
     Vec<n> qT;
     Real norm;
     if (w)
-      residual = shooting_sweep<S, Flow>(sys, ctl, target, *w, norm, false) == Status::ok ? norm : Real(1) / Real(0);
+      residual =
+          shooting_sweep<S, Flow>(sys, ctl, carry, target, *w, norm, false) == Status::ok ? norm : Real(1) / Real(0);
     else
-      residual = shoot_endpoint<S, Flow>(sys, ctl, q0, p, qT, nullptr) == Status::ok ? (qT - target).norm()
+      residual = shoot_endpoint<S, Flow>(sys, ctl, carry, q0, p, qT, nullptr) == Status::ok ? (qT - target).norm()
                                                                                      : Real(1) / Real(0);
   }
   return status;
@@ -492,14 +511,15 @@ TETHER_HD void shoot_trajectory(const S& sys, const ShootControl& ctl, const Sho
   ShotStatus status;
   ShotReport<n> report;
   Status reported = Status::ok;
+  ShotCarry<S, Flow> carry;
   if (ctl.nodes > 1) {
     ShootingNodes<S> w;
-    status = solve_shot<S, Flow>(sys, ctl, q0, target, v.from ? &from : nullptr, p, iterations, residual, &w);
-    if (status == ShotStatus::converged) reported = shot_report<S, Flow>(sys, ctl, q0, p, report, w.z);
+    status = solve_shot<S, Flow>(sys, ctl, carry, q0, target, v.from ? &from : nullptr, p, iterations, residual, &w);
+    if (status == ShotStatus::converged) reported = shot_report<S, Flow>(sys, ctl, carry, q0, p, report, w.z);
   } else {
-    status = solve_shot<S, Flow>(sys, ctl, q0, target, v.from ? &from : nullptr, p, iterations, residual,
+    status = solve_shot<S, Flow>(sys, ctl, carry, q0, target, v.from ? &from : nullptr, p, iterations, residual,
                                  static_cast<ShootingNodes<S>*>(nullptr));
-    if (status == ShotStatus::converged) reported = shot_report<S, Flow>(sys, ctl, q0, p, report);
+    if (status == ShotStatus::converged) reported = shot_report<S, Flow>(sys, ctl, carry, q0, p, report);
   }
   if (reported != Status::ok)
     status = ShotStatus::integration_failed;  // cannot happen for a flow that just converged; never hidden
@@ -509,7 +529,7 @@ TETHER_HD void shoot_trajectory(const S& sys, const ShootControl& ctl, const Sho
   Real error = missing;
   if (ok && ctl.estimate_error) {
     const Real scale = (target - q0).norm();
-    error = endpoint_error<S, Flow>(sys, ctl, q0, p, ctl.nodes > 1 ? nullptr : &report.qT) /
+    error = endpoint_error<S, Flow>(sys, ctl, carry, q0, p, ctl.nodes > 1 ? nullptr : &report.qT) /
             (scale > 0 ? scale : Real(1));
   }
   for (int c = 0; c < n; ++c) {
