@@ -304,11 +304,10 @@ void check_transformed_solve(const Sys& sys, unsigned seed) {
   for (const Real h : {0.05, 0.5}) {
     Mat<K, K> dense = GL::template stage_jacobian_start<Sys>();
     for (int j = 0; j < Stages; ++j) GL::template add_stage_columns<Sys>(dense, j, hs, h);
-    typename GL::template Transformed<Sys>::Jacobian jac;
-    jac.hessian = hs;
-    jac.h = h;
     typename GL::template Transformed<Sys> lu;
-    ASSERT_TRUE(lu.factor(jac));
+    lu.h = h;
+    lu.jacobian_storage() = hs;
+    ASSERT_TRUE(lu.factor_in_place());
     Vec<K> b, x;
     for (int i = 0; i < K; ++i) b[i] = u(gen);
     ASSERT_TRUE(lu.solve(b, x));

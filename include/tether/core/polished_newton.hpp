@@ -9,8 +9,6 @@
 // constraint, like RATTLE's) are only determined to ~eps/h: when a full
 // Newton update, already below 1e-8 (1 + |x|), stops shrinking, that floor is
 // reached too.
-#include <type_traits>
-
 #include "tether/core/newton.hpp"
 #include "tether/core/small_solve.hpp"
 #include "tether/core/status.hpp"
@@ -19,9 +17,10 @@ namespace tether {
 
 // A factored Jacobian kept from one solve to the next nearby one (a step's to
 // the next step's): the chord starts from it instead of from a fresh Jacobian.
-// Factors: the dense LU, or any factorization with the same three members
-// (Jacobian, the type its factor() takes; factor; solve), such as the
-// Gauss-Legendre stages' transformed one (gauss_legendre.hpp).
+// Factors: the dense LU, or any factorization with the same members
+// (Jacobian, what fill builds in jacobian_storage(); factor_in_place, which
+// factors it there; solve), such as the Gauss-Legendre stages' transformed
+// one (gauss_legendre.hpp).
 template <int N, class Factors = DenseLU<N>>
 struct Chord {
   Factors lu;
@@ -47,14 +46,8 @@ TETHER_HD Status polished_newton(Vec<N>& x, const NewtonOptions& opt, int& itera
     Vec<N> residual;
     const bool exact = refresh;  // this update is a full Newton step
     if (refresh) {
-      if constexpr (requires { requires std::is_same_v<Jacobian, decltype(c.lu.lu)>; c.lu.factor_in_place(); }) {
-        fill(x, residual, &c.lu.lu);  // a dense Jacobian is built where it is factored: one copy, not two
-        c.valid = c.lu.factor_in_place();
-      } else {
-        Jacobian jac;
-        fill(x, residual, &jac);
-        c.valid = c.lu.factor(jac);
-      }
+      fill(x, residual, &c.lu.jacobian_storage());  // built where it is factored: one copy, not two
+      c.valid = c.lu.factor_in_place();
       if (!c.valid) return Status::singular_matrix;
       refresh = false;
     } else {

@@ -27,10 +27,13 @@ constexpr int kRegisterLU = 4;
 
 template <int K>
 struct DenseLU {
-  using Jacobian = Mat<K, K>;  // what factor() takes (polished_newton's fill makes one)
+  using Jacobian = Mat<K, K>;  // what polished_newton's fill builds in jacobian_storage()
   Mat<K, K> lu;
   Real inverse_pivot[K];
   int perm[K];
+
+  // Where a Jacobian is built to be factored by factor_in_place: one copy, not two.
+  TETHER_HD Mat<K, K>& jacobian_storage() { return lu; }
 
   // Returns false when a pivot vanishes.
   TETHER_HD bool factor(const Mat<K, K>& a) {

@@ -94,32 +94,43 @@ template <int Stages, int n, int m>
 struct TransformedStageLU {
   using Eigen_ = GaussLegendreEigen<Stages>;
   static constexpr int n2 = 2 * n, K = Stages * m;
-  struct Jacobian {
-    Mat<m, m> hessian;  // Hess H at the stages' mean, in (q, p, lambda)
-    Real h = 0;
-  };
+  using Jacobian = Mat<m, m>;  // Hess H at the stages' mean, in (q, p, lambda)
   struct None {};
   std::conditional_t<Eigen_::has_real, DenseLU<m>, None> real;
   std::conditional_t<Eigen_::has_pair, ComplexLU<m>, None> pair;
-  Real h = 0;
+  Real h = 0;  // the step: set by the owner before the first factor_in_place
 
-  // [-D_f ; D_c]: D_f = (Hess H rows p, -(rows q)), D_c = rows lambda.
-  TETHER_HD static void minus_d_f_and_d_c(const Mat<m, m>& hessian, Mat<m, m>& out) {
-    out.template topRows<n>() = -hessian.template middleRows<n>(n);
-    out.template middleRows<n>(n) = hessian.template topRows<n>();
-    out.template bottomRows<m - n2>() = hessian.template bottomRows<m - n2>();
+  // Hess H is built in the block that is factored last (a GPU thread's memory
+  // is short), and the other block made from it first.
+  TETHER_HD Mat<m, m>& jacobian_storage() {
+    if constexpr (Eigen_::has_pair)
+      return pair.re;
+    else
+      return real.lu;
   }
 
-  // Each block is built where it is factored (a GPU thread's memory is short).
-  TETHER_HD bool factor(const Jacobian& j) {
-    h = j.h;
+  // Hess H -> [-D_f ; D_c] in place: D_f = (Hess H rows p, -(rows q)), D_c =
+  // rows lambda. Rows q and p trade places, the new q rows negated.
+  TETHER_HD static void minus_d_f_and_d_c(Mat<m, m>& a) {
+    for (int i = 0; i < n; ++i)
+      for (int c = 0; c < m; ++c) {
+        const Real q_row = a(i, c);
+        a(i, c) = -a(n + i, c);
+        a(n + i, c) = q_row;
+      }
+  }
+
+  // Factors the blocks from the Hessian in jacobian_storage().
+  TETHER_HD bool factor_in_place() {
+    Mat<m, m>& hessian = jacobian_storage();
     if constexpr (Eigen_::has_real) {
-      minus_d_f_and_d_c(j.hessian, real.lu);
+      if constexpr (Eigen_::has_pair) real.lu = hessian;
+      minus_d_f_and_d_c(real.lu);
       for (int i = 0; i < n2; ++i) real.lu(i, i) += Eigen_::gamma / h;
       if (!real.factor_in_place()) return false;
     }
     if constexpr (Eigen_::has_pair) {
-      minus_d_f_and_d_c(j.hessian, pair.re);
+      minus_d_f_and_d_c(pair.re);
       pair.im.setZero();
       for (int i = 0; i < n2; ++i) pair.re(i, i) += Eigen_::alpha / h, pair.im(i, i) = Eigen_::beta / h;
       if (!pair.factor_in_place()) return false;
@@ -257,17 +268,18 @@ struct GaussLegendre {
       else
         st = polished_newton<K>(Z, opt, iterations, exact);
     } else {
+      Chord<K, Transformed<S>> simplified;
+      simplified.lu.h = h;
       st = polished_newton<K, Transformed<S>>(Z, opt, iterations, [&](const Vec<K>& x, Vec<K>& r,
-                                                                      typename Transformed<S>::Jacobian* jac) {
+                                                                      typename Transformed<S>::Jacobian* hessian) {
         stage_residual(sys, s, h, x, r, static_cast<StageMat<S>*>(nullptr));
-        if (jac) {
+        if (hessian) {
           ZVec<S> mean = x.template segment<m>(0);
           for (int j = 1; j < Stages; ++j) mean += x.template segment<m>(j * m);
           ZVec<S> g;
-          hamiltonian_derivatives(sys, ZVec<S>(mean / Real(Stages)), g, jac->hessian, true);
-          jac->h = h;
+          hamiltonian_derivatives(sys, ZVec<S>(mean / Real(Stages)), g, *hessian, true);
         }
-      });
+      }, simplified);
     }
     if (st != Status::ok) return st;
     Vec<n> q1 = s.q, p1 = s.p;

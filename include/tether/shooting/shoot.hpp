@@ -100,7 +100,7 @@ struct MethodFlow {
   template <class S>
   using Carry = typename M::template Carry<S>;
   template <class S, int C>
-  TETHER_HD static Status step(const S& sys, PhaseState<S>& s, Real h, const NewtonOptions& opt, int& iterations,
+  TETHER_HD TETHER_DEVICE_CALL static Status step(const S& sys, PhaseState<S>& s, Real h, const NewtonOptions& opt, int& iterations,
                                Tangent<S, C>* tangent, Carry<S>* carry = nullptr) {
     return M::step(sys, s, h, opt, iterations, tangent, carry);
   }

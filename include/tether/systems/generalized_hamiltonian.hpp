@@ -292,12 +292,22 @@ TETHER_HD Status solve_multipliers(const S& sys, const Vec<S::dof>& q, const Vec
   if constexpr (k == 0) {
     return Status::ok;
   } else {
+    // H is quadratic in y = (p, lambda): H_lambda_lambda is A(q)'s last k x k
+    // block, made by the kinetic map at q alone (no Hessian by dual numbers,
+    // no (2n+k)-square matrix to take it from).
+    constexpr int n = S::dof;
+    const Arr<Real, n> at = to_arr<S>(q);
+    const KineticMap<S, Real> a(sys, at);
     return polished_newton<k>(lambda, opt, iterations, [&](const Vec<k>& x, Vec<k>& r, Mat<k, k>* jac) {
-      ZVec<S> grad;
-      ZMat<S> hess;
-      hamiltonian_derivatives(sys, pack<S>(q, p, x), grad, hess, jac != nullptr);
-      r = grad.template tail<k>();
-      if (jac) *jac = hess.template bottomRightCorner<k, k>();
+      r = hamiltonian_gradient(sys, pack<S>(q, p, x)).template tail<k>();
+      if (jac) {
+        Real e[n + k], col[n + k];
+        for (int j = 0; j < k; ++j) {
+          for (int i = 0; i < n + k; ++i) e[i] = i == n + j ? 1 : 0;
+          a.apply(e, col);
+          for (int i = 0; i < k; ++i) (*jac)(i, j) = col[n + i];
+        }
+      }
     });
   }
 }
