@@ -908,7 +908,8 @@ ShotStatus textbook_multiple_newton(const S& sys, const ShootControl& ctl, const
   constexpr int n = S::dof;
   Real residual;
   ShotCarry<S, Flow> carry;
-  if (shooting_sweep<S, Flow>(sys, ctl, carry, target, w, residual) != Status::ok) return ShotStatus::integration_failed;
+  if (shooting_sweep<S, Flow>(sys, ctl, carry, target, w, residual) != Status::ok)
+    return ShotStatus::integration_failed;
   Vec<2 * n> base[kMaxShootingNodes], dz[kMaxShootingNodes];
   for (;;) {
     if (residual <= ctl.tolerance) return ShotStatus::converged;
@@ -954,7 +955,8 @@ TEST(ShootNewton, MultipleShootingTrialsWithoutTangentLeaveTheIteratesAsTheyWere
     int iterations = 0, iterations_textbook = 0;
     Real residual;
     step_count = {};
-    const ShotStatus st = multiple_shoot_newton<ParallelParking, Flow>(sys, ctl, carry, target, ours, iterations, residual);
+    const ShotStatus st =
+        multiple_shoot_newton<ParallelParking, Flow>(sys, ctl, carry, target, ours, iterations, residual);
     with_tangent += step_count.with_tangent;
     without += step_count.without;
     step_count = {};

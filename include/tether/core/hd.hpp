@@ -42,9 +42,9 @@
 // A function a GPU thread calls rather than inlines: a shot's step, which its
 // kernel calls from four places (the endpoint, the sweep, the report, the
 // nodes). Inlined, each copy keeps its own local arrays in the thread's
-// stack frame; called, they share one (the parking car's GL3 shoot_kernel:
-// 36,160 -> 23,264 bytes, and a fifth of the instructions). The host
-// compilers inline as they see fit.
+// stack frame; called, they share one (a third less stack for the parking
+// car's GL3 shoot_kernel, a fifth of the instructions: bench/README.md,
+// "One stage LU per shot"). The host compilers inline as they see fit.
 #if defined(__CUDA_ARCH__)
 #define TETHER_DEVICE_CALL __noinline__
 #else

@@ -100,8 +100,8 @@ struct MethodFlow {
   template <class S>
   using Carry = typename M::template Carry<S>;
   template <class S, int C>
-  TETHER_HD TETHER_DEVICE_CALL static Status step(const S& sys, PhaseState<S>& s, Real h, const NewtonOptions& opt, int& iterations,
-                               Tangent<S, C>* tangent, Carry<S>* carry = nullptr) {
+  TETHER_HD TETHER_DEVICE_CALL static Status step(const S& sys, PhaseState<S>& s, Real h, const NewtonOptions& opt,
+                                                  int& iterations, Tangent<S, C>* tangent, Carry<S>* carry = nullptr) {
     return M::step(sys, s, h, opt, iterations, tangent, carry);
   }
 };
@@ -140,7 +140,7 @@ TETHER_HD Status shoot_endpoint(const S& sys, const ShootControl& ctl, ShotCarry
   restart(carry);
   for (int k = 0; k < ctl.steps; ++k) {
     int it = 0;
-    // One call site, so one inlined copy of the step.
+    // One call site, so one copy of the step where the host compiler inlines it.
     const Status st = Flow::step(sys, s, ctl.dt, ctl.step_newton, it, jac ? &t : nullptr, &carry);
     if (st != Status::ok) return st;
   }

@@ -296,11 +296,11 @@ TETHER_HD Status solve_multipliers(const S& sys, const Vec<S::dof>& q, const Vec
     // block, made by the kinetic map at q alone (no Hessian by dual numbers,
     // no (2n+k)-square matrix to take it from).
     constexpr int n = S::dof;
-    const Arr<Real, n> at = to_arr<S>(q);
-    const KineticMap<S, Real> a(sys, at);
     return polished_newton<k>(lambda, opt, iterations, [&](const Vec<k>& x, Vec<k>& r, Mat<k, k>* jac) {
       r = hamiltonian_gradient(sys, pack<S>(q, p, x)).template tail<k>();
       if (jac) {
+        const Arr<Real, n> at = to_arr<S>(q);
+        const KineticMap<S, Real> a(sys, at);
         Real e[n + k], col[n + k];
         for (int j = 0; j < k; ++j) {
           for (int i = 0; i < n + k; ++i) e[i] = i == n + j ? 1 : 0;
