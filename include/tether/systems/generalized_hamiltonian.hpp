@@ -206,6 +206,13 @@ struct KineticMap {
       }
     }
   }
+
+  // Column j of H_yy = A(q): A applied to the unit vector e_j.
+  TETHER_HD void column(int j, T (&f)[r]) const {
+    Real e[r];
+    for (int i = 0; i < r; ++i) e[i] = i == j ? 1 : 0;
+    apply(e, f);
+  }
 };
 
 // grad H = (H_q, H_p, H_lambda): one dual pass per coordinate q_a.
@@ -243,9 +250,8 @@ TETHER_HD void hamiltonian_derivatives(const S& sys, const ZVec<S>& z, ZVec<S>& 
     const Arr<Real, n> q = to_arr<S>(Vec<n>(z.template head<n>()));
     const KineticMap<S, Real> a(sys, q);
     for (int j = 0; j < r; ++j) {
-      Real e[r], col[r];
-      for (int i = 0; i < r; ++i) e[i] = i == j ? 1 : 0;
-      a.apply(e, col);
+      Real col[r];
+      a.column(j, col);
       for (int i = 0; i < r; ++i) hess(n + i, n + j) = col[i];
     }
   }
@@ -301,10 +307,9 @@ TETHER_HD Status solve_multipliers(const S& sys, const Vec<S::dof>& q, const Vec
       if (jac) {
         const Arr<Real, n> at = to_arr<S>(q);
         const KineticMap<S, Real> a(sys, at);
-        Real e[n + k], col[n + k];
         for (int j = 0; j < k; ++j) {
-          for (int i = 0; i < n + k; ++i) e[i] = i == n + j ? 1 : 0;
-          a.apply(e, col);
+          Real col[n + k];
+          a.column(n + j, col);
           for (int i = 0; i < k; ++i) (*jac)(i, j) = col[n + i];
         }
       }
