@@ -20,6 +20,8 @@ USED = re.compile(r"Used (\d+) registers")
 # kernel's). Also the report's order.
 KERNELS = ("advance_kernel", "observe_kernel", "shoot_kernel", "chain_kernel")
 KINDS = KERNELS + ("library", "function")
+# shoot_kernel's third argument, as c++filt writes it.
+SHOOTING = {"(Shooting)0": "single", "(Shooting)1": "multiple"}
 
 
 def parse_log(path):
@@ -90,7 +92,10 @@ def describe(record, demangled):
     for kind in KERNELS:
         if "tether::" + kind + "<" in demangled:
             args = template_args(demangled, "tether::" + kind)
-            record.update(kind=kind, system=args[0], method=args[1] if len(args) > 1 else "")
+            method = args[1] if len(args) > 1 else ""
+            if len(args) > 2:
+                method += ", " + SHOOTING.get(args[2], args[2]) + " shooting"
+            record.update(kind=kind, system=args[0], method=method)
             return record
     record.update(kind="library", system="", method="")
     return record

@@ -53,13 +53,20 @@ class HostShotRunner final : public ShotRunner {
  public:
   HostShotRunner(const S& sys, const ShootControl& ctl, bool parallel) : sys_(sys), ctl_(ctl), parallel_(parallel) {}
   void run(HostShots& h) override {
-    const ShotView v = h.view();
-    // A shot is thousands of steps: worth a thread from two shots on.
-#pragma omp parallel for schedule(dynamic, 1) if (parallel_ && v.count > 1)
-    for (std::int64_t i = 0; i < v.count; ++i) shoot_trajectory<S, Flow>(sys_, ctl_, v, i);
+    if (shooting_kind(ctl_) == Shooting::multiple)
+      run_all<Shooting::multiple>(h.view());
+    else
+      run_all<Shooting::single>(h.view());
   }
 
  private:
+  template <Shooting kind>
+  void run_all(const ShotView& v) const {
+    // A shot is thousands of steps: worth a thread from two shots on.
+#pragma omp parallel for schedule(dynamic, 1) if (parallel_ && v.count > 1)
+    for (std::int64_t i = 0; i < v.count; ++i) shoot_trajectory<S, Flow, kind>(sys_, ctl_, v, i);
+  }
+
   S sys_;
   ShootControl ctl_;
   bool parallel_;

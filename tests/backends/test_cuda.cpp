@@ -161,14 +161,18 @@ TEST_P(CudaAgreesWithCpuLibrary, FinalStates) {
 INSTANTIATE_TEST_SUITE_P(Library, CudaAgreesWithCpuLibrary, ::testing::ValuesIn(test::library::cases()),
                          [](const auto& info) { return info.param.name; });
 
-// tether shoot: the same covectors, statuses and conjugate points from one thread per shot.
+// tether shoot: the same covectors, statuses and conjugate points from one
+// thread per shot, by single and by multiple shooting (a kernel each).
 TEST(CudaShoot, AgreesWithCpu) {
   TETHER_REQUIRE_DEVICE();
-  for (const char* method : {R"({"name": "gauss_legendre", "stages": 3, "steps": 40})",
-                             R"({"name": "stormer_verlet", "steps": 40})"}) {
+  const std::pair<const char*, int> cases[] = {{R"({"name": "gauss_legendre", "stages": 3, "steps": 40})", 1},
+                                               {R"({"name": "stormer_verlet", "steps": 40})", 1},
+                                               {R"({"name": "gauss_legendre", "stages": 2, "steps": 40})", 4}};
+  for (const auto& [method, nodes] : cases) {
     const auto cfg = [&](const std::string& backend) {
       return parse_shoot_config(R"({"system": {"name": "heisenberg"}, "method": )" + std::string(method) +
-                                    R"(, "shoot": {"q0": [0, 0, 0], "time": 1.0,
+                                    R"(, "shoot": {"q0": [0, 0, 0], "time": 1.0, "nodes": )" +
+                                    std::to_string(nodes) + R"(,
             "targets": {"grid": {"min": [-1, 0, -0.3], "max": [1, 0, 0.3], "count": [9, 1, 7]}},
             "guesses": {"toward": true, "random": {"count": 4, "scale": 2.0, "seed": 1}}},
             "backend": ")" + backend + R"("})",
@@ -178,7 +182,7 @@ TEST(CudaShoot, AgreesWithCpu) {
     EXPECT_EQ(rg.backend, "cuda");
     ASSERT_EQ(rc.targets.size(), rg.targets.size());
     for (std::size_t t = 0; t < rc.targets.size(); ++t) {
-      ASSERT_EQ(rc.targets[t].status, rg.targets[t].status) << method << " target " << t;
+      ASSERT_EQ(rc.targets[t].status, rg.targets[t].status) << method << " nodes " << nodes << " target " << t;
       if (rc.targets[t].status != ShotStatus::converged) continue;
       const TargetResult &a = rc.targets[t], &b = rg.targets[t];
       EXPECT_NEAR(a.length, b.length, 1e-9 * a.length) << t;

@@ -495,8 +495,19 @@ TETHER_HD ShotStatus solve_shot(const S& sys, const ShootControl& ctl, ShotCarry
   return status;
 }
 
-// One shot: from the guess (or by continuation from view.from), then its report.
-template <class S, class Flow>
+// Single shooting, or multiple shooting (ctl.nodes > 1), fixed at compile
+// time: a GPU kernel is compiled per kind, so that a single-shooting thread's
+// stack holds no nodes (16 nodes' states and sensitivities: 5-8 KB of a GL3
+// shooting kernel's frame).
+enum class Shooting { single, multiple };
+
+inline Shooting shooting_kind(const ShootControl& ctl) {
+  return ctl.nodes > 1 ? Shooting::multiple : Shooting::single;
+}
+
+// One shot: from the guess (or by continuation from view.from), then its
+// report. kind must be shooting_kind(ctl).
+template <class S, class Flow, Shooting kind>
 TETHER_HD void shoot_trajectory(const S& sys, const ShootControl& ctl, const ShotView& v, std::int64_t i) {
   constexpr int n = S::dof;
   Vec<n> q0, target, p, from;
@@ -512,7 +523,7 @@ TETHER_HD void shoot_trajectory(const S& sys, const ShootControl& ctl, const Sho
   ShotReport<n> report;
   Status reported = Status::ok;
   ShotCarry<S, Flow> carry;
-  if (ctl.nodes > 1) {
+  if constexpr (kind == Shooting::multiple) {
     ShootingNodes<S> w;
     status = solve_shot<S, Flow>(sys, ctl, carry, q0, target, v.from ? &from : nullptr, p, iterations, residual, &w);
     if (status == ShotStatus::converged) reported = shot_report<S, Flow>(sys, ctl, carry, q0, p, report, w.z);
@@ -529,7 +540,7 @@ TETHER_HD void shoot_trajectory(const S& sys, const ShootControl& ctl, const Sho
   Real error = missing;
   if (ok && ctl.estimate_error) {
     const Real scale = (target - q0).norm();
-    error = endpoint_error<S, Flow>(sys, ctl, carry, q0, p, ctl.nodes > 1 ? nullptr : &report.qT) /
+    error = endpoint_error<S, Flow>(sys, ctl, carry, q0, p, kind == Shooting::multiple ? nullptr : &report.qT) /
             (scale > 0 ? scale : Real(1));
   }
   for (int c = 0; c < n; ++c) {

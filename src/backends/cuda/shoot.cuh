@@ -1,6 +1,7 @@
 #pragma once
 // cuda shooting: one thread per shot running shoot_trajectory, the code the
-// cpu backend runs. Shots are long (steps x Newton iterations), so one launch
+// cpu backend runs, in a kernel per shooting kind (single shooting's threads
+// keep no nodes). Shots are long (steps x Newton iterations), so one launch
 // takes the whole batch.
 #include <cuda_runtime.h>
 
@@ -11,10 +12,10 @@
 
 namespace tether {
 
-template <class S, class M>
+template <class S, class M, Shooting kind>
 __global__ void shoot_kernel(S sys, ShootControl ctl, ShotView v) {
   const std::int64_t i = std::int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
-  if (i < v.count) shoot_trajectory<S, MethodFlow<M>>(sys, ctl, v, i);
+  if (i < v.count) shoot_trajectory<S, MethodFlow<M>, kind>(sys, ctl, v, i);
 }
 
 template <class S, class M>
@@ -48,7 +49,11 @@ class CudaShotRunner final : public ShotRunner {
       d.energy = energy, d.length = length, d.conjugate_time = conjugate, d.pT = pT, d.error_estimate = error;
       d.status = status, d.iterations = iterations;
       constexpr int threads = 128;
-      shoot_kernel<S, M><<<unsigned((h.count + threads - 1) / threads), threads>>>(sys_, ctl_, d);
+      const unsigned blocks = unsigned((h.count + threads - 1) / threads);
+      if (shooting_kind(ctl_) == Shooting::multiple)
+        shoot_kernel<S, M, Shooting::multiple><<<blocks, threads>>>(sys_, ctl_, d);
+      else
+        shoot_kernel<S, M, Shooting::single><<<blocks, threads>>>(sys_, ctl_, d);
       cuda_check(cudaGetLastError(), "shoot_kernel launch");
       cuda_check(cudaDeviceSynchronize(), "shoot_kernel");
       copy_out(h.p0, p0);
