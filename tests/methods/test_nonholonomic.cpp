@@ -285,6 +285,26 @@ TEST(GaussLegendreTransformed, EigenbasisOfTheInverseMatrix) {
   check_eigenbasis<3>();
 }
 
+// The tangent's weights d (GaussLegendreTableau::d) are b^T A^-1 of the
+// tableau's own A and b, and sum to 1 - R(inf) = 1 - (-1)^s.
+template <int Stages>
+void check_d_weights() {
+  using Tab = GaussLegendreTableau<Stages>;
+  Eigen::MatrixXd a(Stages, Stages);
+  Eigen::RowVectorXd b(Stages), d(Stages);
+  for (int i = 0; i < Stages; ++i) {
+    b[i] = Tab::b(i), d[i] = Tab::d(i);
+    for (int j = 0; j < Stages; ++j) a(i, j) = Tab::a(i, j);
+  }
+  EXPECT_LT((d - b * a.inverse()).cwiseAbs().maxCoeff(), 1e-14) << Stages << " stages: " << b * a.inverse();
+  EXPECT_NEAR(d.sum(), Stages % 2 ? 2.0 : 0.0, 1e-14) << Stages;
+}
+TEST(GaussLegendreTableau, TangentWeightsAreBTimesTheInverseOfA) {
+  check_d_weights<1>();
+  check_d_weights<2>();
+  check_d_weights<3>();
+}
+
 // TransformedStageLU solves the simplified Newton system as the dense LU of
 // the same matrix does: F_Z (stage_jacobian_start + add_stage_columns) with
 // one Hessian at every stage, at a random point of the vehicle (k = 2
