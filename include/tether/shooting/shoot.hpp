@@ -307,22 +307,26 @@ struct ShootingNodes {
   Mat<n, n + 1> end;                           // (G_(K-1) [A_(K-1) | b_(K-1)])_q
 };
 
-// One sweep along the arcs from the nodes: the residuals, their norm, and
-// (with_tangent) the condensed sensitivities. Status of the first step that
-// failed.
+// One sweep along the arcs from the nodes w.z, or (dz not null) from the
+// trial nodes w.z + alpha dz, which a line search tries without storing
+// them: the residuals, their norm, and (with_tangent) the condensed
+// sensitivities. Status of the first step that failed.
 template <class S, class Flow>
 TETHER_HD Status shooting_sweep(const S& sys, const ShootControl& ctl, ShotCarry<S, Flow>& carry,
-                                const Vec<S::dof>& target, ShootingNodes<S>& w, Real& norm, bool with_tangent = true) {
+                                const Vec<S::dof>& target, ShootingNodes<S>& w, Real& norm, bool with_tangent = true,
+                                const Vec<2 * S::dof>* dz = nullptr, Real alpha = 0) {
   constexpr int n = S::dof;
   const int arcs = ctl.nodes, arc = ctl.steps / ctl.nodes;
+  auto node = [&](int k) { return dz ? Vec<2 * n>(w.z[k] + alpha * dz[k]) : w.z[k]; };
   Real sum = 0;
   Tangent<S, n + 1> t;
   t.setZero();
   t.template bottomLeftCorner<n, n>().setIdentity();  // [A_0 | b_0] = [(0; I) | 0]
   for (int k = 0; k < arcs; ++k) {
     PhaseState<S> s;
-    s.q = w.z[k].template head<n>();
-    s.p = w.z[k].template tail<n>();
+    const Vec<2 * n> start = node(k);
+    s.q = start.template head<n>();
+    s.p = start.template tail<n>();
     restart(carry);
     for (int j = 0; j < arc; ++j) {
       int it = 0;
@@ -332,7 +336,7 @@ TETHER_HD Status shooting_sweep(const S& sys, const ShootControl& ctl, ShotCarry
     if (k + 1 < arcs) {
       Vec<2 * n> r;
       r << s.q, s.p;
-      r -= w.z[k + 1];
+      r -= node(k + 1);
       sum += r.squaredNorm();
       if (with_tangent) {
         t.col(n) += r;
@@ -364,7 +368,8 @@ TETHER_HD bool shooting_direction(const ShootControl& ctl, const ShootingNodes<S
 }
 
 // Damped Newton on the multiple-shooting equations from the nodes in w (p0
-// in w.z[0]'s tail); on return w holds the last accepted iterate and
+// in w.z[0]'s tail); on return w.z holds the last accepted iterate (a trial
+// is swept from w.z + alpha dz and taken into w.z once accepted) and
 // residual the norm of all its residuals.
 template <class S, class Flow>
 TETHER_HD ShotStatus multiple_shoot_newton(const S& sys, const ShootControl& ctl, ShotCarry<S, Flow>& carry,
@@ -375,33 +380,29 @@ TETHER_HD ShotStatus multiple_shoot_newton(const S& sys, const ShootControl& ctl
   residual = Real(1) / Real(0);
   if (shooting_sweep<S, Flow>(sys, ctl, carry, target, w, residual) != Status::ok)
     return ShotStatus::integration_failed;
-  Vec<2 * n> base[kMaxShootingNodes], dz[kMaxShootingNodes];
+  Vec<2 * n> dz[kMaxShootingNodes];
   for (bool whole = true;;) {
     if (residual <= ctl.tolerance) return ShotStatus::converged;
     if (iterations >= ctl.max_iterations) return ShotStatus::max_iterations;
     if (!shooting_direction<S>(ctl, w, dz)) return ShotStatus::singular_jacobian;
     ++iterations;
-    for (int k = 0; k < arcs; ++k) base[k] = w.z[k];
     const Real start = residual;
     Real alpha = 1;
     bool accepted = false;
     for (int b = 0; b <= ctl.max_backtracks && !accepted; ++b, alpha /= 2) {
-      for (int k = 0; k < arcs; ++k) w.z[k] = base[k] + alpha * dz[k];
       Real trial;
       const bool tangent = with_tangent(ctl, b, whole);
-      if (shooting_sweep<S, Flow>(sys, ctl, carry, target, w, trial, tangent) == Status::ok &&
+      if (shooting_sweep<S, Flow>(sys, ctl, carry, target, w, trial, tangent, dz, alpha) == Status::ok &&
           (!ctl.line_search || trial <= (1 - Real(1e-4) * alpha) * start) &&
-          (tangent || shooting_sweep<S, Flow>(sys, ctl, carry, target, w, trial) == Status::ok)) {
+          (tangent || shooting_sweep<S, Flow>(sys, ctl, carry, target, w, trial, true, dz, alpha) == Status::ok)) {
+        for (int k = 0; k < arcs; ++k) w.z[k] = w.z[k] + alpha * dz[k];
         residual = trial;
         accepted = true;
         whole = b == 0;
       }
       if (!ctl.line_search) break;
     }
-    if (!accepted) {
-      for (int k = 0; k < arcs; ++k) w.z[k] = base[k];  // the last accepted iterate
-      return ctl.line_search ? ShotStatus::line_search_failed : ShotStatus::integration_failed;
-    }
+    if (!accepted) return ctl.line_search ? ShotStatus::line_search_failed : ShotStatus::integration_failed;
   }
 }
 
