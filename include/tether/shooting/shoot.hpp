@@ -305,6 +305,12 @@ struct ShootingNodes {
   Tangent<S, n + 1> ab[kMaxShootingNodes];    // [A_k | b_k] at node k (k >= 1)
   Vec<n> last;                                 // r_(K-1)
   Mat<n, n + 1> end;                           // (G_(K-1) [A_(K-1) | b_(K-1)])_q
+
+  // Node k of a line-search trial, z_k + alpha dz_k (dz null: z_k itself):
+  // the one definition the sweep integrates from and an accepted trial keeps.
+  TETHER_HD Vec<2 * n> trial_node(int k, const Vec<2 * n>* dz, Real alpha) const {
+    return dz ? Vec<2 * n>(z[k] + alpha * dz[k]) : z[k];
+  }
 };
 
 // One sweep along the arcs from the nodes w.z, or (dz not null) from the
@@ -317,14 +323,13 @@ TETHER_HD Status shooting_sweep(const S& sys, const ShootControl& ctl, ShotCarry
                                 const Vec<2 * S::dof>* dz = nullptr, Real alpha = 0) {
   constexpr int n = S::dof;
   const int arcs = ctl.nodes, arc = ctl.steps / ctl.nodes;
-  auto node = [&](int k) { return dz ? Vec<2 * n>(w.z[k] + alpha * dz[k]) : w.z[k]; };
   Real sum = 0;
   Tangent<S, n + 1> t;
   t.setZero();
   t.template bottomLeftCorner<n, n>().setIdentity();  // [A_0 | b_0] = [(0; I) | 0]
   for (int k = 0; k < arcs; ++k) {
     PhaseState<S> s;
-    const Vec<2 * n> start = node(k);
+    const Vec<2 * n> start = w.trial_node(k, dz, alpha);
     s.q = start.template head<n>();
     s.p = start.template tail<n>();
     restart(carry);
@@ -336,7 +341,7 @@ TETHER_HD Status shooting_sweep(const S& sys, const ShootControl& ctl, ShotCarry
     if (k + 1 < arcs) {
       Vec<2 * n> r;
       r << s.q, s.p;
-      r -= node(k + 1);
+      r -= w.trial_node(k + 1, dz, alpha);
       sum += r.squaredNorm();
       if (with_tangent) {
         t.col(n) += r;
@@ -395,7 +400,7 @@ TETHER_HD ShotStatus multiple_shoot_newton(const S& sys, const ShootControl& ctl
       if (shooting_sweep<S, Flow>(sys, ctl, carry, target, w, trial, tangent, dz, alpha) == Status::ok &&
           (!ctl.line_search || trial <= (1 - Real(1e-4) * alpha) * start) &&
           (tangent || shooting_sweep<S, Flow>(sys, ctl, carry, target, w, trial, true, dz, alpha) == Status::ok)) {
-        for (int k = 0; k < arcs; ++k) w.z[k] = w.z[k] + alpha * dz[k];
+        for (int k = 0; k < arcs; ++k) w.z[k] = w.trial_node(k, dz, alpha);
         residual = trial;
         accepted = true;
         whole = b == 0;
