@@ -7,6 +7,7 @@
 
 #include "tether/core/lanes.hpp"
 #include "tether/ensemble/view.hpp"
+#include "tether/methods/projection_tile.hpp"
 #include "tether/systems/generalized_hamiltonian.hpp"
 
 namespace tether {
@@ -84,6 +85,55 @@ TETHER_HD TETHER_ONE_COPY void advance_trajectory(const S& sys, const Stepper& s
   v.iterations_max[i] = most;
 }
 
+// Pairs stepped in tile form (core/tile.hpp, methods/projection_tile.hpp):
+// a GPU runs a tile of S::tile_lanes threads per trajectory, one bead each
+// (advance_tile below); the cpu backend runs the same tile step in lanes.
+template <class S, class M>
+constexpr bool runs_in_tile = has_tile_form<S> && requires { requires M::runs_in_tile; };
+
+#if defined(__CUDACC__)
+// advance_trajectory for a tile: the lanes of trajectory i step their beads
+// together; lane 0 keeps the trajectory's counts and outcome. M's tile step
+// leaves a failed step's state as it was (keeps_state_on_failure).
+template <class S, class M>
+__device__ void advance_tile(const S& sys, const M& method, const StepControl& ctl, const EnsembleView& v,
+                             std::int64_t i, int nsteps, std::int64_t steps_before) {
+  static_assert(keeps_state_on_failure<M> && !M::two_step);
+  using X = tile::Thread<S::tile_lanes>;
+  if (v.status[i] != static_cast<std::uint8_t>(Status::ok)) return;  // the same for the whole tile
+  const int bead = X::lane();
+  TileState<S, X> s;
+  for (int k = 0; k < 3; ++k) {
+    s.q.c[k] = X(v.q[(3 * bead + k) * v.count + i]);
+    s.p.c[k] = X(v.p[(3 * bead + k) * v.count + i]);
+  }
+  TileForceCarry<S, X> force;
+  std::uint64_t sum = 0;
+  int most = v.iterations_max[i];
+  for (int n = 0; n < nsteps; ++n) {
+    int it = 0;
+    const Status st = method.tile_step(sys, s, ctl.dt, ctl.newton, it, force);
+    sum += static_cast<std::uint64_t>(it);
+    if (it > most) most = it;
+    if (st != Status::ok) {  // s holds the last good state
+      if (bead == 0) {
+        v.status[i] = static_cast<std::uint8_t>(st);
+        v.failed_step[i] = steps_before + n + 1;
+      }
+      break;
+    }
+  }
+  for (int k = 0; k < 3; ++k) {
+    v.q[(3 * bead + k) * v.count + i] = s.q.c[k].v;
+    v.p[(3 * bead + k) * v.count + i] = s.p.c[k].v;
+  }
+  if (bead == 0) {
+    v.iterations_sum[i] += sum;
+    v.iterations_max[i] = most;
+  }
+}
+#endif
+
 // Pairs the cpu backend steps W trajectories at a time (core/lanes.hpp): the
 // method and the system both declare that their step code takes any scalar.
 template <class S, class M>
@@ -155,7 +205,11 @@ void advance_lanes(const S& sys, const M& method, const StepControl& ctl, const 
   };
   for (int n = 0; n < nsteps; ++n) {
     LaneInt<T> it = uniform<LaneInt<T>>(0);
-    const LaneStatus<T> st = method.step(sys, s, ctl.dt, ctl.newton, it, &carry);
+    LaneStatus<T> st;
+    if constexpr (runs_in_tile<S, M>)
+      st = step_as_tile(sys, method, s, ctl.dt, ctl.newton, it, carry);  // the source a GPU's tile runs
+    else
+      st = method.step(sys, s, ctl.dt, ctl.newton, it, &carry);
     bool lost = false;
     source = -1;
     for (int l = 0; l < W; ++l) {

@@ -1,6 +1,7 @@
 #pragma once
 #include "tether/core/families.hpp"
 #include "tether/methods/projection.hpp"
+#include "tether/methods/projection_tile.hpp"
 #include "tether/methods/residual.hpp"
 
 namespace tether {
@@ -36,6 +37,18 @@ struct Rattle {
     using V = Vec<S::dof, T>;
     const V p_half = s.p - Real(0.5) * h * start_force(sys, s.q, carry);
     return project_and_recover(sys, s, p_half, h, Real(0.5), opt, iterations, carry);
+  }
+
+  // The same step in tile form (a lane per bead, methods/projection_tile.hpp),
+  // always with a carry: a tile's carried force costs each lane 3 registers.
+  static constexpr bool runs_in_tile = true;
+  template <class S, class X>
+  TETHER_HD static LaneStatus<typename X::Scalar> tile_step(const S& sys, TileState<S, X>& s, Real h,
+                                                            const NewtonOptions& opt,
+                                                            LaneInt<typename X::Scalar>& iterations,
+                                                            TileForceCarry<S, X>& carry) {
+    const auto p_half = s.p - Real(0.5) * h * tile_start_force(sys, s.q, carry);
+    return tile_project_and_recover(sys, s, p_half, h, Real(0.5), opt, iterations, carry);
   }
 
   template <class S>

@@ -9,6 +9,7 @@
 #include <cmath>
 
 #include "tether/core/small_solve.hpp"
+#include "tether/core/tile.hpp"
 
 namespace tether {
 
@@ -219,6 +220,75 @@ struct Chain {
       m.upper[i] = i + 1 < N - 1 ? T(-s * a.dot(bond(qb, i + 1))) : T(Real(0));
     }
     return m;
+  }
+
+  // --- The step functions above with bead i on lane i of a tile (core/tile.hpp):
+  // a GPU thread holds one bead. Each does its one-thread form's arithmetic in
+  // the same order, so the two forms agree to the bit (tests/core/test_tile.cpp).
+  static constexpr int tile_lanes = N;
+  template <class X>
+  using Beads = tile::Triple<X>;  // a bead's 3-vector per lane
+
+  // d_i = r_{i+1} - r_i on lanes 0 .. N-2, 0 on the last.
+  template <class X>
+  TETHER_HD static Beads<X> tile_bonds(const Beads<X>& r) {
+    return tile::below(N - 1, tile::from_next<1>(r) - r);
+  }
+
+  // potential_gradient: bead j sums its terms in the order the bond loop adds them.
+  template <class X>
+  TETHER_HD Beads<X> tile_gradient(const Beads<X>& r) const {
+    using namespace tile;
+    const Beads<X> d = tile_bonds(r);
+    const Real c0 = prm.bend_angle.cosine;
+    Beads<X> grad;
+    {  // the angle at bead i+1 between bonds i and i+1, on lane i
+      const Beads<X> a = d, b = from_next<1>(d);
+      const X na = norm(a), nb = norm(b), c = -dot(a, b) / (na * nb);
+      const X f = prm.bend_stiffness * (c - c0);
+      const Beads<X> ga = below(N - 2, f * (-b / (na * nb) - c * a / (na * na)));
+      const Beads<X> gb = below(N - 2, f * (-a / (na * nb) - c * b / (nb * nb)));
+      grad = from_previous<2>(gb) + from_previous<1>(ga - gb) + (-ga);
+    }
+    if (prm.has_torsion) {  // the dihedral of bonds i, i+1, i+2, on lane i
+      const Beads<X> d0 = d, d1 = from_next<1>(d), d2 = from_next<2>(d);
+      const Beads<X> n1 = cross(d0, d1), n2 = cross(d1, d2);
+      const X l1 = norm(n1), l2 = norm(n2), c = dot(n1, n2) / (l1 * l2);
+      const X f = torsion_derivative(c);
+      const Beads<X> g1 = f * (n2 / (l1 * l2) - c * n1 / (l1 * l1));
+      const Beads<X> g2 = f * (n1 / (l1 * l2) - c * n2 / (l2 * l2));
+      const Beads<X> gd0 = below(N - 3, cross(d1, g1));
+      const Beads<X> gd1 = below(N - 3, cross(g1, d0) + cross(d2, g2));
+      const Beads<X> gd2 = below(N - 3, cross(g2, d1));
+      grad = grad + from_previous<3>(gd2) + from_previous<2>(gd1 - gd2) + from_previous<1>(gd0 - gd1) + (-gd0);
+    }
+    return grad;
+  }
+
+  // constraints, from the bonds: g on lanes 0 .. N-2.
+  template <class X>
+  TETHER_HD X tile_constraints(const Beads<X>& d) const {
+    const Real b = prm.bond_length;
+    return tile::below(N - 1, (dot(d, d) - b * b) / (2 * b));
+  }
+  // constraint_jacobian_times: G(q) v with d the bonds of q.
+  template <class X>
+  TETHER_HD X tile_jacobian_times(const Beads<X>& d, const Beads<X>& v) const {
+    return tile::below(N - 1, dot(d, tile::from_next<1>(v) - v) / prm.bond_length);
+  }
+  // constraint_transpose_times: G(q)^T lambda with d the bonds of q (0 beyond them).
+  template <class X>
+  TETHER_HD Beads<X> tile_transpose_times(const Beads<X>& d, const X& lambda) const {
+    const Beads<X> f = d * (lambda / prm.bond_length);
+    return tile::from_previous<1>(f) + (-f);
+  }
+  // gram(qa, qb) from their bonds: row i on lane i.
+  template <class X>
+  TETHER_HD void tile_gram(const Beads<X>& da, const Beads<X>& db, X& lower, X& diag, X& upper) const {
+    const Real s = 1 / (prm.mass * prm.bond_length * prm.bond_length);
+    diag = 2 * s * dot(da, db);
+    lower = -s * dot(da, tile::from_previous<1>(db));
+    upper = tile::below(N - 2, -s * dot(da, tile::from_next<1>(db)));
   }
 
   // A freely jointed chain: bead 0 at the origin, each bond direction uniform.

@@ -1,6 +1,7 @@
 #pragma once
 // cuda: one thread per trajectory running advance_trajectory, the same step
-// code the cpu backend runs; state read once per launch, stepped in
+// code the cpu backend runs, or a tile of threads per trajectory, one per
+// bead of a chain (advance_tile); state read once per launch, stepped in
 // registers, written back at output times.
 #include "backends/cuda/cuda_backend.hpp"
 #include "backends/cuda/runtime.cuh"
@@ -12,6 +13,14 @@ __global__ void advance_kernel(S sys, M method, StepControl ctl, EnsembleView v,
                                bool replay) {
   const std::int64_t i = std::int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
   if (i < v.count) advance_trajectory<S, M>(sys, method, ctl, v, i, nsteps, steps_before, replay);
+}
+
+// A tile of S::tile_lanes consecutive threads per trajectory (advance_tile).
+template <class S, class M>
+__global__ void advance_tile_kernel(S sys, M method, StepControl ctl, EnsembleView v, int nsteps,
+                                    std::int64_t steps_before) {
+  const std::int64_t i = (std::int64_t(blockIdx.x) * blockDim.x + threadIdx.x) / S::tile_lanes;
+  if (i < v.count) advance_tile<S, M>(sys, method, ctl, v, i, nsteps, steps_before);  // a whole tile or none
 }
 
 template <class S>
@@ -54,7 +63,13 @@ class CudaBackend final : public Backend {
   unsigned blocks() const { return unsigned((dev_.count + threads - 1) / threads); }
 
   void launch_advance(int nsteps, std::int64_t steps_before, bool replay) {
-    advance_kernel<S, M><<<blocks(), threads>>>(sys_, method_, ctl_, dev_, nsteps, steps_before, replay);
+    if constexpr (runs_in_tile<S, M>) {
+      static_assert(threads % S::tile_lanes == 0, "whole tiles per block");
+      const unsigned tile_blocks = unsigned((dev_.count * S::tile_lanes + threads - 1) / threads);
+      advance_tile_kernel<S, M><<<tile_blocks, threads>>>(sys_, method_, ctl_, dev_, nsteps, steps_before);
+    } else {
+      advance_kernel<S, M><<<blocks(), threads>>>(sys_, method_, ctl_, dev_, nsteps, steps_before, replay);
+    }
     cuda_check(cudaGetLastError(), "advance_kernel launch");
     cuda_check(cudaDeviceSynchronize(), "advance_kernel");
   }

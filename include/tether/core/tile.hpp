@@ -1,0 +1,343 @@
+#pragma once
+// A tile: L lanes cooperating on one trajectory, one lane per bead of a
+// chain, so that a GPU thread holds one bead's state instead of the whole
+// chain's (chain16's RATTLE held 4.9 KB of stack per thread). The word is
+// CUDA's: a cooperative-groups thread_block_tile<L>, L consecutive threads of
+// a warp. Step code written once against a tile value X runs with
+//   tile::Thread<L>      on a GPU: this thread's lane; neighbours are reached
+//                        by the tile's shuffles (cooperative groups);
+//   tile::Emulated<T, L> on the cpu backend: all L lanes in one object, with
+//                        T = Real or Lanes<W> (W tiles in lockstep, one per
+//                        trajectory, core/lanes.hpp).
+// The same source either way: what CI tests on the cpu is what a GPU runs.
+// Only the primitives below differ, and each does the same arithmetic in the
+// same order on both (a tile reduction here is a maximum or a logical and,
+// exact in any order; the tridiagonal solve is the Thomas algorithm of
+// TridiagonalMatrix::solve, each lane running its recursion on broadcast rows).
+//
+// Lanes outside the tile's live range hold values that are masked by the
+// caller (below); shifts bring 0 from beyond the tile's ends.
+#include "tether/core/lanes.hpp"
+#include "tether/core/small_solve.hpp"
+#include "tether/core/types.hpp"
+#if defined(__CUDACC__)
+#include <cooperative_groups.h>
+#endif
+
+namespace tether {
+namespace tile {
+
+template <class T, int L>
+struct Emulated {
+  static_assert(L >= 2 && L <= 32 && (L & (L - 1)) == 0, "a tile is a power of two of at most a warp's lanes");
+  using Scalar = T;
+  static constexpr int lanes = L;
+  T v[L];
+  Emulated() = default;
+  template <class U, class = std::enable_if_t<std::is_convertible_v<U, T>>>
+  TETHER_LANE_OP TETHER_HD Emulated(const U& x) {  // the same in every lane
+    const T y(x);
+    TETHER_UNROLL_FULL for (int l = 0; l < L; ++l) v[l] = y;
+  }
+};
+
+#define TETHER_TILE_OP(op)                                                                   \
+  template <class T, int L>                                                                 \
+  TETHER_LANE_OP TETHER_HD Emulated<T, L> operator op(const Emulated<T, L>& a, const Emulated<T, L>& b) {  \
+    Emulated<T, L> r;                                                                       \
+    TETHER_UNROLL_FULL for (int l = 0; l < L; ++l) r.v[l] = a.v[l] op b.v[l];               \
+    return r;                                                                               \
+  }                                                                                         \
+  template <class T, int L>                                                                 \
+  TETHER_LANE_OP TETHER_HD Emulated<T, L> operator op(const Emulated<T, L>& a, const Id<T>& b) {           \
+    Emulated<T, L> r;                                                                       \
+    TETHER_UNROLL_FULL for (int l = 0; l < L; ++l) r.v[l] = a.v[l] op b;                    \
+    return r;                                                                               \
+  }                                                                                         \
+  template <class T, int L>                                                                 \
+  TETHER_LANE_OP TETHER_HD Emulated<T, L> operator op(const Id<T>& a, const Emulated<T, L>& b) {           \
+    Emulated<T, L> r;                                                                       \
+    TETHER_UNROLL_FULL for (int l = 0; l < L; ++l) r.v[l] = a op b.v[l];                    \
+    return r;                                                                               \
+  }                                                                                         \
+  template <class T, int L, class Y>                                                        \
+  TETHER_LANE_OP TETHER_HD Emulated<T, L>& operator op##=(Emulated<T, L>& a, const Y& b) {                 \
+    return a = a op b;                                                                      \
+  }
+TETHER_TILE_OP(+)
+TETHER_TILE_OP(-)
+TETHER_TILE_OP(*)
+TETHER_TILE_OP(/)
+#undef TETHER_TILE_OP
+
+template <class T, int L>
+TETHER_LANE_OP TETHER_HD Emulated<T, L> operator-(const Emulated<T, L>& a) {
+  Emulated<T, L> r;
+  TETHER_UNROLL_FULL for (int l = 0; l < L; ++l) r.v[l] = -a.v[l];
+  return r;
+}
+template <class T, int L>
+TETHER_LANE_OP TETHER_HD Emulated<T, L> sqrt(const Emulated<T, L>& a) {
+  Emulated<T, L> r;
+  using std::sqrt;
+  TETHER_UNROLL_FULL for (int l = 0; l < L; ++l) r.v[l] = sqrt(a.v[l]);
+  return r;
+}
+
+// x on the lanes below k, 0 on the rest (a chain's bonds live on lanes
+// 0 .. N-2, its bond angles on 0 .. N-3).
+template <class T, int L>
+TETHER_LANE_OP TETHER_HD Emulated<T, L> below(int k, const Emulated<T, L>& x) {
+  Emulated<T, L> r;
+  TETHER_UNROLL_FULL for (int l = 0; l < L; ++l) r.v[l] = l < k ? x.v[l] : T(Real(0));
+  return r;
+}
+// Lane l receives lane l + k's value (from_next) or lane l - k's (from_previous); 0 beyond the ends.
+template <int k, class T, int L>
+TETHER_LANE_OP TETHER_HD Emulated<T, L> from_next(const Emulated<T, L>& x) {
+  Emulated<T, L> r;
+  TETHER_UNROLL_FULL for (int l = 0; l < L; ++l) r.v[l] = l + k < L ? x.v[l + k] : T(Real(0));
+  return r;
+}
+template <int k, class T, int L>
+TETHER_LANE_OP TETHER_HD Emulated<T, L> from_previous(const Emulated<T, L>& x) {
+  Emulated<T, L> r;
+  TETHER_UNROLL_FULL for (int l = 0; l < L; ++l) r.v[l] = l >= k ? x.v[l - k] : T(Real(0));
+  return r;
+}
+// Lane by lane, the larger of |a| and |b|.
+template <class T, int L>
+TETHER_LANE_OP TETHER_HD Emulated<T, L> larger_abs(const Emulated<T, L>& a, const Emulated<T, L>& b) {
+  Emulated<T, L> r;
+  using std::fabs;
+  using tether::select;
+  TETHER_UNROLL_FULL for (int l = 0; l < L; ++l) {
+    const T x = fabs(a.v[l]), y = fabs(b.v[l]);
+    r.v[l] = select(y <= x, x, y);
+  }
+  return r;
+}
+// Per trajectory (mask of T): a where m is set, else b, in every lane.
+template <class T, int L>
+TETHER_LANE_OP TETHER_HD Emulated<T, L> select(const Mask<T>& m, const Emulated<T, L>& a, const Emulated<T, L>& b) {
+  Emulated<T, L> r;
+  using tether::select;
+  TETHER_UNROLL_FULL for (int l = 0; l < L; ++l) r.v[l] = select(m, a.v[l], b.v[l]);
+  return r;
+}
+// The largest |x| over the tile's lanes, as max_abs orders it (callers check
+// finiteness first, so the order of a NaN does not arise).
+template <class T, int L>
+TETHER_HD T max_abs(const Emulated<T, L>& x) {
+  Vec<L, T> all;
+  TETHER_UNROLL_FULL for (int l = 0; l < L; ++l) all[l] = x.v[l];
+  return tether::max_abs(all);
+}
+// Per trajectory: every lane's x finite.
+template <class T, int L>
+TETHER_HD Mask<T> all_finite(const Emulated<T, L>& x) {
+  Vec<L, T> all;
+  TETHER_UNROLL_FULL for (int l = 0; l < L; ++l) all[l] = x.v[l];
+  return tether::all_finite(all);
+}
+
+// The tridiagonal system with rows on lanes 0 .. K-1 (lower[i] = A(i, i-1),
+// upper[i] = A(i, i+1)) solved as TridiagonalMatrix<K, T>::solve does; x is
+// 0 on lanes K and up. False (per trajectory) where a pivot vanishes or x is
+// not finite.
+template <int K, class T, int L>
+TETHER_HD Mask<T> solve_tridiagonal(const Emulated<T, L>& lower, const Emulated<T, L>& diag,
+                                    const Emulated<T, L>& upper, const Emulated<T, L>& rhs, Emulated<T, L>& x) {
+  static_assert(K <= L);
+  TridiagonalMatrix<K, T> m;
+  Vec<K, T> b, y;
+  TETHER_UNROLL_FULL for (int i = 0; i < K; ++i) {
+    m.lower[i] = lower.v[i];
+    m.diag[i] = diag.v[i];
+    m.upper[i] = upper.v[i];
+    b[i] = rhs.v[i];
+  }
+  const Mask<T> solved = m.solve(b, y);
+  TETHER_UNROLL_FULL for (int l = 0; l < L; ++l) x.v[l] = l < K ? y[l] : T(Real(0));
+  return solved;
+}
+
+#if defined(__CUDACC__)
+// This thread's lane of a tile of L consecutive threads of a warp.
+template <int L>
+struct Thread {
+  static_assert(L >= 2 && L <= 32 && (L & (L - 1)) == 0, "a tile is a power of two of at most a warp's lanes");
+  using Scalar = Real;
+  static constexpr int lanes = L;
+  Real v;
+  Thread() = default;
+  __device__ Thread(Real x) : v(x) {}
+  // The tile this thread belongs to: its shuffles name no thread of another tile.
+  __device__ static cooperative_groups::thread_block_tile<L> group() {
+    return cooperative_groups::tiled_partition<L>(cooperative_groups::this_thread_block());
+  }
+  __device__ static int lane() { return int(group().thread_rank()); }
+};
+
+#define TETHER_TILE_OP(op)                                                                                   \
+  template <int L>                                                                                          \
+  __device__ Thread<L> operator op(const Thread<L>& a, const Thread<L>& b) { return Thread<L>(a.v op b.v); } \
+  template <int L>                                                                                          \
+  __device__ Thread<L> operator op(const Thread<L>& a, Real b) { return Thread<L>(a.v op b); }               \
+  template <int L>                                                                                          \
+  __device__ Thread<L> operator op(Real a, const Thread<L>& b) { return Thread<L>(a op b.v); }               \
+  template <int L, class Y>                                                                                 \
+  __device__ Thread<L>& operator op##=(Thread<L>& a, const Y& b) { return a = a op b; }
+TETHER_TILE_OP(+)
+TETHER_TILE_OP(-)
+TETHER_TILE_OP(*)
+TETHER_TILE_OP(/)
+#undef TETHER_TILE_OP
+
+template <int L>
+__device__ Thread<L> operator-(const Thread<L>& a) {
+  return Thread<L>(-a.v);
+}
+template <int L>
+__device__ Thread<L> sqrt(const Thread<L>& a) {
+  return Thread<L>(::sqrt(a.v));
+}
+template <int L>
+__device__ Thread<L> below(int k, const Thread<L>& x) {
+  return Thread<L>(Thread<L>::lane() < k ? x.v : Real(0));
+}
+template <int k, int L>
+__device__ Thread<L> from_next(const Thread<L>& x) {
+  const Real y = Thread<L>::group().shfl_down(x.v, k);
+  return Thread<L>(Thread<L>::lane() + k < L ? y : Real(0));
+}
+template <int k, int L>
+__device__ Thread<L> from_previous(const Thread<L>& x) {
+  const Real y = Thread<L>::group().shfl_up(x.v, k);
+  return Thread<L>(Thread<L>::lane() >= k ? y : Real(0));
+}
+template <int L>
+__device__ Thread<L> select(bool m, const Thread<L>& a, const Thread<L>& b) {
+  return m ? a : b;
+}
+template <int L>
+__device__ Thread<L> larger_abs(const Thread<L>& a, const Thread<L>& b) {
+  const Real x = fabs(a.v), y = fabs(b.v);
+  return Thread<L>(y <= x ? x : y);
+}
+template <int L>
+__device__ Real max_abs(const Thread<L>& x) {
+  Real m = x.v < 0 ? -x.v : x.v;
+  for (int k = L / 2; k > 0; k /= 2) {
+    const Real o = Thread<L>::group().shfl_xor(m, k);
+    m = o <= m ? m : o;
+  }
+  return m;
+}
+template <int L>
+__device__ bool all_finite(const Thread<L>& x) {
+  return Thread<L>::group().all(is_finite(x.v)) != 0;
+}
+// Every lane runs the Thomas recursion on the rows broadcast from their
+// lanes (the arithmetic of TridiagonalMatrix::solve) and keeps its own entry.
+template <int K, int L>
+__device__ bool solve_tridiagonal(const Thread<L>& lower, const Thread<L>& diag, const Thread<L>& upper,
+                                  const Thread<L>& rhs, Thread<L>& x) {
+  static_assert(K <= L);
+  const auto tile = Thread<L>::group();
+  const int me = Thread<L>::lane();
+  Real c = 0, d = 0, my_c = 0, my_d = 0;
+  for (int i = 0; i < K; ++i) {
+    const Real a = tile.shfl(lower.v, i), b = tile.shfl(diag.v, i);
+    const Real u = tile.shfl(upper.v, i), r = tile.shfl(rhs.v, i);
+    const Real den = i == 0 ? b : b - a * c;
+    if (den == 0) return false;  // the same in every lane
+    c = u / den;
+    d = i == 0 ? r / den : (r - a * d) / den;
+    if (me == i) {
+      my_c = c;
+      my_d = d;
+    }
+  }
+  Real next = d;  // x[K-1] = d[K-1]
+  Real mine = me == K - 1 ? next : Real(0);
+  for (int i = K - 2; i >= 0; --i) {
+    next = tile.shfl(my_d, i) - tile.shfl(my_c, i) * next;
+    if (me == i) mine = next;
+  }
+  x = Thread<L>(mine);
+  return all_finite(x);
+}
+#endif
+
+// A 3-vector per lane (a bead's position, a bond), with the arithmetic of
+// Eigen's Vec3 on the same numbers: dot(a, b) = a0 b0 + (a1 b1 + a2 b2), as
+// Eigen's unrolled reduction sums three terms.
+template <class X>
+struct Triple {
+  X c[3];
+};
+template <class X>
+TETHER_LANE_OP TETHER_HD Triple<X> operator+(const Triple<X>& a, const Triple<X>& b) {
+  return {{a.c[0] + b.c[0], a.c[1] + b.c[1], a.c[2] + b.c[2]}};
+}
+template <class X>
+TETHER_LANE_OP TETHER_HD Triple<X> operator-(const Triple<X>& a, const Triple<X>& b) {
+  return {{a.c[0] - b.c[0], a.c[1] - b.c[1], a.c[2] - b.c[2]}};
+}
+template <class X>
+TETHER_LANE_OP TETHER_HD Triple<X> operator-(const Triple<X>& a) {
+  return {{-a.c[0], -a.c[1], -a.c[2]}};
+}
+template <class X, class Y>
+TETHER_LANE_OP TETHER_HD Triple<X> operator*(const Y& s, const Triple<X>& a) {
+  return {{s * a.c[0], s * a.c[1], s * a.c[2]}};
+}
+template <class X, class Y>
+TETHER_LANE_OP TETHER_HD Triple<X> operator*(const Triple<X>& a, const Y& s) {
+  return {{a.c[0] * s, a.c[1] * s, a.c[2] * s}};
+}
+template <class X, class Y>
+TETHER_LANE_OP TETHER_HD Triple<X> operator/(const Triple<X>& a, const Y& s) {
+  return {{a.c[0] / s, a.c[1] / s, a.c[2] / s}};
+}
+template <class X>
+TETHER_LANE_OP TETHER_HD X dot(const Triple<X>& a, const Triple<X>& b) {
+  return a.c[0] * b.c[0] + (a.c[1] * b.c[1] + a.c[2] * b.c[2]);
+}
+template <class X>
+TETHER_LANE_OP TETHER_HD X norm(const Triple<X>& a) {
+  return sqrt(dot(a, a));
+}
+template <class X>
+TETHER_LANE_OP TETHER_HD Triple<X> cross(const Triple<X>& a, const Triple<X>& b) {  // Eigen's cross, term for term
+  return {{a.c[1] * b.c[2] - a.c[2] * b.c[1], a.c[2] * b.c[0] - a.c[0] * b.c[2], a.c[0] * b.c[1] - a.c[1] * b.c[0]}};
+}
+template <class X>
+TETHER_LANE_OP TETHER_HD Triple<X> below(int k, const Triple<X>& a) {
+  return {{below(k, a.c[0]), below(k, a.c[1]), below(k, a.c[2])}};
+}
+template <int k, class X>
+TETHER_LANE_OP TETHER_HD Triple<X> from_next(const Triple<X>& a) {
+  return {{from_next<k>(a.c[0]), from_next<k>(a.c[1]), from_next<k>(a.c[2])}};
+}
+template <int k, class X>
+TETHER_LANE_OP TETHER_HD Triple<X> from_previous(const Triple<X>& a) {
+  return {{from_previous<k>(a.c[0]), from_previous<k>(a.c[1]), from_previous<k>(a.c[2])}};
+}
+template <class M, class X>
+TETHER_LANE_OP TETHER_HD Triple<X> select(const M& m, const Triple<X>& a, const Triple<X>& b) {
+  return {{select(m, a.c[0], b.c[0]), select(m, a.c[1], b.c[1]), select(m, a.c[2], b.c[2])}};
+}
+template <class X>
+TETHER_HD typename X::Scalar max_abs(const Triple<X>& a) {
+  // The three components' largest |.| in each lane, then over the tile: exact in any order.
+  return max_abs(larger_abs(larger_abs(a.c[0], a.c[1]), a.c[2]));
+}
+template <class X>
+TETHER_HD Mask<typename X::Scalar> all_finite(const Triple<X>& a) {
+  return Mask<typename X::Scalar>(all_finite(a.c[0]) & all_finite(a.c[1]) & all_finite(a.c[2]));
+}
+
+}  // namespace tile
+}  // namespace tether

@@ -1,0 +1,206 @@
+#pragma once
+// The SHAKE/RATTLE constraint solves of methods/projection.hpp for a system
+// whose step functions also come in tile form (a chain: one bead per lane,
+// core/tile.hpp). Line for line the algorithm of projection.hpp, on bonds
+// and multipliers spread across the tile, with the same arithmetic in the
+// same order: a tile's step and a lone thread's agree to the bit
+// (tests/core/test_tile.cpp). X is the tile value (tile::Thread<L> on a GPU,
+// tile::Emulated<T, L> on the cpu), T = X::Scalar its per-trajectory scalar.
+#include "tether/core/newton.hpp"
+#include "tether/core/tile.hpp"
+#include "tether/methods/projection.hpp"
+
+namespace tether {
+
+// Systems with a tile form: a lane per bead, as many beads as a power of two
+// of at most a warp's 32 lanes (other bead counts step in one thread).
+template <class S>
+constexpr bool has_tile_form = requires {
+  requires S::tile_lanes <= 32 && (S::tile_lanes & (S::tile_lanes - 1)) == 0;
+};
+
+// (q, p) of T*N in tile form.
+template <class S, class X>
+struct TileState {
+  typename S::template Beads<X> q, p;
+};
+
+// ForceCarry in tile form.
+template <class S, class X>
+struct TileForceCarry {
+  typename S::template Beads<X> force;
+  bool valid = false;
+};
+
+// constraint_tolerance.
+template <class S, class X>
+TETHER_HD typename X::Scalar tile_constraint_tolerance(const S& sys, const NewtonOptions& opt,
+                                                       const typename S::template Beads<X>& q) {
+  using T = typename X::Scalar;
+  const Real wanted = opt.tolerance * sys.length_scale();
+  const T floor = Real(16) * Real(2.220446049250313e-16) * tile::max_abs(q);
+  return select(floor < T(wanted), T(wanted), floor);
+}
+
+// G(qa) M^-1 G(qb)^T x = rhs, from the bonds of qa and qb.
+template <class S, class X>
+TETHER_HD Mask<typename X::Scalar> tile_gram_solve(const S& sys, const typename S::template Beads<X>& da,
+                                                   const typename S::template Beads<X>& db, const X& rhs, X& x) {
+  X lower, diag, upper;
+  sys.tile_gram(da, db, lower, diag, upper);
+  return tile::solve_tridiagonal<S::constraint_count>(lower, diag, upper, rhs, x);
+}
+
+// solve_position_multipliers, with d_dir the bonds of q_dir.
+template <class S, class X>
+TETHER_HD LaneStatus<typename X::Scalar> tile_solve_position_multipliers(
+    const S& sys, const typename S::template Beads<X>& q_pred, const typename S::template Beads<X>& d_dir,
+    const NewtonOptions& opt, typename S::template Beads<X>& q, LaneInt<typename X::Scalar>& iterations, X& lambda) {
+  using T = typename X::Scalar;
+  LaneStatus<T> status = uniform<LaneStatus<T>>(Status::ok);
+  Mask<T> active(true);
+  lambda = X(Real(0));
+  q = q_pred;
+  for (int it = 0;; ++it) {
+    const X g = sys.tile_constraints(S::tile_bonds(q));
+    const Mask<T> finite = tile::all_finite(g);
+    set_where(active & !finite, status, Status::non_finite);
+    active = active & finite;
+    active = active & !(tile::max_abs(g) <= tile_constraint_tolerance<S, X>(sys, opt, q));
+    if (none(active)) return status;
+    if (it >= opt.max_iterations) {
+      set_where(active, status, Status::newton_not_converged);
+      return status;
+    }
+    X step;
+    const Mask<T> solved = tile_gram_solve(sys, S::tile_bonds(q), d_dir, X(-g), step);
+    set_where(active & !solved, status, Status::singular_matrix);
+    active = active & solved;
+    if (none(active)) return status;
+    if constexpr (lane_count<T> == 1) {
+      lambda += step;
+      q = q_pred + sys.tile_transpose_times(d_dir, lambda) / sys.prm.mass;
+      ++iterations;
+    } else {
+      lambda = tile::select(active, X(lambda + step), lambda);
+      q = tile::select(active, q_pred + sys.tile_transpose_times(d_dir, lambda) / sys.prm.mass, q);
+      add_where(active, iterations, 1);
+    }
+  }
+}
+
+// project_momentum.
+template <class S, class X>
+TETHER_HD LaneStatus<typename X::Scalar> tile_project_momentum(const S& sys, const typename S::template Beads<X>& q,
+                                                               typename S::template Beads<X>& p) {
+  using T = typename X::Scalar;
+  const auto d = S::tile_bonds(q);
+  const X rhs = -sys.tile_jacobian_times(d, p / sys.prm.mass);
+  X nu;
+  LaneStatus<T> status = uniform<LaneStatus<T>>(Status::ok);
+  const Mask<T> solved = tile_gram_solve(sys, d, d, rhs, nu);
+  set_where(!solved, status, Status::singular_matrix);
+  if (none(solved)) return status;
+  p = tile::select(solved, p + sys.tile_transpose_times(d, nu), p);
+  set_where(solved & !tile::all_finite(p), status, Status::non_finite);
+  return status;
+}
+
+// accept_step (a one-step method: no q_prev).
+template <class S, class X>
+TETHER_HD LaneStatus<typename X::Scalar> tile_accept_step(TileState<S, X>& s, const typename S::template Beads<X>& q1,
+                                                          const typename S::template Beads<X>& p1,
+                                                          Mask<typename X::Scalar> take) {
+  using T = typename X::Scalar;
+  LaneStatus<T> status = uniform<LaneStatus<T>>(Status::ok);
+  const Mask<T> finite = tile::all_finite(q1) & tile::all_finite(p1);
+  set_where(take & !finite, status, Status::non_finite);
+  take = take & finite;
+  if constexpr (lane_count<T> == 1) {
+    if (!take) return status;
+    s.q = q1;
+    s.p = p1;
+  } else {
+    s.q = tile::select(take, q1, s.q);
+    s.p = tile::select(take, p1, s.p);
+  }
+  return status;
+}
+
+// start_force.
+template <class S, class X>
+TETHER_HD typename S::template Beads<X> tile_start_force(const S& sys, const typename S::template Beads<X>& q,
+                                                         TileForceCarry<S, X>& carry) {
+  if (!carry.valid) {
+    carry.force = sys.tile_gradient(q);
+    carry.valid = true;
+  }
+  return carry.force;
+}
+
+// project_and_recover with its end kick (RATTLE's: end_kick > 0) and a carry.
+template <class S, class X>
+TETHER_HD LaneStatus<typename X::Scalar> tile_project_and_recover(const S& sys, TileState<S, X>& s,
+                                                                  const typename S::template Beads<X>& p_pred, Real h,
+                                                                  Real end_kick, const NewtonOptions& opt,
+                                                                  LaneInt<typename X::Scalar>& iterations,
+                                                                  TileForceCarry<S, X>& carry) {
+  using T = typename X::Scalar;
+  using B = typename S::template Beads<X>;
+  B q1;
+  X lambda;
+  const B q_pred = s.q + h * (p_pred / sys.prm.mass);
+  const B d0 = S::tile_bonds(s.q);
+  LaneStatus<T> st = tile_solve_position_multipliers(sys, q_pred, d0, opt, q1, iterations, lambda);
+  if (none(is_ok(st))) return st;
+  B p1 = p_pred + sys.tile_transpose_times(d0, lambda) / h;
+  const B force1 = sys.tile_gradient(q1);
+  p1 = p1 - end_kick * h * force1;
+  st = first_failure(st, tile_project_momentum<S, X>(sys, q1, p1));
+  const LaneStatus<T> done = first_failure(st, tile_accept_step(s, q1, p1, is_ok(st)));
+  if constexpr (lane_count<T> == 1) {
+    if (done == Status::ok) {
+      carry.force = force1;
+      carry.valid = true;
+    }
+  } else {
+    carry.force = tile::select(is_ok(done), force1, carry.force);
+  }
+  return done;
+}
+
+// A one-thread state's beads in tile form and back: q = (r_0, ..., r_{N-1}),
+// bead b on lane b (the cpu backend's tile::Emulated).
+template <class S, class T>
+void to_tile(const Vec<S::dof, T>& q, typename S::template Beads<tile::Emulated<T, S::tile_lanes>>& r) {
+  for (int b = 0; b < S::tile_lanes; ++b)
+    for (int k = 0; k < 3; ++k) r.c[k].v[b] = q[3 * b + k];
+}
+template <class S, class T>
+void from_tile(const typename S::template Beads<tile::Emulated<T, S::tile_lanes>>& r, Vec<S::dof, T>& q) {
+  for (int b = 0; b < S::tile_lanes; ++b)
+    for (int k = 0; k < 3; ++k) q[3 * b + k] = r.c[k].v[b];
+}
+
+// M's tile step on a one-thread state and carry (T = Real or Lanes<W>):
+// what the cpu backend runs, so that its chains run the GPU's source.
+template <class S, class M, class T>
+LaneStatus<T> step_as_tile(const S& sys, const M& method, PhaseState<S, T>& s, Real h, const NewtonOptions& opt,
+                           LaneInt<T>& iterations, ForceCarry<S, T>& carry) {
+  using X = tile::Emulated<T, S::tile_lanes>;
+  static_assert(S::dof == 3 * S::tile_lanes, "a lane per bead in R^3");
+  TileState<S, X> ts;
+  TileForceCarry<S, X> tc;
+  to_tile<S>(s.q, ts.q);
+  to_tile<S>(s.p, ts.p);
+  tc.valid = carry.valid;
+  if (carry.valid) to_tile<S>(carry.force, tc.force);
+  const LaneStatus<T> st = method.tile_step(sys, ts, h, opt, iterations, tc);
+  from_tile<S>(ts.q, s.q);
+  from_tile<S>(ts.p, s.p);
+  carry.valid = tc.valid;
+  if (tc.valid) from_tile<S>(tc.force, carry.force);
+  return st;
+}
+
+}  // namespace tether

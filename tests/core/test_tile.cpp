@@ -1,0 +1,161 @@
+// Step code in tiles (core/tile.hpp): a chain's RATTLE with one bead per
+// lane must be the one-thread RATTLE, bit for bit where both run on the same
+// scalar, with the same Newton iterations and outcomes, failures included.
+// What is tested here is the source a GPU runs (tile::Thread differs only in
+// its primitives: shifts, the maximum, the logical and, the Thomas solve).
+#include <gtest/gtest.h>
+
+#include <array>
+#include <cmath>
+
+#include "holonomic_cases.hpp"
+#include "tether/core/tile.hpp"
+#include "tether/methods/rattle.hpp"
+#include "tether/systems/chain.hpp"
+
+namespace tether {
+namespace {
+
+constexpr int W = 4;
+using L = Lanes<W>;
+
+TEST(Tile, ShiftsBringZeroFromBeyondTheEndsAndBelowMasks) {
+  tile::Emulated<Real, 8> x;
+  for (int l = 0; l < 8; ++l) x.v[l] = 10 + l;
+  const auto n2 = tile::from_next<2>(x), p1 = tile::from_previous<1>(x), b5 = tile::below(5, x);
+  for (int l = 0; l < 8; ++l) {
+    EXPECT_EQ(n2.v[l], l + 2 < 8 ? 12.0 + l : 0.0);
+    EXPECT_EQ(p1.v[l], l >= 1 ? 9.0 + l : 0.0);
+    EXPECT_EQ(b5.v[l], l < 5 ? 10.0 + l : 0.0);
+  }
+  x.v[6] = -30;
+  EXPECT_EQ(tile::max_abs(x), 30.0);
+  EXPECT_TRUE(tile::all_finite(x));
+  x.v[3] = INFINITY;
+  EXPECT_FALSE(tile::all_finite(x));
+}
+
+TEST(Tile, TridiagonalSolveIsTheThomasSolveAndLeavesZeroBeyondK) {
+  constexpr int K = 6;
+  tile::Emulated<Real, 8> lower, diag, upper, rhs, x;
+  TridiagonalMatrix<K> m;
+  Vec<K> b, y;
+  for (int i = 0; i < 8; ++i) {
+    lower.v[i] = i < K ? std::sin(1.0 + i) : 7;  // rows past K are not read
+    diag.v[i] = i < K ? 3 + std::cos(2.0 * i) : 7;
+    upper.v[i] = i < K ? std::sin(0.5 * i - 1) : 7;
+    rhs.v[i] = i < K ? 1.0 / (1 + i) : 7;
+    if (i < K) {
+      m.lower[i] = lower.v[i];
+      m.diag[i] = diag.v[i];
+      m.upper[i] = upper.v[i];
+      b[i] = rhs.v[i];
+    }
+  }
+  ASSERT_TRUE(m.solve(b, y));
+  ASSERT_TRUE(tile::solve_tridiagonal<K>(lower, diag, upper, rhs, x));
+  for (int i = 0; i < 8; ++i) EXPECT_EQ(x.v[i], i < K ? y[i] : 0.0);
+  diag.v[0] = 0;  // a vanishing first pivot
+  EXPECT_FALSE(tile::solve_tridiagonal<K>(lower, diag, upper, rhs, x));
+}
+
+// Whether this unit's compiler fuses a * b + c (-ffp-contract=fast with FMA
+// instructions, e.g. TETHER_CPU_ARCH=native): then the tile form, written
+// with other expressions than Eigen's, fuses other products, and the two
+// agree to roundoff instead of to the bit. 1 + 2^-29 + 2^-60 = a * a rounds
+// to 1 + 2^-29, so a * a + c is 0 unfused and 2^-60 fused.
+bool fuses_multiply_add() {
+  volatile Real va = 1 + std::ldexp(1.0, -30), vc = -(1 + std::ldexp(1.0, -29));
+  const Real a = va, c = vc;
+  return a * a + c != 0;
+}
+
+template <class S>
+void put_lane(PhaseState<S, L>& g, int l, const PhaseState<S>& x) {
+  for (int c = 0; c < S::dof; ++c) {
+    g.q[c].v[l] = x.q[c];
+    g.p[c].v[l] = x.p[c];
+  }
+}
+
+// W chains stepped in lockstep by the one-thread RATTLE and by its tile
+// form, each with its force carried: every outcome and every iteration count
+// the same, step after step, and every bit of every state (to roundoff where
+// the compiler fuses multiply-adds: ~1e-12 in p, O(10), over 300 steps of a
+// chaotic chain, as in test_lanes.cpp).
+template <int N>
+void tile_against_one_thread(const Chain<N>& sys, Real h, int steps, const NewtonOptions& opt, bool expect_failure) {
+  const bool bitwise = !fuses_multiply_add();
+  using S = Chain<N>;
+  PhaseState<S, L> a, b;
+  for (int l = 0; l < W; ++l) {
+    const PhaseState<S> x = test::chain_state(
+        sys, [&](int i) { return sys.prm.bend_angle + 0.1 * std::sin(1.3 * i + l); },
+        [&](int i) { return 3.14159265358979 + 0.5 * std::sin(2.1 * i + 0.7 * l); });
+    put_lane(a, l, x);
+  }
+  a.q_prev = a.q;
+  b = a;
+  ForceCarry<S, L> ca, cb;
+  bool failed = false;
+  Real worst = 0;
+  for (int n = 0; n < steps; ++n) {
+    LaneInt<L> ia = uniform<LaneInt<L>>(0), ib = uniform<LaneInt<L>>(0);
+    const LaneStatus<L> sa = Rattle::step(sys, a, h, opt, ia, &ca);
+    const LaneStatus<L> sb = step_as_tile(sys, Rattle{}, b, h, opt, ib, cb);
+    for (int l = 0; l < W; ++l) {
+      ASSERT_EQ(sa.v[l], sb.v[l]) << "lane " << l << " step " << n;
+      ASSERT_EQ(ia.v[l], ib.v[l]) << "lane " << l << " step " << n << ": Newton iterations";
+      failed = failed || sa.v[l] != Status::ok;
+    }
+    for (int c = 0; c < S::dof; ++c)
+      for (int l = 0; l < W; ++l) {
+        if (!bitwise) {
+          worst = std::max({worst, std::fabs(a.q[c].v[l] - b.q[c].v[l]), std::fabs(a.p[c].v[l] - b.p[c].v[l])});
+          continue;
+        }
+        ASSERT_EQ(a.q[c].v[l], b.q[c].v[l]) << "q[" << c << "] lane " << l << " step " << n;
+        ASSERT_EQ(a.p[c].v[l], b.p[c].v[l]) << "p[" << c << "] lane " << l << " step " << n;
+        ASSERT_EQ(ca.force[c].v[l], cb.force[c].v[l]) << "carried force[" << c << "] lane " << l << " step " << n;
+      }
+  }
+  EXPECT_EQ(failed, expect_failure);
+  EXPECT_LT(worst, 1e-11);
+}
+
+TEST(TileRattle, AChainInTilesIsTheOneThreadStepBitForBit) {
+  tile_against_one_thread(test::make_chain<4>(), 0.002, 300, {}, false);
+  tile_against_one_thread(test::make_chain<8>(), 0.002, 300, {}, false);
+  tile_against_one_thread(test::make_chain<16>(), 0.002, 300, {}, false);
+  Chain<16> bend_only;  // the torsion branch skipped
+  bend_only.prm.bend_stiffness = 20;
+  tile_against_one_thread(bend_only, 0.002, 300, {}, false);
+}
+
+// Steps too long for Newton to converge in 3 iterations, from step 4 to 15
+// in the four lanes: the same lanes fail at the same steps with the same
+// status, keep the same last state, and their neighbours run on.
+TEST(TileRattle, FailuresAreTheOneThreadStepsFailures) {
+  tile_against_one_thread(test::make_chain<8>(), 0.1, 40, NewtonOptions{1e-13, 3}, true);
+}
+
+// With T = Real Eigen may sum a dot product in another order than the tile's
+// three-term sum: the same iterations, states equal to roundoff.
+TEST(TileRattle, OneTrajectoryInATileAgreesWithTheOneThreadStep) {
+  const Chain<16> sys = test::make_chain<16>();
+  PhaseState<Chain<16>> a = test::chain_state(sys), b = a;
+  ForceCarry<Chain<16>> ca, cb;
+  const NewtonOptions opt;
+  Real worst = 0;
+  for (int n = 0; n < 300; ++n) {
+    int ia = 0, ib = 0;
+    ASSERT_EQ(Rattle::step(sys, a, 0.002, opt, ia, &ca), Status::ok);
+    ASSERT_EQ(step_as_tile(sys, Rattle{}, b, 0.002, opt, ib, cb), Status::ok);
+    ASSERT_EQ(ia, ib) << "step " << n;
+    worst = std::max({worst, max_abs(Vec<48>(a.q - b.q)), max_abs(Vec<48>(a.p - b.p))});
+  }
+  EXPECT_LT(worst, 1e-11);
+}
+
+}  // namespace
+}  // namespace tether
