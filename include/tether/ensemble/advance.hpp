@@ -153,9 +153,35 @@ constexpr int cpu_lanes = 4;
 constexpr int cpu_lanes = 2;
 #endif
 
-template <int N, int W>
-void copy_lane(Vec<N, Lanes<W>>& x, int to, int from) {
-  for (int c = 0; c < N; ++c) x[c].v[to] = x[c].v[from];
+// The state and carry advance_lanes keeps between steps: a one-thread
+// PhaseState, or the tile form's beads for pairs that step in tiles.
+template <class S, class M, class T>
+struct LaneState {
+  using State = PhaseState<S, T>;
+  using Carry = ForceCarry<S, T>;
+};
+template <class S, class M, class T>
+  requires runs_in_tile<S, M>
+struct LaneState<S, M, T> {
+  static_assert(S::dof == 3 * S::tile_lanes, "a lane per bead in R^3");
+  using State = TileState<S, tile::Emulated<T, S::tile_lanes>>;
+  using Carry = TileForceCarry<S, tile::Emulated<T, S::tile_lanes>>;
+};
+
+// Coordinate c of a configuration or momentum, q = (r_0, ..., r_{N-1}) in
+// either form.
+template <int N, class T>
+T& coordinate(Vec<N, T>& x, int c) {
+  return x[c];
+}
+template <class T, int L>
+T& coordinate(tile::Triple<tile::Emulated<T, L>>& x, int c) {
+  return x.c[c % 3].v[c / 3];
+}
+
+template <int dof, class V>
+void copy_lane(V& x, int to, int from) {
+  for (int c = 0; c < dof; ++c) coordinate(x, c).v[to] = coordinate(x, c).v[from];
 }
 
 // Trajectories first .. first + W - 1 stepped in lockstep through the same
@@ -170,7 +196,7 @@ void advance_lanes(const S& sys, const M& method, const StepControl& ctl, const 
   static_assert(!M::two_step, "lanes carry no q_prev");
   static_assert(keeps_state_on_failure<M>, "lanes are not replayed");
   using T = Lanes<W>;
-  PhaseState<S, T> s;
+  typename LaneState<S, M, T>::State s;
   bool live[W];
   int source = -1;  // a live lane, for ghosts to copy
   for (int l = 0; l < W; ++l) {
@@ -179,26 +205,26 @@ void advance_lanes(const S& sys, const M& method, const StepControl& ctl, const 
     if (!live[l]) continue;
     source = l;
     for (int c = 0; c < S::dof; ++c) {
-      s.q[c].v[l] = v.q[c * v.count + i];
-      s.p[c].v[l] = v.p[c * v.count + i];
+      coordinate(s.q, c).v[l] = v.q[c * v.count + i];
+      coordinate(s.p, c).v[l] = v.p[c * v.count + i];
     }
   }
   if (source < 0) return;
   for (int l = 0; l < W; ++l)
     if (!live[l]) {
-      copy_lane(s.q, l, source);
-      copy_lane(s.p, l, source);
+      copy_lane<S::dof>(s.q, l, source);
+      copy_lane<S::dof>(s.p, l, source);
     }
-  s.q_prev = s.q;
-  ForceCarry<S, T> carry;
+  if constexpr (!runs_in_tile<S, M>) s.q_prev = s.q;
+  typename LaneState<S, M, T>::Carry carry;
   std::uint64_t sum[W] = {};
   int most[W];
   for (int l = 0; l < W; ++l) most[l] = live[l] ? v.iterations_max[first + l] : 0;
   const auto store = [&](int l) {
     const std::int64_t i = first + l;
     for (int c = 0; c < S::dof; ++c) {
-      v.q[c * v.count + i] = s.q[c].v[l];
-      v.p[c * v.count + i] = s.p[c].v[l];
+      v.q[c * v.count + i] = coordinate(s.q, c).v[l];
+      v.p[c * v.count + i] = coordinate(s.p, c).v[l];
     }
     v.iterations_sum[i] += sum[l];
     v.iterations_max[i] = most[l];
@@ -207,7 +233,7 @@ void advance_lanes(const S& sys, const M& method, const StepControl& ctl, const 
     LaneInt<T> it = uniform<LaneInt<T>>(0);
     LaneStatus<T> st;
     if constexpr (runs_in_tile<S, M>)
-      st = step_as_tile(sys, method, s, ctl.dt, ctl.newton, it, carry);  // the source a GPU's tile runs
+      st = method.tile_step(sys, s, ctl.dt, ctl.newton, it, carry);  // the source a GPU's tile runs
     else
       st = method.step(sys, s, ctl.dt, ctl.newton, it, &carry);
     bool lost = false;
@@ -231,9 +257,9 @@ void advance_lanes(const S& sys, const M& method, const StepControl& ctl, const 
     if (lost)
       for (int l = 0; l < W; ++l)
         if (!live[l]) {
-          copy_lane(s.q, l, source);
-          copy_lane(s.p, l, source);
-          copy_lane(carry.force, l, source);
+          copy_lane<S::dof>(s.q, l, source);
+          copy_lane<S::dof>(s.p, l, source);
+          copy_lane<S::dof>(carry.force, l, source);
         }
   }
   for (int l = 0; l < W; ++l)

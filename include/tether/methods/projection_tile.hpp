@@ -169,38 +169,4 @@ TETHER_HD LaneStatus<typename X::Scalar> tile_project_and_recover(const S& sys, 
   return done;
 }
 
-// A one-thread state's beads in tile form and back: q = (r_0, ..., r_{N-1}),
-// bead b on lane b (the cpu backend's tile::Emulated).
-template <class S, class T>
-void to_tile(const Vec<S::dof, T>& q, typename S::template Beads<tile::Emulated<T, S::tile_lanes>>& r) {
-  for (int b = 0; b < S::tile_lanes; ++b)
-    for (int k = 0; k < 3; ++k) r.c[k].v[b] = q[3 * b + k];
-}
-template <class S, class T>
-void from_tile(const typename S::template Beads<tile::Emulated<T, S::tile_lanes>>& r, Vec<S::dof, T>& q) {
-  for (int b = 0; b < S::tile_lanes; ++b)
-    for (int k = 0; k < 3; ++k) q[3 * b + k] = r.c[k].v[b];
-}
-
-// M's tile step on a one-thread state and carry (T = Real or Lanes<W>):
-// what the cpu backend runs, so that its chains run the GPU's source.
-template <class S, class M, class T>
-LaneStatus<T> step_as_tile(const S& sys, const M& method, PhaseState<S, T>& s, Real h, const NewtonOptions& opt,
-                           LaneInt<T>& iterations, ForceCarry<S, T>& carry) {
-  using X = tile::Emulated<T, S::tile_lanes>;
-  static_assert(S::dof == 3 * S::tile_lanes, "a lane per bead in R^3");
-  TileState<S, X> ts;
-  TileForceCarry<S, X> tc;
-  to_tile<S>(s.q, ts.q);
-  to_tile<S>(s.p, ts.p);
-  tc.valid = carry.valid;
-  if (carry.valid) to_tile<S>(carry.force, tc.force);
-  const LaneStatus<T> st = method.tile_step(sys, ts, h, opt, iterations, tc);
-  from_tile<S>(ts.q, s.q);
-  from_tile<S>(ts.p, s.p);
-  carry.valid = tc.valid;
-  if (tc.valid) from_tile<S>(tc.force, carry.force);
-  return st;
-}
-
 }  // namespace tether

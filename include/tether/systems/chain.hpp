@@ -243,23 +243,28 @@ struct Chain {
     const Real c0 = prm.bend_angle.cosine;
     Beads<X> grad;
     {  // the angle at bead i+1 between bonds i and i+1, on lane i
-      const Beads<X> a = d, b = from_next<1>(d);
-      const X na = norm(a), nb = norm(b), c = -dot(a, b) / (na * nb);
-      const X f = prm.bend_stiffness * (c - c0);
-      const Beads<X> ga = below(N - 2, f * (-b / (na * nb) - c * a / (na * na)));
-      const Beads<X> gb = below(N - 2, f * (-a / (na * nb) - c * b / (nb * nb)));
+      const auto g = each_lane<X>(
+          [&](const auto& a, const auto& b) {
+            const auto na = norm(a), nb = norm(b), c = -dot(a, b) / (na * nb);
+            const auto f = prm.bend_stiffness * (c - c0);
+            return std::array{f * (-b / (na * nb) - c * a / (na * na)), f * (-a / (na * nb) - c * b / (nb * nb))};
+          },
+          d, from_next<1>(d));
+      const Beads<X> ga = below(N - 2, g[0]), gb = below(N - 2, g[1]);
       grad = from_previous<2>(gb) + from_previous<1>(ga - gb) + (-ga);
     }
     if (prm.has_torsion) {  // the dihedral of bonds i, i+1, i+2, on lane i
-      const Beads<X> d0 = d, d1 = from_next<1>(d), d2 = from_next<2>(d);
-      const Beads<X> n1 = cross(d0, d1), n2 = cross(d1, d2);
-      const X l1 = norm(n1), l2 = norm(n2), c = dot(n1, n2) / (l1 * l2);
-      const X f = torsion_derivative(c);
-      const Beads<X> g1 = f * (n2 / (l1 * l2) - c * n1 / (l1 * l1));
-      const Beads<X> g2 = f * (n1 / (l1 * l2) - c * n2 / (l2 * l2));
-      const Beads<X> gd0 = below(N - 3, cross(d1, g1));
-      const Beads<X> gd1 = below(N - 3, cross(g1, d0) + cross(d2, g2));
-      const Beads<X> gd2 = below(N - 3, cross(g2, d1));
+      const auto g = each_lane<X>(
+          [&](const auto& d0, const auto& d1, const auto& d2) {
+            const auto n1 = cross(d0, d1), n2 = cross(d1, d2);
+            const auto l1 = norm(n1), l2 = norm(n2), c = dot(n1, n2) / (l1 * l2);
+            const auto f = torsion_derivative(c);
+            const auto g1 = f * (n2 / (l1 * l2) - c * n1 / (l1 * l1));
+            const auto g2 = f * (n1 / (l1 * l2) - c * n2 / (l2 * l2));
+            return std::array{cross(d1, g1), cross(g1, d0) + cross(d2, g2), cross(g2, d1)};
+          },
+          d, from_next<1>(d), from_next<2>(d));
+      const Beads<X> gd0 = below(N - 3, g[0]), gd1 = below(N - 3, g[1]), gd2 = below(N - 3, g[2]);
       grad = grad + from_previous<3>(gd2) + from_previous<2>(gd1 - gd2) + from_previous<1>(gd0 - gd1) + (-gd0);
     }
     return grad;
