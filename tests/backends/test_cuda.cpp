@@ -260,6 +260,35 @@ TEST(CudaFailure, KeepsTheLastGoodStateOfAComposition) {
   }
 }
 
+// A chain's RATTLE runs as a tile of 16 threads per trajectory (advance_tile):
+// 37 chains (a partial last block of tiles), launches of 7 steps, Newton cut
+// at 3 iterations so that 21 fail at steps 1 to 40. The same trajectories
+// fail at the same steps for the same reason as on cpu, which runs the same
+// tile step, and every final state, a failed one's last good state included,
+// agrees.
+TEST(CudaTile, FailuresAndLastGoodStatesAreCpus) {
+  TETHER_REQUIRE_DEVICE();
+  const auto config = [](const std::string& backend) {
+    return R"({"system": {"name": "chain", "parameters": {"beads": 16, "bend_stiffness": 60.0,
+                "bend_angle_degrees": 112.0, "torsion": [1.116, 1.462, -1.578, -0.368, 3.156, -3.788]}},
+      "method": {"name": "rattle", "dt": 0.035, "steps": 40, "newton": {"tolerance": 1e-13, "max_iterations": 3}},
+      "ensemble": {"size": 37, "seed": 5, "initial": {"sampler": "thermal", "temperature": 2.0}},
+      "output": {"every": 7}, "backend": ")" +
+           backend + R"("})";
+  };
+  const CpuAndCuda r = run_on_both(config);
+  ASSERT_GE(r.rc.failed, 10) << "the config was meant to fail part of the ensemble";
+  ASSERT_LT(r.rc.failed, 37);
+  ASSERT_EQ(r.rc.failures.size(), r.rg.failures.size());
+  for (std::size_t k = 0; k < r.rc.failures.size(); ++k) {
+    EXPECT_EQ(r.rc.failures[k].id, r.rg.failures[k].id);
+    EXPECT_EQ(r.rc.failures[k].step, r.rg.failures[k].step) << "trajectory " << r.rc.failures[k].id;
+    EXPECT_EQ(r.rc.failures[k].reason, r.rg.failures[k].reason) << "trajectory " << r.rc.failures[k].id;
+  }
+  EXPECT_TRUE(same_final_states(r, cuda_tolerance));
+  EXPECT_TRUE(same_timeseries(r.rc, r.rg, 1e-9));
+}
+
 TEST(Cuda, AutoPicksCudaWhenADeviceIsPresent) {
   TETHER_REQUIRE_DEVICE();
   EXPECT_EQ(resolve_backend("auto"), "cuda");
