@@ -2,7 +2,9 @@
 // lane must be the one-thread RATTLE, bit for bit where both run on the same
 // scalar, with the same Newton iterations and outcomes, failures included.
 // What is tested here is the source a GPU runs (tile::Thread differs only in
-// its primitives: shifts, the maximum, the logical and, the Thomas solve).
+// its primitives: shifts, below, select, larger_abs, the maximum, the logical
+// and, the Thomas solve, and each_lane's one-lane access, which only the gpu
+// test CudaTile runs).
 #include <gtest/gtest.h>
 
 #include <array>

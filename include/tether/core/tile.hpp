@@ -152,7 +152,7 @@ TETHER_HD Mask<T> solve_tridiagonal(const Emulated<T, L>& lower, const Emulated<
                                     const Emulated<T, L>& upper, const Emulated<T, L>& rhs, Emulated<T, L>& x) {
   static_assert(K <= L);
   TridiagonalMatrix<K, T> m;
-  Vec<K, T> b, y;
+  Vec<K, T> b, y = Vec<K, T>::Constant(T(Real(0)));  // y as it is where a pivot vanishes
   TETHER_UNROLL_FULL for (int i = 0; i < K; ++i) {
     m.lower[i] = lower.v[i];
     m.diag[i] = diag.v[i];
@@ -274,7 +274,8 @@ __device__ bool solve_tridiagonal(const Thread<L>& lower, const Thread<L>& diag,
 
 // A 3-vector per lane (a bead's position, a bond), with the arithmetic of
 // Eigen's Vec3 on the same numbers: dot(a, b) = a0 b0 + (a1 b1 + a2 b2), as
-// Eigen's unrolled reduction sums three terms.
+// Eigen's unrolled reduction sums three terms of a scalar it does not
+// vectorise (Lanes<W>, and Real on a GPU; on the host Real's is (a0 b0 + a1 b1) + a2 b2).
 template <class X>
 struct Triple {
   X c[3];

@@ -2,7 +2,9 @@
 // The per-trajectory loop, written once for every backend: the cuda kernel
 // calls it from one thread per trajectory, the cpu backend from an OpenMP
 // loop (or advance_lanes below: the same loop for W trajectories in
-// lockstep). State stays in registers for all nsteps steps.
+// lockstep). Pairs with a tile form (a chain's RATTLE) run advance_tile on a
+// GPU, a tile of threads per trajectory, and their tile step in
+// advance_lanes on the cpu. State stays in registers for all nsteps steps.
 #include <type_traits>
 
 #include "tether/core/lanes.hpp"

@@ -3,8 +3,8 @@
 // whose step functions also come in tile form (a chain: one bead per lane,
 // core/tile.hpp). Line for line the algorithm of projection.hpp, on bonds
 // and multipliers spread across the tile, with the same arithmetic in the
-// same order: a tile's step and a lone thread's agree to the bit
-// (tests/core/test_tile.cpp). X is the tile value (tile::Thread<L> on a GPU,
+// same order: a tile's step and a lone thread's agree to the bit where Eigen
+// does not vectorise the lone thread's (lanes, a GPU; tests/core/test_tile.cpp). X is the tile value (tile::Thread<L> on a GPU,
 // tile::Emulated<T, L> on the cpu), T = X::Scalar its per-trajectory scalar.
 #include "tether/core/newton.hpp"
 #include "tether/core/tile.hpp"
@@ -13,7 +13,8 @@
 namespace tether {
 
 // Systems with a tile form: a lane per bead, as many beads as a power of two
-// of at most a warp's 32 lanes (other bead counts step in one thread).
+// of at most a warp's 32 lanes (other bead counts step in one thread), all
+// of one mass (prm.mass below: M^-1 is a division).
 template <class S>
 constexpr bool has_tile_form = requires {
   requires S::tile_lanes <= 32 && (S::tile_lanes & (S::tile_lanes - 1)) == 0;

@@ -224,7 +224,10 @@ struct Chain {
 
   // --- The step functions above with bead i on lane i of a tile (core/tile.hpp):
   // a GPU thread holds one bead. Each does its one-thread form's arithmetic in
-  // the same order, so the two forms agree to the bit (tests/core/test_tile.cpp).
+  // the same order, so the two forms agree to the bit where Eigen does not
+  // vectorise the one-thread form (lanes, a GPU; tests/core/test_tile.cpp),
+  // but for the sign of a sum that is exactly 0 (the one-thread loops start
+  // from 0 + x, which makes -0 +0).
   static constexpr int tile_lanes = N;
   template <class X>
   using Beads = tile::Triple<X>;  // a bead's 3-vector per lane

@@ -63,15 +63,15 @@ class CudaBackend final : public Backend {
   unsigned blocks() const { return unsigned((dev_.count + threads - 1) / threads); }
 
   void launch_advance(int nsteps, std::int64_t steps_before, bool replay) {
-    if constexpr (runs_in_tile<S, M>) {
+    if constexpr (runs_in_tile<S, M>) {  // no replay: a tile's M keeps its state on failure (advance_tile)
       static_assert(threads % S::tile_lanes == 0, "whole tiles per block");
       const unsigned tile_blocks = unsigned((dev_.count * S::tile_lanes + threads - 1) / threads);
       advance_tile_kernel<S, M><<<tile_blocks, threads>>>(sys_, method_, ctl_, dev_, nsteps, steps_before);
     } else {
       advance_kernel<S, M><<<blocks(), threads>>>(sys_, method_, ctl_, dev_, nsteps, steps_before, replay);
     }
-    cuda_check(cudaGetLastError(), "advance_kernel launch");
-    cuda_check(cudaDeviceSynchronize(), "advance_kernel");
+    cuda_check(cudaGetLastError(), runs_in_tile<S, M> ? "advance_tile_kernel launch" : "advance_kernel launch");
+    cuda_check(cudaDeviceSynchronize(), runs_in_tile<S, M> ? "advance_tile_kernel" : "advance_kernel");
   }
 
   // Every per-trajectory array, as (host vector, device pointer) pairs.
