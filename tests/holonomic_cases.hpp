@@ -22,6 +22,15 @@ void put_on_manifold(const S& sys, PhaseState<S>& s) {
   ASSERT_EQ(project_onto_manifold(sys, NewtonOptions{}, s), Status::ok);
 }
 
+// Trajectory x into lane l of a group stepped in lanes (core/lanes.hpp).
+template <class S, int W>
+void put_lane(PhaseState<S, Lanes<W>>& g, int l, const PhaseState<S>& x) {
+  for (int c = 0; c < S::dof; ++c) {
+    g.q[c].v[l] = x.q[c];
+    g.p[c].v[l] = x.p[c];
+  }
+}
+
 // 1 rad off the downward vertical, moving both around and across: a
 // precessing, non-planar orbit with L_z != 0.
 PhaseState<SphericalPendulum> pendulum_state(const SphericalPendulum& sys) {

@@ -62,14 +62,6 @@ PhaseState<SphericalPendulum> pendulum(const SphericalPendulum& sys, Real th, Re
 }
 
 template <class S>
-void put_lane(PhaseState<S, L>& g, int l, const PhaseState<S>& x) {
-  for (int c = 0; c < S::dof; ++c) {
-    g.q[c].v[l] = x.q[c];
-    g.p[c].v[l] = x.p[c];
-  }
-}
-
-template <class S>
 PhaseState<S> get_lane(const PhaseState<S, L>& g, int l) {
   PhaseState<S> x;
   for (int c = 0; c < S::dof; ++c) {
@@ -87,7 +79,7 @@ template <class S>
 Real lanes_against_alone(const S& sys, const std::array<PhaseState<S>, W>& x0, Real h, int steps,
                          const NewtonOptions& opt = {}) {
   PhaseState<S, L> group;
-  for (int l = 0; l < W; ++l) put_lane(group, l, x0[l]);
+  for (int l = 0; l < W; ++l) test::put_lane(group, l, x0[l]);
   group.q_prev = group.q;
   ForceCarry<S, L> carry;
   Real worst = 0;
@@ -140,8 +132,8 @@ TEST(LanesRattle, AFailingLaneLeavesTheOthersBitForBit) {
   mixed[2] = pendulum(sys, 1.0, 0.2, 60.0);
   PhaseState<SphericalPendulum, L> a, b;
   for (int l = 0; l < W; ++l) {
-    put_lane(a, l, calm[l]);
-    put_lane(b, l, mixed[l]);
+    test::put_lane(a, l, calm[l]);
+    test::put_lane(b, l, mixed[l]);
   }
   a.q_prev = a.q;
   b.q_prev = b.q;

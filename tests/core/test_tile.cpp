@@ -106,14 +106,6 @@ bool fuses_multiply_add() {
   return a * a + c != 0;
 }
 
-template <class S>
-void put_lane(PhaseState<S, L>& g, int l, const PhaseState<S>& x) {
-  for (int c = 0; c < S::dof; ++c) {
-    g.q[c].v[l] = x.q[c];
-    g.p[c].v[l] = x.p[c];
-  }
-}
-
 // W chains stepped in lockstep by the one-thread RATTLE and by its tile
 // form, each with its force carried: every outcome and every iteration count
 // the same, step after step, and every bit of every state (to roundoff where
@@ -128,7 +120,7 @@ void tile_against_one_thread(const Chain<N>& sys, Real h, int steps, const Newto
     const PhaseState<S> x = test::chain_state(
         sys, [&](int i) { return sys.prm.bend_angle + 0.1 * std::sin(1.3 * i + l); },
         [&](int i) { return 3.14159265358979 + 0.5 * std::sin(2.1 * i + 0.7 * l); });
-    put_lane(a, l, x);
+    test::put_lane(a, l, x);
   }
   a.q_prev = a.q;
   b = a;

@@ -862,7 +862,10 @@ BowlRun run_in_the_bowl(const PhaseState<ParallelParking>& start, long steps) {
   const long window = steps / 10;
   for (long i = 0; i < steps; ++i) {
     int it = 0;
-    EXPECT_EQ(CompiledFlow<GaussLegendre<1>>::step(sys, s, 0.05, NewtonOptions{}, it), Status::ok) << "step " << i;
+    if (CompiledFlow<GaussLegendre<1>>::step(sys, s, 0.05, NewtonOptions{}, it) != Status::ok) {
+      ADD_FAILURE() << "step " << i << " failed";  // once, not for every step after
+      break;
+    }
     const Real mx = s.q[0] - 0.5 * std::cos(s.q[2]), my = s.q[1] - 0.5 * std::sin(s.q[2]);
     r.worst_r = std::max(r.worst_r, std::hypot(mx, my));
     r.worst_p = std::max(r.worst_p, max_abs(s.p));

@@ -24,11 +24,16 @@ struct PhaseState {
 // system's length scale, or, far from the origin, the roundoff floor of
 // constraints computed from differences of positions (bond vectors), which
 // grows like eps |q|, whichever is larger.
+// largest_q = max_abs(q), however q is held (a tile's spread, core/tile.hpp).
+template <class System, class T>
+TETHER_HD T constraint_tolerance_at(const System& sys, const NewtonOptions& opt, const T& largest_q) {
+  const Real wanted = opt.tolerance * sys.length_scale();
+  const T floor = Real(16) * Real(2.220446049250313e-16) * largest_q;
+  return select(floor < T(wanted), T(wanted), floor);
+}
 template <class System, class T>
 TETHER_HD T constraint_tolerance(const System& sys, const NewtonOptions& opt, const Vec<System::dof, T>& q) {
-  const Real wanted = opt.tolerance * sys.length_scale();
-  const T floor = Real(16) * Real(2.220446049250313e-16) * max_abs(q);
-  return select(floor < T(wanted), T(wanted), floor);
+  return constraint_tolerance_at(sys, opt, max_abs(q));
 }
 
 // Position stage: find multipliers lambda so that

@@ -33,16 +33,6 @@ struct TileForceCarry {
   bool valid = false;
 };
 
-// constraint_tolerance.
-template <class S, class X>
-TETHER_HD typename X::Scalar tile_constraint_tolerance(const S& sys, const NewtonOptions& opt,
-                                                       const typename S::template Beads<X>& q) {
-  using T = typename X::Scalar;
-  const Real wanted = opt.tolerance * sys.length_scale();
-  const T floor = Real(16) * Real(2.220446049250313e-16) * tile::max_abs(q);
-  return select(floor < T(wanted), T(wanted), floor);
-}
-
 // G(qa) M^-1 G(qb)^T x = rhs, from the bonds of qa and qb.
 template <class S, class X>
 TETHER_HD Mask<typename X::Scalar> tile_gram_solve(const S& sys, const typename S::template Beads<X>& da,
@@ -63,18 +53,19 @@ TETHER_HD LaneStatus<typename X::Scalar> tile_solve_position_multipliers(
   lambda = X(Real(0));
   q = q_pred;
   for (int it = 0;; ++it) {
-    const X g = sys.tile_constraints(S::tile_bonds(q));
+    const auto d = S::tile_bonds(q);  // for g and the Gram matrix both
+    const X g = sys.tile_constraints(d);
     const Mask<T> finite = tile::all_finite(g);
     set_where(active & !finite, status, Status::non_finite);
     active = active & finite;
-    active = active & !(tile::max_abs(g) <= tile_constraint_tolerance<S, X>(sys, opt, q));
+    active = active & !(tile::max_abs(g) <= constraint_tolerance_at(sys, opt, tile::max_abs(q)));
     if (none(active)) return status;
     if (it >= opt.max_iterations) {
       set_where(active, status, Status::newton_not_converged);
       return status;
     }
     X step;
-    const Mask<T> solved = tile_gram_solve(sys, S::tile_bonds(q), d_dir, X(-g), step);
+    const Mask<T> solved = tile_gram_solve(sys, d, d_dir, X(-g), step);
     set_where(active & !solved, status, Status::singular_matrix);
     active = active & solved;
     if (none(active)) return status;
