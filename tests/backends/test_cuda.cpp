@@ -260,18 +260,24 @@ TEST(CudaFailure, KeepsTheLastGoodStateOfAComposition) {
   }
 }
 
-// A chain's RATTLE runs as a tile of 16 threads per trajectory (advance_tile):
-// 37 chains (a partial last block of tiles), launches of 7 steps, Newton cut
-// at 3 iterations so that 21 fail at steps 1 to 40. The same trajectories
-// fail at the same steps for the same reason as on cpu, which runs the same
-// tile step, and every final state, a failed one's last good state included,
-// agrees.
-TEST(CudaTile, FailuresAndLastGoodStatesAreCpus) {
+// A chain's RATTLE, and a composition of it, run as a tile of 16 threads
+// per trajectory (advance_tile): 37 chains (a partial last block of tiles),
+// launches of 7 steps, Newton cut at 3 iterations so that part of them fail
+// (RATTLE: 21, at steps 1 to 40; the triple jump: 13, at steps 2 to 32). The same
+// trajectories fail at the same steps for the same reason as on cpu, which
+// runs the same tile step, and every final state, a failed one's last good
+// state included (a composition's: the failed step's start), agrees.
+class CudaTile : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(CudaTile, FailuresAndLastGoodStatesAreCpus) {
   TETHER_REQUIRE_DEVICE();
-  const auto config = [](const std::string& backend) {
+  const std::string method = GetParam() == "rattle"
+                                 ? R"("name": "rattle", "dt": 0.035)"
+                                 : R"("name": "composition", "base": "rattle", "scheme": "triple_jump", "dt": 0.02)";
+  const auto config = [&](const std::string& backend) {
     return R"({"system": {"name": "chain", "parameters": {"beads": 16, "bend_stiffness": 60.0,
                 "bend_angle_degrees": 112.0, "torsion": [1.116, 1.462, -1.578, -0.368, 3.156, -3.788]}},
-      "method": {"name": "rattle", "dt": 0.035, "steps": 40, "newton": {"tolerance": 1e-13, "max_iterations": 3}},
+      "method": {)" + method + R"(, "steps": 40, "newton": {"tolerance": 1e-13, "max_iterations": 3}},
       "ensemble": {"size": 37, "seed": 5, "initial": {"sampler": "thermal", "temperature": 2.0}},
       "output": {"every": 7}, "backend": ")" +
            backend + R"("})";
@@ -288,6 +294,8 @@ TEST(CudaTile, FailuresAndLastGoodStatesAreCpus) {
   EXPECT_TRUE(same_final_states(r, cuda_tolerance));
   EXPECT_TRUE(same_timeseries(r.rc, r.rg, 1e-9));
 }
+
+INSTANTIATE_TEST_SUITE_P(Chain16, CudaTile, ::testing::Values("rattle", "composition"));
 
 TEST(Cuda, AutoPicksCudaWhenADeviceIsPresent) {
   TETHER_REQUIRE_DEVICE();

@@ -1,6 +1,7 @@
-// Step code in tiles (core/tile.hpp): a chain's RATTLE with one bead per
-// lane must be the one-thread RATTLE, bit for bit where both run on the same
-// scalar, with the same Newton iterations and outcomes, failures included.
+// Step code in tiles (core/tile.hpp): a chain's RATTLE (and a composition of
+// it) with one bead per lane must be the one-thread step, bit for bit where
+// both run on the same scalar, with the same Newton iterations and outcomes,
+// failures included.
 // What is tested here is the source a GPU runs (tile::Thread differs only in
 // its primitives: shifts, below, select, larger_abs, the maximum, the logical
 // and, the Thomas solve, and each_lane's one-lane access, which only the gpu
@@ -12,6 +13,7 @@
 
 #include "holonomic_cases.hpp"
 #include "tether/core/tile.hpp"
+#include "tether/methods/composition.hpp"
 #include "tether/methods/rattle.hpp"
 #include "tether/systems/chain.hpp"
 
@@ -179,6 +181,104 @@ TEST(TileRattle, OneTrajectoryInATileAgreesWithTheOneThreadStep) {
     int ia = 0, ib = 0;
     ASSERT_EQ(Rattle::step(sys, a, 0.002, opt, ia, &ca), Status::ok);
     ASSERT_EQ(step_as_tile(sys, Rattle{}, b, 0.002, opt, ib, cb), Status::ok);
+    ASSERT_EQ(ia, ib) << "step " << n;
+    worst = std::max({worst, max_abs(Vec<48>(a.q - b.q)), max_abs(Vec<48>(a.p - b.p))});
+  }
+  EXPECT_LT(worst, 1e-11);
+}
+
+// A chain's composition in tiles (Composition<Rattle>::tile_step) against
+// the one-thread RATTLE composed by hand, substep by substep, in lanes: each
+// lane alone takes the scheme's substeps in order, counts their iterations
+// up to its first failure, which is its outcome, and a failed step leaves
+// it at the step's start (the last good state the ensemble keeps). A lane is
+// compared up to the step it first fails at.
+template <int N>
+void composition_against_one_thread(const Chain<N>& sys, CompositionScheme scheme, Real h, int steps,
+                                    const NewtonOptions& opt, bool expect_failure) {
+  const bool bitwise = !fuses_multiply_add();
+  using S = Chain<N>;
+  Composition<Rattle> method;
+  method.prm.scheme = scheme;
+  PhaseState<S, L> a, b;
+  for (int l = 0; l < W; ++l) {
+    const PhaseState<S> x = test::chain_state(
+        sys, [&](int i) { return sys.prm.bend_angle + 0.1 * std::sin(1.3 * i + l); },
+        [&](int i) { return 3.14159265358979 + 0.5 * std::sin(2.1 * i + 0.7 * l); });
+    test::put_lane(a, l, x);
+  }
+  a.q_prev = a.q;
+  b = a;
+  ForceCarry<S, L> ca, cb;
+  bool live[W] = {true, true, true, true};
+  int failures = 0;
+  Real worst = 0;
+  for (int n = 0; n < steps; ++n) {
+    const PhaseState<S, L> start = a, b_start = b;
+    LaneInt<L> ia = uniform<LaneInt<L>>(0), ib = uniform<LaneInt<L>>(0);
+    LaneStatus<L> sa = uniform<LaneStatus<L>>(Status::ok);
+    for (int i = 0; i < composition_stages(scheme); ++i) {
+      LaneInt<L> it = uniform<LaneInt<L>>(0);
+      const LaneStatus<L> st = Rattle::step(sys, a, composition_coefficient(scheme, i) * h, opt, it, &ca);
+      for (int l = 0; l < W; ++l)
+        if (sa.v[l] == Status::ok) ia.v[l] += it.v[l], sa.v[l] = st.v[l];
+    }
+    for (int l = 0; l < W; ++l)
+      if (sa.v[l] != Status::ok)
+        for (int c = 0; c < S::dof; ++c) a.q[c].v[l] = start.q[c].v[l], a.p[c].v[l] = start.p[c].v[l];
+    const LaneStatus<L> sb = step_as_tile(sys, method, b, h, opt, ib, cb);
+    for (int l = 0; l < W; ++l) {
+      if (!live[l]) continue;
+      ASSERT_EQ(sa.v[l], sb.v[l]) << "lane " << l << " step " << n;
+      ASSERT_EQ(ia.v[l], ib.v[l]) << "lane " << l << " step " << n << ": Newton iterations";
+      for (int c = 0; c < S::dof; ++c) {
+        if (!bitwise) {
+          worst = std::max({worst, std::fabs(a.q[c].v[l] - b.q[c].v[l]), std::fabs(a.p[c].v[l] - b.p[c].v[l])});
+          continue;
+        }
+        ASSERT_EQ(a.q[c].v[l], b.q[c].v[l]) << "q[" << c << "] lane " << l << " step " << n;
+        ASSERT_EQ(a.p[c].v[l], b.p[c].v[l]) << "p[" << c << "] lane " << l << " step " << n;
+      }
+      if (sa.v[l] != Status::ok) {
+        live[l] = false;
+        ++failures;
+        for (int c = 0; c < S::dof; ++c)  // the step's start, to the bit in any build
+          ASSERT_EQ(b.q[c].v[l], b_start.q[c].v[l]) << "lane " << l << " failed at step " << n << ": q[" << c << "]";
+      }
+    }
+  }
+  EXPECT_EQ(failures > 0, expect_failure);
+  EXPECT_LT(worst, 1e-11);
+}
+
+TEST(TileComposition, AChainsCompositionInTilesIsTheOneThreadRattleComposed) {
+  composition_against_one_thread(test::make_chain<4>(), CompositionScheme::triple_jump, 0.004, 150, {}, false);
+  composition_against_one_thread(test::make_chain<8>(), CompositionScheme::yoshida6, 0.004, 100, {}, false);
+  composition_against_one_thread(test::make_chain<16>(), CompositionScheme::kahan_li8, 0.004, 60, {}, false);
+}
+
+// Substeps too long for Newton in 3 iterations: every lane fails, at steps
+// 7-11 in its third substep (of -0.66 dt, after two that converged), and is
+// left at that step's start while the others run on.
+TEST(TileComposition, AFailedStepLeavesTheLaneAtItsStart) {
+  composition_against_one_thread(test::make_chain<8>(), CompositionScheme::suzuki, 0.14, 40, NewtonOptions{1e-13, 3},
+                                 true);
+}
+
+// The tile form on one trajectory (T = Real) against the one-thread
+// composition itself: the same iterations, states equal to roundoff.
+TEST(TileComposition, OneTrajectoryInATileAgreesWithTheOneThreadComposition) {
+  const Chain<16> sys = test::make_chain<16>();
+  Composition<Rattle> method;
+  method.prm.scheme = CompositionScheme::kahan_li8;
+  PhaseState<Chain<16>> a = test::chain_state(sys), b = a;
+  ForceCarry<Chain<16>> cb;
+  const NewtonOptions opt;
+  Real worst = 0;
+  for (int n = 0; n < 100; ++n) {
+    int ia = 0, ib = 0;
+    ASSERT_EQ(method.step(sys, a, 0.004, opt, ia), Status::ok);
+    ASSERT_EQ(step_as_tile(sys, method, b, 0.004, opt, ib, cb), Status::ok);
     ASSERT_EQ(ia, ib) << "step " << n;
     worst = std::max({worst, max_abs(Vec<48>(a.q - b.q)), max_abs(Vec<48>(a.p - b.p))});
   }

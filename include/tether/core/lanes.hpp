@@ -232,6 +232,10 @@ template <int W>
 void add_where(const LaneMask<W>& m, LaneInts<W>& x, int d) {
   for (int l = 0; l < W; ++l) x.v[l] += m.m[l] != 0 ? d : 0;
 }
+template <int W>
+void add_where(const LaneMask<W>& m, LaneInts<W>& x, const LaneInts<W>& d) {
+  for (int l = 0; l < W; ++l) x.v[l] += m.m[l] != 0 ? d.v[l] : 0;
+}
 
 // The Real helpers of types.hpp, lane by lane.
 template <int W>

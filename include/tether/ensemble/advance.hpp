@@ -29,6 +29,19 @@ constexpr bool carries_force = requires { requires M::carries_force; };
 template <class M>
 constexpr bool keeps_state_on_failure = !requires { requires !M::keeps_state_on_failure; };
 
+// Pairs stepped in tile form (core/tile.hpp, methods/projection_tile.hpp):
+// a GPU runs a tile of S::tile_lanes threads per trajectory, one bead each
+// (advance_tile below); the cpu backend runs the same tile step in lanes.
+// Every tile step leaves a failed step's state as it was (a composition's
+// keeps its start: a few numbers per lane).
+template <class S, class M>
+constexpr bool runs_in_tile = has_tile_form<S> && requires { requires M::runs_in_tile; };
+
+// Whether a backend's launch of M on S is followed by advance_trajectory's
+// replay: where M's one-thread step moves a failed step's state part-way.
+template <class S, class M>
+constexpr bool needs_replay = !runs_in_tile<S, M> && !keeps_state_on_failure<M>;
+
 // stepper.step does one step of method M (the method object itself, with its
 // parameters, or the reference backend's generic solve of M's equations).
 // With carry_force (a backend's choice: it saves a force evaluation per step
@@ -87,20 +100,14 @@ TETHER_HD TETHER_ONE_COPY void advance_trajectory(const S& sys, const Stepper& s
   v.iterations_max[i] = most;
 }
 
-// Pairs stepped in tile form (core/tile.hpp, methods/projection_tile.hpp):
-// a GPU runs a tile of S::tile_lanes threads per trajectory, one bead each
-// (advance_tile below); the cpu backend runs the same tile step in lanes.
-template <class S, class M>
-constexpr bool runs_in_tile = has_tile_form<S> && requires { requires M::runs_in_tile; };
-
 #if defined(__CUDACC__)
 // advance_trajectory for a tile: the lanes of trajectory i step their beads
 // together; lane 0 keeps the trajectory's counts and outcome. M's tile step
-// leaves a failed step's state as it was (keeps_state_on_failure).
+// leaves a failed step's state as it was (runs_in_tile).
 template <class S, class M>
 __device__ void advance_tile(const S& sys, const M& method, const StepControl& ctl, const EnsembleView& v,
                              std::int64_t i, int nsteps, std::int64_t steps_before) {
-  static_assert(keeps_state_on_failure<M> && !M::two_step);
+  static_assert(!M::two_step);
   using X = tile::Thread<S::tile_lanes>;
   if (v.status[i] != static_cast<std::uint8_t>(Status::ok)) return;  // the same for the whole tile
   const int bead = X::lane();
@@ -136,10 +143,11 @@ __device__ void advance_tile(const S& sys, const M& method, const StepControl& c
 }
 #endif
 
-// Pairs the cpu backend steps W trajectories at a time (core/lanes.hpp): the
-// method and the system both declare that their step code takes any scalar.
+// Pairs the cpu backend steps W trajectories at a time (core/lanes.hpp):
+// those with a tile form, and those whose method and system both declare
+// that their step code takes any scalar.
 template <class S, class M>
-constexpr bool runs_in_lanes = requires {
+constexpr bool runs_in_lanes = runs_in_tile<S, M> || requires {
   requires M::runs_in_lanes;
   requires S::runs_in_lanes;
 };
@@ -196,7 +204,7 @@ template <int W, class S, class M>
 void advance_lanes(const S& sys, const M& method, const StepControl& ctl, const EnsembleView& v, std::int64_t first,
                    int nsteps, std::int64_t steps_before) {
   static_assert(!M::two_step, "lanes carry no q_prev");
-  static_assert(keeps_state_on_failure<M>, "lanes are not replayed");
+  static_assert(!needs_replay<S, M>, "lanes are not replayed");
   using T = Lanes<W>;
   typename LaneState<S, M, T>::State s;
   bool live[W];

@@ -161,27 +161,29 @@ struct Composition {
   TETHER_HD int scheme_order() const { return composition_order(prm.scheme); }
 
   // Calls substep(base_method, h_i) for every base step in order, stopping
-  // at the first failure. The fast step and the reference backend both go
-  // through here, so they compose the very same substeps.
-  template <class F>
-  TETHER_HD Status for_each_substep(Real h, F&& substep) const {
+  // at the first failure (St = Status), or once every lane has failed (St =
+  // LaneStatus<T>: substep keeps a failed lane's outcome). The fast steps and
+  // the reference backend all go through here, so they compose the very same
+  // substeps.
+  template <class St = Status, class F>
+  TETHER_HD St for_each_substep(Real h, F&& substep) const {
     const int s = composition_stages(prm.scheme);
+    St st = uniform<St>(Status::ok);
     for (int i = 0; i < s; ++i) {
       const Real hi = composition_coefficient(prm.scheme, i) * h;
-      Status st = Status::ok;
       if constexpr (is_pair) {
         if (prm.form == CompositionForm::extrinsic) {
           st = substep(Rattle{}, hi);
         } else {
           st = substep(SymplecticEulerA{}, Real(0.5) * hi);
-          if (st == Status::ok) st = substep(SymplecticEulerB{}, Real(0.5) * hi);
+          if (any(is_ok(st))) st = substep(SymplecticEulerB{}, Real(0.5) * hi);
         }
       } else {
         st = substep(Base{}, hi);
       }
-      if (st != Status::ok) return st;
+      if (none(is_ok(st))) return st;
     }
-    return Status::ok;
+    return st;
   }
 
   template <class S>
@@ -196,6 +198,45 @@ struct Composition {
   template <class S>
   TETHER_HD Status step(const S& sys, PhaseState<S>& s, Real h, const NewtonOptions& opt, int& iterations) const {
     return for_each_substep(h, [&](auto base, Real hi) { return decltype(base)::step(sys, s, hi, opt, iterations); });
+  }
+
+  // The same substeps in tile form (a chain's RATTLE, a lane per bead:
+  // methods/projection_tile.hpp), each substep's end force carried to the
+  // next one's start (the same q). Unlike step, a failed step leaves the
+  // state as it was: in a tile the step's start costs each lane six numbers,
+  // and the ensemble loop needs no replay (advance.hpp). A lane that has
+  // failed (T = Lanes: a trajectory of the cpu's lockstep group) counts no
+  // later substep's iterations and keeps its first failure, as the one-thread
+  // step that stops there.
+  static constexpr bool runs_in_tile = std::is_same_v<Base, Rattle>;
+  template <class S, class X>
+  TETHER_HD LaneStatus<typename X::Scalar> tile_step(const S& sys, TileState<S, X>& s, Real h, const NewtonOptions& opt,
+                                                     LaneInt<typename X::Scalar>& iterations,
+                                                     TileForceCarry<S, X>& carry) const {
+    using T = typename X::Scalar;
+    const TileState<S, X> start = s;
+    LaneStatus<T> status = uniform<LaneStatus<T>>(Status::ok);
+    status = for_each_substep<LaneStatus<T>>(h, [&](Rattle, Real hi) {
+      if constexpr (lane_count<T> == 1) {
+        return Rattle::tile_step(sys, s, hi, opt, iterations, carry);
+      } else {
+        LaneInt<T> it = uniform<LaneInt<T>>(0);
+        const Mask<T> live = is_ok(status);
+        status = first_failure(status, Rattle::tile_step(sys, s, hi, opt, it, carry));
+        add_where(live, iterations, it);
+        return status;
+      }
+    });
+    if constexpr (lane_count<T> == 1) {
+      if (status != Status::ok) {
+        s = start;
+        carry.valid = false;  // its force is of a substep's start, not of the step's
+      }
+    } else {  // a failed lane's carry is dropped with it (advance_lanes)
+      s.q = tile::select(is_ok(status), s.q, start.q);
+      s.p = tile::select(is_ok(status), s.p, start.p);
+    }
+    return status;
   }
 
   static constexpr bool is_pair = std::is_same<Base, SymplecticEulerPair>::value;

@@ -1,9 +1,9 @@
 #pragma once
 // cpu: the very step code the GPU runs, on all cores: in lanes of cpu_lanes
 // trajectories (advance_lanes) where the system and method are written for
-// any scalar, else one trajectory at a time (advance_trajectory); carrying the
-// end-of-step force where the method can (registers are no concern here; a
-// force evaluation saved is).
+// any scalar or step in tiles, else one trajectory at a time
+// (advance_trajectory); carrying the end-of-step force where the method can
+// (registers are no concern here; a force evaluation saved is).
 #include "backends/backend.hpp"
 
 namespace tether {
@@ -26,7 +26,7 @@ class CpuBackend final : public Backend {
 #pragma omp parallel for schedule(dynamic, 64) if (v.count >= parallel_threshold)
       for (std::int64_t i = 0; i < v.count; ++i) {
         advance_trajectory<S, M, M, true>(sys_, method_, ctl_, v, i, nsteps, steps_before);
-        if constexpr (!keeps_state_on_failure<M>)
+        if constexpr (needs_replay<S, M>)
           advance_trajectory<S, M, M, true>(sys_, method_, ctl_, v, i, nsteps, steps_before, true);
       }
     }

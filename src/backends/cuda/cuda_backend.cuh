@@ -43,7 +43,7 @@ class CudaBackend final : public Backend {
 
   void advance(int nsteps, std::int64_t steps_before) override {
     launch_advance(nsteps, steps_before, false);
-    if constexpr (!keeps_state_on_failure<M>) launch_advance(nsteps, steps_before, true);  // see advance_trajectory
+    if constexpr (needs_replay<S, M>) launch_advance(nsteps, steps_before, true);  // see advance_trajectory
   }
 
   Observation observe(std::int64_t step, std::vector<Real>& chunk_sums) override {
@@ -63,7 +63,7 @@ class CudaBackend final : public Backend {
   unsigned blocks() const { return unsigned((dev_.count + threads - 1) / threads); }
 
   void launch_advance(int nsteps, std::int64_t steps_before, bool replay) {
-    if constexpr (runs_in_tile<S, M>) {  // no replay: a tile's M keeps its state on failure (advance_tile)
+    if constexpr (runs_in_tile<S, M>) {  // no replay: a tile step keeps its state on failure
       static_assert(threads % S::tile_lanes == 0, "whole tiles per block");
       const unsigned tile_blocks = unsigned((dev_.count * S::tile_lanes + threads - 1) / threads);
       advance_tile_kernel<S, M><<<tile_blocks, threads>>>(sys_, method_, ctl_, dev_, nsteps, steps_before);
