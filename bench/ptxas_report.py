@@ -18,7 +18,7 @@ USED = re.compile(r"Used (\d+) registers")
 # (the shared reduction of runtime.cu); "function" a device function that a
 # kernel calls (not inlined: ptxas reports its spills apart from the
 # kernel's). Also the report's order.
-KERNELS = ("advance_kernel", "advance_tile_kernel", "observe_kernel", "shoot_kernel", "chain_kernel")
+KERNELS = ("advance_kernel", "advance_tile_kernel", "observe_kernel", "shoot_kernel", "chain_kernel", "chain_tile_kernel")
 KINDS = KERNELS + ("library", "function")
 # shoot_kernel's third argument, as c++filt writes it.
 SHOOTING = {"(Shooting)0": "single", "(Shooting)1": "multiple"}

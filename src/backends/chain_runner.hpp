@@ -1,12 +1,13 @@
 #pragma once
 // Backends for sampling: each runs run_chain over a batch of chains.
-// cpu: all cores, the very code the GPU runs; reference: serial, each step
-// solved from the method's residual (reference_backend.hpp); cuda: one
-// thread per chain.
+// cpu: all cores, the very code the GPU runs (in a tile where the pair
+// steps in tiles: host_run_chain); reference: serial, each step solved from
+// the method's residual (reference_backend.hpp); cuda: one thread per chain,
+// or a tile of threads.
 #include <memory>
 #include <vector>
 
-#include "tether/sampling/hmc.hpp"
+#include "tether/sampling/hmc_tile.hpp"
 
 namespace tether {
 
@@ -63,7 +64,7 @@ class HostChainRunner final : public ChainRunner {
   void run(HostChains& h, const SamplePlan& plan) override {
     const SampleView v = h.view();
 #pragma omp parallel for schedule(dynamic, 16) if (parallel_ && v.count > 1)
-    for (std::int64_t i = 0; i < v.count; ++i) run_chain(sys_, stepper_, ctl_, plan, v, i);
+    for (std::int64_t i = 0; i < v.count; ++i) host_run_chain(sys_, stepper_, ctl_, plan, v, i);
   }
   double work_per_call() const override { return work_; }
 

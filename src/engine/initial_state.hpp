@@ -10,7 +10,7 @@
 #include "tether/methods/projection.hpp"
 #include "tether/methods/rattle.hpp"
 #include "tether/methods/rattle_midpoint.hpp"
-#include "tether/sampling/hmc.hpp"
+#include "tether/sampling/hmc_tile.hpp"
 #include "tether/systems/generalized_hamiltonian.hpp"
 
 namespace tether {
@@ -123,7 +123,7 @@ Status canonical_state(const S& sys, const RunConfig& c, std::int64_t id, PhaseS
                        .draw_step_size = &step_size,
                        .draw_steps = &steps,
                        .draw_outcome = &outcome};
-    run_chain(sys, Rattle{}, ctl, plan, v, 0);
+    host_run_chain(sys, Rattle{}, ctl, plan, v, 0);  // as tether sample runs chain id
     s.q = q;
     s.p = p;
     return Status::ok;

@@ -20,7 +20,10 @@
 //  9. every (system, method) pair of the registry that can sample does;
 // 10. `tether run` from canonical states: "canonical" gives the draws of
 //     tether sample's chains and the exact marginal where "thermal" does not;
-//     "draws" starts from a draws.nc; bad starts named by their path.
+//     "draws" starts from a draws.nc; bad starts named by their path;
+// 11. chains in tiles (sampling/hmc_tile.hpp): the momenta drawn bead by
+//     bead are the one-thread transition's to the bit, and its transitions
+//     take the one-thread transition's decisions, states to roundoff.
 // Every expected value is derived from the mathematics, not read off output.
 #include <netcdf.h>
 #include <omp.h>
@@ -41,7 +44,9 @@
 #include "support.hpp"
 #include "tether/engine/output.hpp"
 #include "tether/methods/rattle.hpp"
-#include "tether/sampling/hmc.hpp"
+#include "holonomic_cases.hpp"
+#include "tether/methods/composition.hpp"
+#include "tether/sampling/hmc_tile.hpp"
 #include "tether/systems/chain.hpp"
 #include "tether/systems/double_pendulum.hpp"
 #include "tether/systems/fisher_bingham.hpp"
@@ -682,6 +687,22 @@ TEST(CanonicalStart, IsTheDrawOfTetherSample) {
   }
 }
 
+// The same for a chain, whose sampler runs in a tile (host_run_chain) in
+// tether sample and in the canonical start alike.
+TEST(CanonicalStart, IsTheDrawOfTetherSampleForAChainInATile) {
+  const std::string system = R"({"name": "chain", "parameters": {"beads": 8, "bend_stiffness": 20.0}})";
+  MemoryDraws draws(12, 1, 24);
+  sample_into(sample_json(system, R"({"name": "rattle", "dt": 0.02, "steps": 10})",
+                          R"({"chains": 12, "draws": 1, "warmup": 20, "seed": 5, "temperature": 1})"),
+              draws);
+  const auto rows = start_states(run_config(system, R"({"name": "rattle", "dt": 0.02, "steps": 0})",
+                                            R"({"size": 12, "seed": 5, "batch_size": 5, "initial":
+                                                {"sampler": "canonical", "temperature": 1, "warmup": 20, "steps": 10}})"));
+  ASSERT_EQ(rows.size(), 12u);
+  for (std::size_t i = 0; i < rows.size(); ++i)
+    for (std::size_t c = 0; c < 24; ++c) EXPECT_EQ(rows[i].q[c], draws.q[i * 24 + c]) << i;
+}
+
 // 1b's exact marginal, now of a run's start: "canonical" passes the relative-
 // angle test, and "thermal" (uniform angles) fails it: the README's reason to
 // prefer the canonical starts where the thermal one is not exact.
@@ -775,6 +796,89 @@ TEST_F(DrawsStart, BadStartsAreNamedByTheirPath) {
                       "sample.initial", "runs its own warm-up");
   expect_sample_error(run_config(system, rattle, R"({"size": 2, "initial": {"sampler": "thermal", "temperature": 1}})"),
                       "sample", "this is a run config");
+}
+
+// ===========================================================================
+// 11. Chains in tiles.
+
+// Bead b's normals are 3b .. 3b + 2 of the one-thread draw, which follows
+// two uniforms, and the uniform after the n normals comes from the block
+// after theirs: an odd n (5 beads) leaves a pair's second normal unused.
+TEST(TileHmc, EachBeadDrawsTheOneThreadNormals) {
+  for (int beads : {4, 5, 16}) {
+    const int n = 3 * beads;
+    for (std::uint64_t iteration : {0u, 7u}) {
+      CounterRng rng(99, 3, iteration + 1);
+      rng.uniform(), rng.uniform();
+      std::vector<Real> xi(std::size_t(n), 0.0);
+      for (Real& x : xi) x = rng.normal();
+      const Real u = rng.uniform();
+      for (int b = 0; b < beads; ++b) {
+        const tile::Triple<Real> mine = bead_normals(99, 3, iteration, b);
+        for (int k = 0; k < 3; ++k) EXPECT_EQ(mine.c[k], xi[std::size_t(3 * b + k)]) << beads << " beads, bead " << b;
+      }
+      EXPECT_EQ(CounterRng(99, 3, iteration + 1, std::uint32_t(1 + (n + 1) / 2)).uniform(), u) << beads << " beads";
+    }
+  }
+}
+
+TEST(TileHmc, TheTilesEnergyIsTheOneThreadOnesToRoundoff) {
+  const Chain<16> sys = test::make_chain<16>();
+  const PhaseState<Chain<16>> s = test::chain_state(sys);
+  using X = tile::Emulated<Real, 16>;
+  Chain<16>::Beads<X> q, p;
+  for (int b = 0; b < 16; ++b)
+    for (int k = 0; k < 3; ++k) q.c[k].v[b] = s.q[3 * b + k], p.c[k].v[b] = s.p[3 * b + k];
+  const Real one_thread = total_energy(sys, s.q, s.p), tiled = tile_total_energy<Chain<16>, X>(sys, q, p);
+  EXPECT_NEAR(tiled, one_thread, 1e-14 * std::fabs(one_thread));
+  EXPECT_NEAR(sys.tile_potential(q), sys.potential(s.q), 1e-14 * std::fabs(sys.potential(s.q)));
+  EXPECT_NE(sys.potential(s.q), 0.0);
+}
+
+// Chains stepped by tile_hmc_transition and by hmc_transition from the same
+// states with the same streams: the same step sizes, step counts and
+// outcomes, transition after transition (accepted and rejected both
+// occur), the states and acceptance probabilities to roundoff.
+template <int N, class M>
+void tile_chains_against_one_thread(const M& method, Real h, int steps, Real temperature) {
+  using S = Chain<N>;
+  using X = tile::Emulated<Real, N>;
+  const S sys = test::make_chain<N>();
+  HmcControl ctl = control(temperature, steps, 17);
+  ctl.step_jitter = 0.2;
+  ctl.steps_jitter = 0.3;
+  int accepted = 0, rejected = 0;
+  Real worst = 0;
+  for (std::uint64_t chain = 0; chain < 6; ++chain) {
+    PhaseState<S> a = test::chain_state(
+        sys, [&](int i) { return sys.prm.bend_angle + 0.1 * std::sin(1.3 * i + Real(chain)); },
+        [&](int i) { return 3.14159265358979 + 0.5 * std::sin(2.1 * i + 0.7 * Real(chain)); });
+    PhaseState<S> b = a;
+    Vec<S::dof> proposal_q, proposal_p;
+    const ChainSlot slot{b.q.data(), b.p.data(), proposal_q.data(), proposal_p.data(), 1};
+    for (std::uint64_t k = 0; k < 12; ++k) {
+      const HmcDraw da = transition(sys, method, ctl, h, chain, k, a);
+      const HmcDraw db = tile_hmc_transition<S, M, X>(sys, method, ctl, h, chain, k, slot);
+      ASSERT_EQ(da.outcome, db.outcome) << "chain " << chain << " transition " << k;
+      ASSERT_EQ(da.step_size, db.step_size);
+      ASSERT_EQ(da.steps, db.steps);
+      EXPECT_NEAR(da.acceptance, db.acceptance, 1e-9);
+      EXPECT_NEAR(da.energy, db.energy, 1e-11 * std::fabs(da.energy));
+      worst = std::max({worst, max_abs(Vec<S::dof>(a.q - b.q)), max_abs(Vec<S::dof>(a.p - b.p))});
+      (da.outcome == HmcOutcome::accepted ? accepted : rejected) += 1;
+    }
+  }
+  EXPECT_LT(worst, 1e-9);
+  EXPECT_GT(accepted, 10);
+  EXPECT_GT(rejected, 3);
+}
+
+TEST(TileHmc, ChainsInTilesAreTheOneThreadSampler) {
+  tile_chains_against_one_thread<4>(Rattle{}, 0.05, 8, 2.0);
+  tile_chains_against_one_thread<16>(Rattle{}, 0.04, 8, 2.0);
+  Composition<Rattle> triple_jump;
+  triple_jump.prm.scheme = CompositionScheme::triple_jump;
+  tile_chains_against_one_thread<16>(triple_jump, 0.08, 4, 2.0);
 }
 
 }  // namespace

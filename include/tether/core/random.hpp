@@ -14,9 +14,14 @@ class CounterRng {
   // Substream k of a stream starts at counter block k 2^32: substreams never
   // overlap (a user would need 2^34 draws from one). Substream 0 is the
   // initial state's; the sampler's iteration k uses substream k + 1.
-  TETHER_HD CounterRng(std::uint64_t seed, std::uint64_t stream, std::uint64_t substream = 0)
+  // A generator may also start at block `block` of its substream: four
+  // 32-bit words a block, one uniform() is two of them and a pair of
+  // normal()s two uniforms, refilled as soon as a block is used up, so that
+  // after 2u uniforms normal j (of a pair) is block u / 2 + j / 2's (a tile's
+  // bead draws its own three, sampling/hmc_tile.hpp).
+  TETHER_HD CounterRng(std::uint64_t seed, std::uint64_t stream, std::uint64_t substream = 0, std::uint32_t block = 0)
       : key0_(static_cast<std::uint32_t>(seed)), key1_(static_cast<std::uint32_t>(seed >> 32)),
-        stream_(stream), counter_(substream << 32) {}
+        stream_(stream), counter_((substream << 32) + block) {}
 
   // Uniform in (0, 1): never exactly 0, so log() in Box-Muller is safe.
   TETHER_HD Real uniform() {

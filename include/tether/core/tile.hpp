@@ -143,6 +143,21 @@ TETHER_HD Mask<T> all_finite(const Emulated<T, L>& x) {
   return tether::all_finite(all);
 }
 
+// The sum over the tile's lanes, by the butterfly of a GPU's shuffles
+// (lane l adds lane l ^ k's partial sum, k = L/2, ..., 1): the same bits in
+// every lane and on both forms.
+template <int L>
+TETHER_HD Real sum(const Emulated<Real, L>& x) {
+  Real s[L];
+  TETHER_UNROLL_FULL for (int l = 0; l < L; ++l) s[l] = x.v[l];
+  TETHER_UNROLL_FULL for (int k = L / 2; k > 0; k /= 2) {
+    Real t[L];
+    TETHER_UNROLL_FULL for (int l = 0; l < L; ++l) t[l] = s[l] + s[l ^ k];
+    TETHER_UNROLL_FULL for (int l = 0; l < L; ++l) s[l] = t[l];
+  }
+  return s[0];
+}
+
 // The tridiagonal system with rows on lanes 0 .. K-1 (lower[i] = A(i, i-1),
 // upper[i] = A(i, i+1)) solved as TridiagonalMatrix<K, T>::solve does; x is
 // 0 on lanes K and up. False (per trajectory) where a pivot vanishes or x is
@@ -239,6 +254,12 @@ __device__ Real max_abs(const Thread<L>& x) {
 template <int L>
 __device__ bool all_finite(const Thread<L>& x) {
   return Thread<L>::group().all(is_finite(x.v)) != 0;
+}
+template <int L>
+__device__ Real sum(const Thread<L>& x) {
+  Real s = x.v;
+  for (int k = L / 2; k > 0; k /= 2) s = s + Thread<L>::group().shfl_xor(s, k);
+  return s;
 }
 // Every lane runs the Thomas recursion on the rows broadcast from their
 // lanes (the arithmetic of TridiagonalMatrix::solve) and keeps its own entry.
@@ -399,13 +420,26 @@ struct SpreadOf<std::array<R, n>, X> {
   using type = std::array<typename SpreadOf<R, X>::type, n>;
 };
 
-// Lanes held by one object of X: all of them for Emulated, this thread's for Thread.
+// Lanes held by one object of X: all of them for Emulated, this thread's for
+// Thread; lane_id<X>(l) is the tile lane of the l-th of them.
 template <class X>
 constexpr int lanes_held = X::lanes;
+template <class X>
+struct LaneIds {
+  TETHER_HD static int of(int l) { return l; }
+};
 #if defined(__CUDACC__)
 template <int L>
 constexpr int lanes_held<Thread<L>> = 1;
+template <int L>
+struct LaneIds<Thread<L>> {
+  __device__ static int of(int) { return Thread<L>::lane(); }
+};
 #endif
+template <class X>
+TETHER_LANE_OP TETHER_HD int lane_id(int l) {
+  return LaneIds<X>::of(l);
+}
 
 template <class X, class F, class... A>
 TETHER_LANE_OP TETHER_HD auto each_lane(const F& f, const A&... a) {

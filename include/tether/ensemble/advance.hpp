@@ -29,14 +29,6 @@ constexpr bool carries_force = requires { requires M::carries_force; };
 template <class M>
 constexpr bool keeps_state_on_failure = !requires { requires !M::keeps_state_on_failure; };
 
-// Pairs stepped in tile form (core/tile.hpp, methods/projection_tile.hpp):
-// a GPU runs a tile of S::tile_lanes threads per trajectory, one bead each
-// (advance_tile below); the cpu backend runs the same tile step in lanes.
-// Every tile step leaves a failed step's state as it was (a composition's
-// keeps its start: a few numbers per lane).
-template <class S, class M>
-constexpr bool runs_in_tile = has_tile_form<S> && requires { requires M::runs_in_tile; };
-
 // Whether a backend's launch of M on S is followed by advance_trajectory's
 // replay: where M's one-thread step moves a failed step's state part-way.
 template <class S, class M>

@@ -20,6 +20,14 @@ constexpr bool has_tile_form = requires {
   requires S::tile_lanes <= 32 && (S::tile_lanes & (S::tile_lanes - 1)) == 0;
 };
 
+// Pairs stepped in tile form: a GPU runs a tile of S::tile_lanes threads
+// per trajectory or chain, one bead each (ensemble/advance.hpp's
+// advance_tile, sampling/hmc_tile.hpp); the cpu backend runs the same tile
+// step. Every tile step leaves a failed step's state as it was (a
+// composition's keeps its start: a few numbers per lane).
+template <class S, class M>
+constexpr bool runs_in_tile = has_tile_form<S> && requires { requires M::runs_in_tile; };
+
 // (q, p) of T*N in tile form.
 template <class S, class X>
 struct TileState {

@@ -1,6 +1,7 @@
 #pragma once
 // Constrained Hamiltonian Monte Carlo on T*N, one chain per thread: the
-// transition every backend runs (a cpu iteration, a GPU thread), written once.
+// transition every backend runs (a cpu iteration, a GPU thread), written once
+// (and once more on tile values for chains in tiles: hmc_tile.hpp).
 //
 // Generalised HMC on a submanifold with RATTLE and the reverse check, LRS19
 // (after ZHG18; docs/references.md): on N = {g(q) = 0} with mass metric M,

@@ -1,9 +1,11 @@
 #pragma once
-// cuda sampling: one thread per chain running run_chain, the code the cpu
-// backend runs. A call runs a window of iterations; the host sizes it.
+// cuda sampling: one thread per chain running run_chain, or for pairs that
+// step in tiles a tile of threads per chain running tile_run_chain: the code
+// the cpu backend runs. A call runs a window of iterations; the host sizes it.
 #include <cuda_runtime.h>
 
 #include <stdexcept>
+#include <string>
 
 #include "backends/chain_runner.hpp"
 #include "backends/cuda/cuda_backend.cuh"
@@ -14,6 +16,13 @@ template <class S, class M>
 __global__ void chain_kernel(S sys, M method, HmcControl ctl, SamplePlan plan, SampleView v) {
   const std::int64_t i = std::int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
   if (i < v.count) run_chain(sys, method, ctl, plan, v, i);
+}
+
+// A tile of S::tile_lanes consecutive threads per chain (sampling/hmc_tile.hpp).
+template <class S, class M>
+__global__ void chain_tile_kernel(S sys, M method, HmcControl ctl, SamplePlan plan, SampleView v) {
+  const std::int64_t i = (std::int64_t(blockIdx.x) * blockDim.x + threadIdx.x) / S::tile_lanes;
+  if (i < v.count) tile_run_chain<S, M, tile::Thread<S::tile_lanes>>(sys, method, ctl, plan, v, i);  // a whole tile or none
 }
 
 template <class S, class M>
@@ -50,9 +59,16 @@ class CudaChainRunner final : public ChainRunner {
       allocate(d.draw_step_size, h.draw_step_size), allocate(d.draw_steps, h.draw_steps);
       allocate(d.draw_outcome, h.draw_outcome);
       constexpr int threads = 128;
-      chain_kernel<S, M><<<unsigned((h.count + threads - 1) / threads), threads>>>(sys_, method_, ctl_, plan, d);
-      cuda_check(cudaGetLastError(), "chain_kernel launch");
-      cuda_check(cudaDeviceSynchronize(), "chain_kernel");
+      if constexpr (runs_in_tile<S, M>) {  // the cpu's chain loop too (host_run_chain)
+        static_assert(threads % S::tile_lanes == 0, "whole tiles per block");
+        const unsigned blocks = unsigned((h.count * S::tile_lanes + threads - 1) / threads);
+        chain_tile_kernel<S, M><<<blocks, threads>>>(sys_, method_, ctl_, plan, d);
+      } else {
+        chain_kernel<S, M><<<unsigned((h.count + threads - 1) / threads), threads>>>(sys_, method_, ctl_, plan, d);
+      }
+      const char* name = runs_in_tile<S, M> ? "chain_tile_kernel" : "chain_kernel";
+      cuda_check(cudaGetLastError(), (std::string(name) + " launch").c_str());
+      cuda_check(cudaDeviceSynchronize(), name);
       copy_out(h.q, d.q), copy_out(h.p, d.p), copy_out(h.step_size, d.step_size);
       copy_out(h.log_h_bar, d.log_h_bar), copy_out(h.h_bar, d.h_bar), copy_out(h.draw_q, d.draw_q);
       copy_out(h.draw_potential, d.draw_potential), copy_out(h.draw_acceptance, d.draw_acceptance);
