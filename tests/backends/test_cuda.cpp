@@ -199,13 +199,21 @@ TEST(CudaShoot, AgreesWithCpu) {
   }
 }
 
-// tether sample: the same draws from one thread per chain (the chains' random
-// streams are keyed by (seed, chain, iteration)), to roundoff over a short run.
+// tether sample: the same draws from one thread per chain, or a tile of
+// threads (a chain of 16 beads: RATTLE and the triple jump), as on the cpu
+// (the chains' random streams are keyed by (seed, chain, iteration)), to
+// roundoff over a short run.
 TEST(CudaSample, AgreesWithCpu) {
   TETHER_REQUIRE_DEVICE();
-  for (const char* system : {R"({"name": "spherical_pendulum"})", R"({"name": "double_pendulum"})"}) {
-    SampleConfig c = parse_sample_config(std::string(R"({"system": )") + system +
-                                             R"(, "method": {"name": "rattle", "dt": 0.05, "steps": 8},
+  const std::string rattle = R"({"name": "rattle", "dt": 0.05, "steps": 8})";
+  const std::string chain = R"({"name": "chain", "parameters": {"beads": 16, "bend_stiffness": 20.0}})";
+  const std::pair<std::string, std::string> pairs[] = {
+      {R"({"name": "spherical_pendulum"})", rattle},
+      {R"({"name": "double_pendulum"})", rattle},
+      {chain, R"({"name": "rattle", "dt": 0.02, "steps": 8})"},
+      {chain, R"({"name": "composition", "base": "rattle", "scheme": "triple_jump", "dt": 0.04, "steps": 4})"}};
+  for (const auto& [system, method] : pairs) {
+    SampleConfig c = parse_sample_config(R"({"system": )" + system + R"(, "method": )" + method + R"(,
         "sample": {"chains": 300, "draws": 10, "warmup": 5, "seed": 3, "temperature": 2,
                    "jitter": {"dt": 0.1, "steps": 0.25}}})",
                                          "test");
@@ -216,9 +224,9 @@ TEST(CudaSample, AgreesWithCpu) {
       opt.draws = keep;
       EXPECT_EQ(sample(c, opt).backend, backend);
     }
-    ASSERT_EQ(cpu.q.size(), gpu.q.size()) << system;
-    EXPECT_EQ(cpu.outcome, gpu.outcome) << system;
-    for (std::size_t k = 0; k < cpu.q.size(); ++k) ASSERT_NEAR(cpu.q[k], gpu.q[k], 1e-7) << system << " " << k;
+    ASSERT_EQ(cpu.q.size(), gpu.q.size()) << system << method;
+    EXPECT_EQ(cpu.outcome, gpu.outcome) << system << method;
+    for (std::size_t k = 0; k < cpu.q.size(); ++k) ASSERT_NEAR(cpu.q[k], gpu.q[k], 1e-7) << system << method << " " << k;
   }
 }
 
