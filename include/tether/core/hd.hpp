@@ -28,6 +28,15 @@
 #define TETHER_UNROLL_FULL
 #endif
 
+// A loop a GPU thread keeps rolled: each trip's numbers then die before the
+// next trip's are made, where unrolled the compiler keeps them all live at
+// once (a shot's tangent columns: the Heisenberg GL1 shoot_kernel's spills).
+#if defined(__CUDA_ARCH__)
+#define TETHER_DEVICE_ROLLED _Pragma("unroll 1")
+#else
+#define TETHER_DEVICE_ROLLED
+#endif
+
 // An operation on a tile's lanes on the host (core/tile.hpp): one line of
 // arithmetic over all lanes, which must be inlined to cost what the line
 // does. In the large generated units GCC's inlining budget runs out first on

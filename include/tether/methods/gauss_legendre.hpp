@@ -363,6 +363,8 @@ struct GaussLegendre {
   // (dQ_i - dq0, dP_i - dp0) = h sum_j a_ij (the same terms), so that sum is
   // sum_i d_i (dQ_i - dq0, dP_i - dp0) with d = b^T A^-1 (HW96 §IV.8): no
   // Hess H is kept past the solve (s m^2 numbers fewer in a GPU thread).
+  // Column by column, so that a GPU thread holds one K-vector of dZ, not
+  // K x C (the same arithmetic as for the whole block).
   template <class S, int C>
   TETHER_HD static Status propagate_tangent(const S& sys, const Vec<Parts<S>::m * Stages>& Z, Real h,
                                             Tangent<S, C>& tangent, Carry<S>& carry) {
@@ -371,18 +373,25 @@ struct GaussLegendre {
     DenseLU<K>& lu = carry.lu;
     carry.valid = false;
     lu.lu = stage_jacobian_start<S>();  // F_Z, built where it is factored
-    Mat<K, C> dZ = Mat<K, C>::Zero();   // the right-hand side, then dZ
     for (int j = 0; j < Stages; ++j) {
       ZVec<S> g;
       ZMat<S> hs;
       hamiltonian_derivatives(sys, ZVec<S>(Z.template segment<m>(j * m)), g, hs);
-      dZ.template middleRows<2 * n>(j * m) = tangent;
       add_stage_columns<S>(lu.lu, j, hs, h);
     }
-    if (!solve_columns<K, C>(lu, dZ)) return Status::singular_matrix;
+    if (!lu.factor_in_place()) return Status::singular_matrix;
+    TETHER_DEVICE_ROLLED
+    for (int c = 0; c < C; ++c) {
+      const Vec<2 * n> t = tangent.col(c);
+      Vec<K> dz = Vec<K>::Zero();  // the right-hand side, then dZ's column
+      for (int j = 0; j < Stages; ++j) dz.template segment<2 * n>(j * m) = t;
+      if (!lu.solve(dz, dz)) return Status::singular_matrix;
+      for (int i = 0; i < Stages; ++i) dz.template segment<2 * n>(i * m) -= t;
+      Vec<2 * n> next = t;
+      for (int i = 0; i < Stages; ++i) next += Tableau::d(i) * dz.template segment<2 * n>(i * m);
+      tangent.col(c) = next;
+    }
     carry.valid = true;
-    for (int i = 0; i < Stages; ++i) dZ.template middleRows<2 * n>(i * m) -= tangent;
-    for (int i = 0; i < Stages; ++i) tangent += Tableau::d(i) * dZ.template middleRows<2 * n>(i * m);
     return Status::ok;
   }
 

@@ -183,20 +183,20 @@ TETHER_HD ShotStatus shoot_newton(const S& sys, const ShootControl& ctl, ShotCar
     ++iterations;
     Real alpha = 1;
     bool accepted = false;
+    // jac, factored, is free for the trials' tangents: the accepted trial's
+    // is the last one integrated.
     for (int b = 0; b <= ctl.max_backtracks && !accepted; ++b, alpha /= 2) {
       const Vec<n> trial = p + alpha * d;
-      Mat<n, n> trial_jac;
       const bool tangent = with_tangent(ctl, b, whole);
-      if (shoot_endpoint<S, Flow>(sys, ctl, carry, q0, trial, qT, tangent ? &trial_jac : nullptr) == Status::ok) {
+      if (shoot_endpoint<S, Flow>(sys, ctl, carry, q0, trial, qT, tangent ? &jac : nullptr) == Status::ok) {
         const Real trial_residual = (qT - target).norm();
         // An accepted trial without its tangent is integrated again with it
         // (the residual then from that integration, equal to roundoff).
         if ((!ctl.line_search || trial_residual <= (1 - Real(1e-4) * alpha) * residual) &&
-            (tangent || shoot_endpoint<S, Flow>(sys, ctl, carry, q0, trial, qT, &trial_jac) == Status::ok)) {
+            (tangent || shoot_endpoint<S, Flow>(sys, ctl, carry, q0, trial, qT, &jac) == Status::ok)) {
           p = trial;
           r = qT - target;
           residual = r.norm();
-          jac = trial_jac;
           accepted = true;
           whole = b == 0;
         }
