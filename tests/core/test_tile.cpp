@@ -108,6 +108,20 @@ bool fuses_multiply_add() {
   return a * a + c != 0;
 }
 
+// W chains, each with its own bond and dihedral angles, one per lane.
+template <int N>
+PhaseState<Chain<N>, L> chains_in_lanes(const Chain<N>& sys) {
+  PhaseState<Chain<N>, L> a;
+  for (int l = 0; l < W; ++l) {
+    const PhaseState<Chain<N>> x = test::chain_state(
+        sys, [&](int i) { return sys.prm.bend_angle + 0.1 * std::sin(1.3 * i + l); },
+        [&](int i) { return 3.14159265358979 + 0.5 * std::sin(2.1 * i + 0.7 * l); });
+    test::put_lane(a, l, x);
+  }
+  a.q_prev = a.q;
+  return a;
+}
+
 // W chains stepped in lockstep by the one-thread RATTLE and by its tile
 // form, each with its force carried: every outcome and every iteration count
 // the same, step after step, and every bit of every state (to roundoff where
@@ -117,15 +131,7 @@ template <int N>
 void tile_against_one_thread(const Chain<N>& sys, Real h, int steps, const NewtonOptions& opt, bool expect_failure) {
   const bool bitwise = !fuses_multiply_add();
   using S = Chain<N>;
-  PhaseState<S, L> a, b;
-  for (int l = 0; l < W; ++l) {
-    const PhaseState<S> x = test::chain_state(
-        sys, [&](int i) { return sys.prm.bend_angle + 0.1 * std::sin(1.3 * i + l); },
-        [&](int i) { return 3.14159265358979 + 0.5 * std::sin(2.1 * i + 0.7 * l); });
-    test::put_lane(a, l, x);
-  }
-  a.q_prev = a.q;
-  b = a;
+  PhaseState<S, L> a = chains_in_lanes(sys), b = a;
   ForceCarry<S, L> ca, cb;
   bool failed = false;
   Real worst = 0;
@@ -200,15 +206,7 @@ void composition_against_one_thread(const Chain<N>& sys, CompositionScheme schem
   using S = Chain<N>;
   Composition<Rattle> method;
   method.prm.scheme = scheme;
-  PhaseState<S, L> a, b;
-  for (int l = 0; l < W; ++l) {
-    const PhaseState<S> x = test::chain_state(
-        sys, [&](int i) { return sys.prm.bend_angle + 0.1 * std::sin(1.3 * i + l); },
-        [&](int i) { return 3.14159265358979 + 0.5 * std::sin(2.1 * i + 0.7 * l); });
-    test::put_lane(a, l, x);
-  }
-  a.q_prev = a.q;
-  b = a;
+  PhaseState<S, L> a = chains_in_lanes(sys), b = a;
   ForceCarry<S, L> ca, cb;
   bool live[W] = {true, true, true, true};
   int failures = 0;
