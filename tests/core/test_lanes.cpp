@@ -9,7 +9,10 @@
 #include "holonomic_cases.hpp"
 #include "tether/core/lanes.hpp"
 #include "tether/ensemble/advance.hpp"
+#include "tether/methods/constrained_midpoint.hpp"
 #include "tether/methods/rattle.hpp"
+#include "tether/methods/symplectic_euler_a.hpp"
+#include "tether/methods/symplectic_euler_b.hpp"
 #include "tether/systems/chain.hpp"
 #include "tether/systems/spherical_pendulum.hpp"
 
@@ -72,12 +75,26 @@ PhaseState<S> get_lane(const PhaseState<S, L>& g, int l) {
   return x;
 }
 
-// Steps four states alone (Real) and together (lanes) with the force
-// carried in both; returns the largest difference, and the per-lane
-// outcome of the group's last step.
-template <class S>
+// M's step, with its force carried where M carries one.
+template <class M, class S, class T>
+LaneStatus<T> step_with_carry(const S& sys, PhaseState<S, T>& s, Real h, const NewtonOptions& opt,
+                              LaneInt<T>& iterations, ForceCarry<S, T>& carry) {
+  if constexpr (carries_force<M>)
+    return M::step(sys, s, h, opt, iterations, &carry);
+  else
+    return M::step(sys, s, h, opt, iterations);
+}
+
+// Steps four states alone (Real) and together (lanes) by M, with the force
+// carried in both where M carries one; returns the largest difference
+// (and in `failures` how many steps failed, in how many lanes). With
+// `resync` each step starts alone from the lane's state: where a convergence
+// test reads a difference at roundoff (the midpoint rule's fixed-point
+// change), the roundoff of another summation order, grown over many steps,
+// can cost one iteration more.
+template <class M = Rattle, class S>
 Real lanes_against_alone(const S& sys, const std::array<PhaseState<S>, W>& x0, Real h, int steps,
-                         const NewtonOptions& opt = {}) {
+                         const NewtonOptions& opt = {}, int* failures = nullptr, bool resync = false) {
   PhaseState<S, L> group;
   for (int l = 0; l < W; ++l) test::put_lane(group, l, x0[l]);
   group.q_prev = group.q;
@@ -87,14 +104,16 @@ Real lanes_against_alone(const S& sys, const std::array<PhaseState<S>, W>& x0, R
   std::array<ForceCarry<S>, W> carries;
   for (int n = 0; n < steps; ++n) {
     LaneInt<L> it = uniform<LaneInt<L>>(0);
-    const LaneStatus<L> st = Rattle::step(sys, group, h, opt, it, &carry);
+    const LaneStatus<L> st = step_with_carry<M>(sys, group, h, opt, it, carry);
     for (int l = 0; l < W; ++l) {
       int it1 = 0;
-      const Status s1 = Rattle::step(sys, alone[l], h, opt, it1, &carries[l]);
-      EXPECT_EQ(st.v[l], s1) << "lane " << l << " step " << n;
-      EXPECT_EQ(it.v[l], it1) << "lane " << l << " step " << n << ": Newton iterations";
+      const Status s1 = step_with_carry<M>(sys, alone[l], h, opt, it1, carries[l]);
+      EXPECT_EQ(st.v[l], s1) << M::name << " lane " << l << " step " << n;
+      if (failures && s1 != Status::ok) ++*failures;
+      EXPECT_EQ(it.v[l], it1) << M::name << " lane " << l << " step " << n << ": Newton iterations";
       const PhaseState<S> y = get_lane(group, l);
       worst = std::max({worst, max_abs(Vec<S::dof>(y.q - alone[l].q)), max_abs(Vec<S::dof>(y.p - alone[l].p))});
+      if (resync) alone[l] = y;
     }
   }
   return worst;
@@ -118,6 +137,35 @@ TEST(LanesRattle, EachLaneOfASphericalPendulumIsTheTrajectoryAlone) {
   std::array<PhaseState<SphericalPendulum>, W> x0;
   for (int l = 0; l < W; ++l) x0[l] = pendulum(sys, 0.3 + 0.4 * l, 0.7 * l, 1.5 - 0.3 * l);
   EXPECT_LT(lanes_against_alone(sys, x0, 0.01, 500), 1e-12);
+}
+
+// The constrained midpoint rule and symplectic Euler A and B are written
+// for any scalar too (a chain's tile forms repeat them): in lanes that
+// converge after different numbers of iterations, each step from the same
+// state (resync).
+TEST(LanesMethods, EachLaneIsTheTrajectoryAlone) {
+  const Chain<8> chain = test::make_chain<8>();
+  std::array<PhaseState<Chain<8>>, W> c0;
+  for (int l = 0; l < W; ++l)
+    c0[l] = test::chain_state(
+        chain, [&](int i) { return chain.prm.bend_angle + 0.1 * std::sin(1.3 * i + l); },
+        [&](int i) { return 3.14159265358979 + 0.5 * std::sin(2.1 * i + 0.7 * l); });
+  EXPECT_LT(lanes_against_alone<ConstrainedMidpoint>(chain, c0, 0.002, 200, {}, nullptr, true), 1e-13);
+  EXPECT_LT(lanes_against_alone<SymplecticEulerA>(chain, c0, 0.002, 200, {}, nullptr, true), 1e-13);
+  EXPECT_LT(lanes_against_alone<SymplecticEulerB>(chain, c0, 0.002, 200, {}, nullptr, true), 1e-13);
+  const SphericalPendulum sys;
+  std::array<PhaseState<SphericalPendulum>, W> x0;
+  for (int l = 0; l < W; ++l) x0[l] = pendulum(sys, 0.3 + 0.4 * l, 0.7 * l, 1.5 - 0.3 * l);
+  EXPECT_LT(lanes_against_alone<ConstrainedMidpoint>(sys, x0, 0.01, 300, {}, nullptr, true), 1e-14);
+  // Newton cut short: the faster pendula fail, at other steps than their
+  // neighbours.
+  std::array<PhaseState<SphericalPendulum>, W> mixed;
+  for (int l = 0; l < W; ++l) mixed[l] = pendulum(sys, 0.3 + 0.4 * l, 0.7 * l, 2.0 + 8.0 * l);
+  int failures = 0;
+  EXPECT_LT(lanes_against_alone<ConstrainedMidpoint>(sys, mixed, 0.05, 30, NewtonOptions{1e-13, 6}, &failures, true),
+            1e-14);
+  EXPECT_GT(failures, 30) << "the fastest lanes were meant to fail";  // 55 lane-steps, in two lanes
+  EXPECT_LT(failures, 30 * W);
 }
 
 // The lanes of a group are independent: replacing one lane's trajectory by

@@ -13,6 +13,7 @@
 
 #include "holonomic_cases.hpp"
 #include "tether/core/tile.hpp"
+#include "tether/ensemble/advance.hpp"
 #include "tether/methods/composition.hpp"
 #include "tether/methods/rattle.hpp"
 #include "tether/systems/chain.hpp"
@@ -122,12 +123,35 @@ PhaseState<Chain<N>, L> chains_in_lanes(const Chain<N>& sys) {
   return a;
 }
 
-// W chains stepped in lockstep by the one-thread RATTLE and by its tile
-// form, each with its force carried: every outcome and every iteration count
-// the same, step after step, and every bit of every state (to roundoff where
-// the compiler fuses multiply-adds: ~1e-12 in p, O(10), over 300 steps of a
-// chaotic chain, as in test_lanes.cpp).
-template <int N>
+// One lane's outcome of a step in both forms. Where both run the same
+// arithmetic (bitwise): the same status and Newton iterations. Where the
+// compiler fuses multiply-adds, a convergence test read at roundoff (the
+// midpoint rule's fixed-point change) can take one iteration more in either
+// form, and with it, at the iteration limit, another status.
+void expect_same_outcome(bool bitwise, Status sa, Status sb, int ia, int ib) {
+  if (bitwise || ia == ib) ASSERT_EQ(sa, sb);
+  if (bitwise)
+    ASSERT_EQ(ia, ib) << "Newton iterations";
+  else
+    ASSERT_LE(std::abs(ia - ib), 1) << "Newton iterations";
+}
+
+// M's one-thread step, its force carried where M carries one.
+template <class M, class S, class T>
+LaneStatus<T> one_thread_step(const S& sys, PhaseState<S, T>& s, Real h, const NewtonOptions& opt,
+                              LaneInt<T>& iterations, ForceCarry<S, T>& carry) {
+  if constexpr (carries_force<M>)
+    return M::step(sys, s, h, opt, iterations, &carry);
+  else
+    return M::step(sys, s, h, opt, iterations);
+}
+
+// W chains stepped in lockstep by M's one-thread step and by its tile form:
+// every outcome and every iteration count the same, step after step, and
+// every bit of every state and carried force (to roundoff where the compiler
+// fuses multiply-adds: ~1e-12 in p, O(10), over 300 steps of a chaotic
+// chain, as in test_lanes.cpp).
+template <class M, int N>
 void tile_against_one_thread(const Chain<N>& sys, Real h, int steps, const NewtonOptions& opt, bool expect_failure) {
   const bool bitwise = !fuses_multiply_add();
   using S = Chain<N>;
@@ -137,11 +161,11 @@ void tile_against_one_thread(const Chain<N>& sys, Real h, int steps, const Newto
   Real worst = 0;
   for (int n = 0; n < steps; ++n) {
     LaneInt<L> ia = uniform<LaneInt<L>>(0), ib = uniform<LaneInt<L>>(0);
-    const LaneStatus<L> sa = Rattle::step(sys, a, h, opt, ia, &ca);
-    const LaneStatus<L> sb = step_as_tile(sys, Rattle{}, b, h, opt, ib, cb);
+    const LaneStatus<L> sa = one_thread_step<M>(sys, a, h, opt, ia, ca);
+    const LaneStatus<L> sb = step_as_tile(sys, M{}, b, h, opt, ib, cb);
     for (int l = 0; l < W; ++l) {
-      ASSERT_EQ(sa.v[l], sb.v[l]) << "lane " << l << " step " << n;
-      ASSERT_EQ(ia.v[l], ib.v[l]) << "lane " << l << " step " << n << ": Newton iterations";
+      expect_same_outcome(bitwise, sa.v[l], sb.v[l], ia.v[l], ib.v[l]);
+      ASSERT_FALSE(::testing::Test::HasFatalFailure()) << M::name << " lane " << l << " step " << n;
       failed = failed || sa.v[l] != Status::ok;
     }
     for (int c = 0; c < S::dof; ++c)
@@ -150,29 +174,46 @@ void tile_against_one_thread(const Chain<N>& sys, Real h, int steps, const Newto
           worst = std::max({worst, std::fabs(a.q[c].v[l] - b.q[c].v[l]), std::fabs(a.p[c].v[l] - b.p[c].v[l])});
           continue;
         }
-        ASSERT_EQ(a.q[c].v[l], b.q[c].v[l]) << "q[" << c << "] lane " << l << " step " << n;
-        ASSERT_EQ(a.p[c].v[l], b.p[c].v[l]) << "p[" << c << "] lane " << l << " step " << n;
-        ASSERT_EQ(ca.force[c].v[l], cb.force[c].v[l]) << "carried force[" << c << "] lane " << l << " step " << n;
+        ASSERT_EQ(a.q[c].v[l], b.q[c].v[l]) << M::name << " q[" << c << "] lane " << l << " step " << n;
+        ASSERT_EQ(a.p[c].v[l], b.p[c].v[l]) << M::name << " p[" << c << "] lane " << l << " step " << n;
+        if (carries_force<M>)
+          ASSERT_EQ(ca.force[c].v[l], cb.force[c].v[l]) << "carried force[" << c << "] lane " << l << " step " << n;
       }
+    if (!bitwise) b = a, cb = ca;  // each step from the same state
   }
-  EXPECT_EQ(failed, expect_failure);
-  EXPECT_LT(worst, 1e-11);
+  EXPECT_EQ(failed, expect_failure) << M::name;
+  EXPECT_LT(worst, 1e-11) << M::name;
 }
 
 TEST(TileRattle, AChainInTilesIsTheOneThreadStepBitForBit) {
-  tile_against_one_thread(test::make_chain<4>(), 0.002, 300, {}, false);
-  tile_against_one_thread(test::make_chain<8>(), 0.002, 300, {}, false);
-  tile_against_one_thread(test::make_chain<16>(), 0.002, 300, {}, false);
+  tile_against_one_thread<Rattle>(test::make_chain<4>(), 0.002, 300, {}, false);
+  tile_against_one_thread<Rattle>(test::make_chain<8>(), 0.002, 300, {}, false);
+  tile_against_one_thread<Rattle>(test::make_chain<16>(), 0.002, 300, {}, false);
   Chain<16> bend_only;  // the torsion branch skipped
   bend_only.prm.bend_stiffness = 20;
-  tile_against_one_thread(bend_only, 0.002, 300, {}, false);
+  tile_against_one_thread<Rattle>(bend_only, 0.002, 300, {}, false);
 }
 
 // Steps too long for Newton to converge in 3 iterations, from step 4 to 15
 // in the four lanes: the same lanes fail at the same steps with the same
 // status, keep the same last state, and their neighbours run on.
 TEST(TileRattle, FailuresAreTheOneThreadStepsFailures) {
-  tile_against_one_thread(test::make_chain<8>(), 0.1, 40, NewtonOptions{1e-13, 3}, true);
+  tile_against_one_thread<Rattle>(test::make_chain<8>(), 0.1, 40, NewtonOptions{1e-13, 3}, true);
+}
+
+// The other bases with a tile form: the constrained midpoint rule (its
+// fixed point and Newton in one loop) and symplectic Euler A and B (A's tile
+// step takes its start force from the carry when it has one).
+TEST(TileMethods, EachBaseInTilesIsItsOneThreadStepBitForBit) {
+  tile_against_one_thread<ConstrainedMidpoint>(test::make_chain<4>(), 0.002, 300, {}, false);
+  tile_against_one_thread<ConstrainedMidpoint>(test::make_chain<16>(), 0.002, 200, {}, false);
+  tile_against_one_thread<SymplecticEulerA>(test::make_chain<8>(), 0.002, 300, {}, false);
+  tile_against_one_thread<SymplecticEulerB>(test::make_chain<16>(), 0.002, 200, {}, false);
+}
+
+TEST(TileMethods, FailuresAreTheOneThreadStepsFailures) {
+  tile_against_one_thread<ConstrainedMidpoint>(test::make_chain<8>(), 0.1, 40, NewtonOptions{1e-13, 3}, true);
+  tile_against_one_thread<SymplecticEulerB>(test::make_chain<8>(), 0.1, 40, NewtonOptions{1e-13, 3}, true);
 }
 
 // With T = Real Eigen may sum a dot product in another order than the tile's
@@ -193,19 +234,22 @@ TEST(TileRattle, OneTrajectoryInATileAgreesWithTheOneThreadStep) {
   EXPECT_LT(worst, 1e-11);
 }
 
-// A chain's composition in tiles (Composition<Rattle>::tile_step) against
-// the one-thread RATTLE composed by hand, substep by substep, in lanes: each
-// lane alone takes the scheme's substeps in order, counts their iterations
-// up to its first failure, which is its outcome, and a failed step leaves
-// it at the step's start (the last good state the ensemble keeps). A lane is
-// compared up to the step it first fails at.
-template <int N>
+// A chain's composition in tiles (Composition<Base>::tile_step) against the
+// one-thread base steps composed by hand, substep by substep, in lanes (the
+// symplectic Euler pair: A then B on half substeps, intrinsic; RATTLE,
+// extrinsic): each lane alone takes the scheme's substeps in order, counts
+// their iterations up to its first failure, which is its outcome, and a
+// failed step leaves it at the step's start (the last good state the
+// ensemble keeps). A lane is compared up to the step it first fails at.
+template <class Base, int N>
 void composition_against_one_thread(const Chain<N>& sys, CompositionScheme scheme, Real h, int steps,
-                                    const NewtonOptions& opt, bool expect_failure) {
+                                    const NewtonOptions& opt, bool expect_failure,
+                                    CompositionForm form = CompositionForm::intrinsic) {
   const bool bitwise = !fuses_multiply_add();
   using S = Chain<N>;
-  Composition<Rattle> method;
+  Composition<Base> method;
   method.prm.scheme = scheme;
+  method.prm.form = form;
   PhaseState<S, L> a = chains_in_lanes(sys), b = a;
   ForceCarry<S, L> ca, cb;
   bool live[W] = {true, true, true, true};
@@ -215,11 +259,24 @@ void composition_against_one_thread(const Chain<N>& sys, CompositionScheme schem
     const PhaseState<S, L> start = a, b_start = b;
     LaneInt<L> ia = uniform<LaneInt<L>>(0), ib = uniform<LaneInt<L>>(0);
     LaneStatus<L> sa = uniform<LaneStatus<L>>(Status::ok);
-    for (int i = 0; i < composition_stages(scheme); ++i) {
+    const auto substep = [&](auto sub, Real hi) {
       LaneInt<L> it = uniform<LaneInt<L>>(0);
-      const LaneStatus<L> st = Rattle::step(sys, a, composition_coefficient(scheme, i) * h, opt, it, &ca);
+      const LaneStatus<L> st = one_thread_step<decltype(sub)>(sys, a, hi, opt, it, ca);
       for (int l = 0; l < W; ++l)
         if (sa.v[l] == Status::ok) ia.v[l] += it.v[l], sa.v[l] = st.v[l];
+    };
+    for (int i = 0; i < composition_stages(scheme); ++i) {
+      const Real hi = composition_coefficient(scheme, i) * h;
+      if constexpr (std::is_same_v<Base, SymplecticEulerPair>) {
+        if (form == CompositionForm::extrinsic) {
+          substep(Rattle{}, hi);
+        } else {
+          substep(SymplecticEulerA{}, 0.5 * hi);
+          substep(SymplecticEulerB{}, 0.5 * hi);
+        }
+      } else {
+        substep(Base{}, hi);
+      }
     }
     for (int l = 0; l < W; ++l)
       if (sa.v[l] != Status::ok)
@@ -227,8 +284,8 @@ void composition_against_one_thread(const Chain<N>& sys, CompositionScheme schem
     const LaneStatus<L> sb = step_as_tile(sys, method, b, h, opt, ib, cb);
     for (int l = 0; l < W; ++l) {
       if (!live[l]) continue;
-      ASSERT_EQ(sa.v[l], sb.v[l]) << "lane " << l << " step " << n;
-      ASSERT_EQ(ia.v[l], ib.v[l]) << "lane " << l << " step " << n << ": Newton iterations";
+      expect_same_outcome(bitwise, sa.v[l], sb.v[l], ia.v[l], ib.v[l]);
+      ASSERT_FALSE(::testing::Test::HasFatalFailure()) << "lane " << l << " step " << n;
       for (int c = 0; c < S::dof; ++c) {
         if (!bitwise) {
           worst = std::max({worst, std::fabs(a.q[c].v[l] - b.q[c].v[l]), std::fabs(a.p[c].v[l] - b.p[c].v[l])});
@@ -240,27 +297,44 @@ void composition_against_one_thread(const Chain<N>& sys, CompositionScheme schem
       if (sa.v[l] != Status::ok) {
         live[l] = false;
         ++failures;
-        for (int c = 0; c < S::dof; ++c)  // the step's start, to the bit in any build
-          ASSERT_EQ(b.q[c].v[l], b_start.q[c].v[l]) << "lane " << l << " failed at step " << n << ": q[" << c << "]";
+        if (sb.v[l] != Status::ok)
+          for (int c = 0; c < S::dof; ++c)  // the step's start, to the bit in any build
+            ASSERT_EQ(b.q[c].v[l], b_start.q[c].v[l]) << "lane " << l << " failed at step " << n << ": q[" << c << "]";
       }
     }
+    if (!bitwise) b = a, cb = ca;  // each step from the same state
   }
   EXPECT_EQ(failures > 0, expect_failure);
   EXPECT_LT(worst, 1e-11);
 }
 
 TEST(TileComposition, AChainsCompositionInTilesIsTheOneThreadRattleComposed) {
-  composition_against_one_thread(test::make_chain<4>(), CompositionScheme::triple_jump, 0.004, 150, {}, false);
-  composition_against_one_thread(test::make_chain<8>(), CompositionScheme::yoshida6, 0.004, 100, {}, false);
-  composition_against_one_thread(test::make_chain<16>(), CompositionScheme::kahan_li8, 0.004, 60, {}, false);
+  composition_against_one_thread<Rattle>(test::make_chain<4>(), CompositionScheme::triple_jump, 0.004, 150, {}, false);
+  composition_against_one_thread<Rattle>(test::make_chain<8>(), CompositionScheme::yoshida6, 0.004, 100, {}, false);
+  composition_against_one_thread<Rattle>(test::make_chain<16>(), CompositionScheme::kahan_li8, 0.004, 60, {}, false);
+}
+
+TEST(TileComposition, TheOtherBasesComposedInTilesAreTheirOneThreadStepsComposed) {
+  composition_against_one_thread<ConstrainedMidpoint>(test::make_chain<4>(), CompositionScheme::triple_jump, 0.004,
+                                                      150, {}, false);
+  composition_against_one_thread<ConstrainedMidpoint>(test::make_chain<16>(), CompositionScheme::suzuki, 0.004, 40,
+                                                      {}, false);
+  composition_against_one_thread<SymplecticEulerPair>(test::make_chain<8>(), CompositionScheme::yoshida6, 0.004, 100,
+                                                      {}, false);
+  composition_against_one_thread<SymplecticEulerPair>(test::make_chain<16>(), CompositionScheme::triple_jump, 0.004,
+                                                      60, {}, false, CompositionForm::extrinsic);
 }
 
 // Substeps too long for Newton in 3 iterations: every lane fails, at steps
 // 7-11 in its third substep (of -0.66 dt, after two that converged), and is
 // left at that step's start while the others run on.
 TEST(TileComposition, AFailedStepLeavesTheLaneAtItsStart) {
-  composition_against_one_thread(test::make_chain<8>(), CompositionScheme::suzuki, 0.14, 40, NewtonOptions{1e-13, 3},
-                                 true);
+  composition_against_one_thread<Rattle>(test::make_chain<8>(), CompositionScheme::suzuki, 0.14, 40,
+                                         NewtonOptions{1e-13, 3}, true);
+  composition_against_one_thread<SymplecticEulerPair>(test::make_chain<8>(), CompositionScheme::suzuki, 0.14, 40,
+                                                      NewtonOptions{1e-13, 3}, true);
+  composition_against_one_thread<ConstrainedMidpoint>(test::make_chain<8>(), CompositionScheme::suzuki, 0.14, 40,
+                                                      NewtonOptions{1e-13, 3}, true);
 }
 
 // The tile form on one trajectory (T = Real) against the one-thread

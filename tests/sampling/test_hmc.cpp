@@ -869,8 +869,8 @@ void tile_chains_against_one_thread(const M& method, Real h, int steps, Real tem
     }
   }
   EXPECT_LT(worst, 1e-9);
-  EXPECT_GT(accepted, 10);
-  EXPECT_GT(rejected, 3);
+  EXPECT_GT(accepted, 10) << M::name;
+  EXPECT_GT(rejected, 3) << M::name;
 }
 
 TEST(TileHmc, ChainsInTilesAreTheOneThreadSampler) {
@@ -879,6 +879,13 @@ TEST(TileHmc, ChainsInTilesAreTheOneThreadSampler) {
   Composition<Rattle> triple_jump;
   triple_jump.prm.scheme = CompositionScheme::triple_jump;
   tile_chains_against_one_thread<16>(triple_jump, 0.08, 4, 2.0);
+  tile_chains_against_one_thread<4>(ConstrainedMidpoint{}, 0.07, 8, 2.0);
+  Composition<SymplecticEulerPair> pair;
+  pair.prm.scheme = CompositionScheme::triple_jump;
+  tile_chains_against_one_thread<16>(pair, 0.08, 4, 2.0);
+  Composition<ConstrainedMidpoint> midpoints;
+  midpoints.prm.scheme = CompositionScheme::triple_jump;
+  tile_chains_against_one_thread<4>(midpoints, 0.06, 4, 2.0);
 }
 
 }  // namespace

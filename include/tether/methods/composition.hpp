@@ -200,15 +200,21 @@ struct Composition {
     return for_each_substep(h, [&](auto base, Real hi) { return decltype(base)::step(sys, s, hi, opt, iterations); });
   }
 
-  // The same substeps in tile form (a chain's RATTLE, a lane per bead:
-  // methods/projection_tile.hpp), each substep's end force carried to the
-  // next one's start (the same q). Unlike step, a failed step leaves the
-  // state as it was: in a tile the step's start costs each lane six numbers,
-  // and the ensemble loop needs no replay (advance.hpp). A lane that has
-  // failed (T = Lanes: a trajectory of the cpu's lockstep group) counts no
-  // later substep's iterations and keeps its first failure, as the one-thread
-  // step that stops there.
-  static constexpr bool runs_in_tile = std::is_same_v<Base, Rattle>;
+  // The same substeps in tile form (a chain, a lane per bead:
+  // methods/projection_tile.hpp), a substep's end force carried to the next
+  // one's start where both have one (RATTLE's; symplectic Euler B's to A's).
+  // Unlike step, a failed step leaves the state as it was: in a tile the
+  // step's start costs each lane six numbers, and the ensemble loop needs no
+  // replay (advance.hpp). A lane that has failed (T = Lanes: a trajectory of
+  // the cpu's lockstep group) counts no later substep's iterations and keeps
+  // its first failure, as the one-thread step that stops there.
+  static constexpr bool is_pair = std::is_same<Base, SymplecticEulerPair>::value;
+  static constexpr bool runs_in_tile = [] {
+    if constexpr (is_pair)
+      return SymplecticEulerA::runs_in_tile && SymplecticEulerB::runs_in_tile && Rattle::runs_in_tile;
+    else
+      return Base::runs_in_tile;
+  }();
   template <class S, class X>
   TETHER_HD LaneStatus<typename X::Scalar> tile_step(const S& sys, TileState<S, X>& s, Real h, const NewtonOptions& opt,
                                                      LaneInt<typename X::Scalar>& iterations,
@@ -216,13 +222,14 @@ struct Composition {
     using T = typename X::Scalar;
     const TileState<S, X> start = s;
     LaneStatus<T> status = uniform<LaneStatus<T>>(Status::ok);
-    status = for_each_substep<LaneStatus<T>>(h, [&](Rattle, Real hi) {
+    status = for_each_substep<LaneStatus<T>>(h, [&](auto base, Real hi) {
+      using Sub = decltype(base);
       if constexpr (lane_count<T> == 1) {
-        return Rattle::tile_step(sys, s, hi, opt, iterations, carry);
+        return Sub::tile_step(sys, s, hi, opt, iterations, carry);
       } else {
         LaneInt<T> it = uniform<LaneInt<T>>(0);
         const Mask<T> live = is_ok(status);
-        status = first_failure(status, Rattle::tile_step(sys, s, hi, opt, it, carry));
+        status = first_failure(status, Sub::tile_step(sys, s, hi, opt, it, carry));
         add_where(live, iterations, it);
         return status;
       }
@@ -238,8 +245,6 @@ struct Composition {
     }
     return status;
   }
-
-  static constexpr bool is_pair = std::is_same<Base, SymplecticEulerPair>::value;
 };
 
 }  // namespace tether

@@ -1,6 +1,7 @@
 #pragma once
 #include "tether/core/families.hpp"
 #include "tether/methods/projection.hpp"
+#include "tether/methods/projection_tile.hpp"
 #include "tether/methods/residual.hpp"
 
 namespace tether {
@@ -28,36 +29,108 @@ struct ConstrainedMidpoint {
   template <class S>
   TETHER_HD static void start(const S&, PhaseState<S>&, Real) {}
 
-  template <class S>
-  TETHER_HD static Status step(const S& sys, PhaseState<S>& s, Real h, const NewtonOptions& opt, int& iterations) {
+  // Written for any scalar T (core/lanes.hpp): with lanes, a lane that has
+  // converged or failed keeps its values, and a converged lane is finished
+  // while others fail.
+  template <class S, class T>
+  TETHER_HD static LaneStatus<T> step(const S& sys, PhaseState<S, T>& s, Real h, const NewtonOptions& opt,
+                                      LaneInt<T>& iterations) {
     constexpr int n = S::dof, k = S::constraint_count;
-    Vec<k> lambda = Vec<k>::Zero();
-    Vec<n> q1 = s.q + h * sys.inverse_mass_times(s.p - Real(0.5) * h * sys.potential_gradient(s.q));
-    Vec<n> p_half;
+    using V = Vec<n, T>;
+    using K = Vec<k, T>;
+    LaneStatus<T> status = uniform<LaneStatus<T>>(Status::ok);
+    Mask<T> active(true);
+    K lambda = K::Constant(T(Real(0)));
+    V q1 = s.q + h * sys.inverse_mass_times(V(s.p - Real(0.5) * h * sys.potential_gradient(s.q)));
+    V p_half = s.p;
     for (int it = 0;; ++it) {
       // One fixed-point update of the midpoint force and one Newton update
       // of the multipliers per iteration; at the joint fixed point all of
       // the position equations hold.
-      p_half = s.p - Real(0.5) * h * sys.potential_gradient(Real(0.5) * (s.q + q1));
-      const Vec<n> q_pred = s.q + h * sys.inverse_mass_times(p_half);
-      const Vec<n> q_new = q_pred + sys.inverse_mass_times(sys.constraint_transpose_times(s.q, lambda));
-      const Vec<k> g = sys.constraints(q_new);
-      if (!all_finite(g) || !all_finite(q_new)) return Status::non_finite;
-      const Real moved = max_abs(Vec<n>(q_new - q1));
-      q1 = q_new;
-      const Real tol = constraint_tolerance(sys, opt, q1);
-      if (max_abs(g) <= tol && moved <= tol) break;
-      if (it >= opt.max_iterations) return Status::newton_not_converged;
-      Vec<k> dl;
-      if (!sys.gram(q1, s.q).solve(-g, dl)) return Status::singular_matrix;
-      lambda += dl;
-      ++iterations;
+      const V p_next = s.p - Real(0.5) * h * sys.potential_gradient(V(Real(0.5) * (s.q + q1)));
+      const V q_pred = s.q + h * sys.inverse_mass_times(p_next);
+      const V q_new = q_pred + sys.inverse_mass_times(sys.constraint_transpose_times(s.q, lambda));
+      const K g = sys.constraints(q_new);
+      const Mask<T> finite = all_finite(g) & all_finite(q_new);
+      set_where(active & !finite, status, Status::non_finite);
+      active = active & finite;
+      const T moved = max_abs(V(q_new - q1));
+      p_half = select(active, p_next, p_half);
+      q1 = select(active, q_new, q1);
+      const T tol = constraint_tolerance(sys, opt, q1);
+      active = active & !((max_abs(g) <= tol) & (moved <= tol));
+      if (none(active)) break;
+      if (it >= opt.max_iterations) {
+        set_where(active, status, Status::newton_not_converged);
+        break;
+      }
+      K dl;
+      const Mask<T> solved = sys.gram(q1, s.q).solve(-g, dl);
+      set_where(active & !solved, status, Status::singular_matrix);
+      active = active & solved;
+      if (none(active)) break;
+      lambda = select(active, K(lambda + dl), lambda);
+      add_where(active, iterations, 1);
     }
+    if (none(is_ok(status))) return status;
     // M (q1 - q0)/h formed without the difference of positions, which loses
     // eps |q| / (h |M^-1 p|) of the momentum (project_and_recover).
     return finish_step(sys, s, q1,
-                       Vec<n>(p_half + sys.constraint_transpose_times(s.q, lambda) / h -
-                              Real(0.5) * h * sys.potential_gradient(Real(0.5) * (s.q + q1))));
+                       V(p_half + sys.constraint_transpose_times(s.q, lambda) / h -
+                         Real(0.5) * h * sys.potential_gradient(V(Real(0.5) * (s.q + q1)))),
+                       status);
+  }
+
+  // The same step in tile form (a lane per bead, methods/projection_tile.hpp),
+  // line for line. The midpoint's force is not the next step's: the carry is
+  // dropped.
+  static constexpr bool runs_in_tile = true;
+  template <class S, class X>
+  TETHER_HD static LaneStatus<typename X::Scalar> tile_step(const S& sys, TileState<S, X>& s, Real h,
+                                                            const NewtonOptions& opt,
+                                                            LaneInt<typename X::Scalar>& iterations,
+                                                            TileForceCarry<S, X>& carry) {
+    using T = typename X::Scalar;
+    using B = typename S::template Beads<X>;
+    carry.valid = false;
+    LaneStatus<T> status = uniform<LaneStatus<T>>(Status::ok);
+    Mask<T> active(true);
+    X lambda(Real(0));
+    const B d0 = S::tile_bonds(s.q);
+    B q1 = s.q + h * ((s.p - Real(0.5) * h * sys.tile_gradient(s.q)) / sys.prm.mass);
+    B p_half = s.p;
+    for (int it = 0;; ++it) {
+      const B p_next = s.p - Real(0.5) * h * sys.tile_gradient(Real(0.5) * (s.q + q1));
+      const B q_pred = s.q + h * (p_next / sys.prm.mass);
+      const B q_new = q_pred + sys.tile_transpose_times(d0, lambda) / sys.prm.mass;
+      const B d = S::tile_bonds(q_new);  // for g and the Gram matrix both
+      const X g = sys.tile_constraints(d);
+      const Mask<T> finite = tile::all_finite(g) & tile::all_finite(q_new);
+      set_where(active & !finite, status, Status::non_finite);
+      active = active & finite;
+      const T moved = tile::max_abs(q_new - q1);
+      p_half = tile::select(active, p_next, p_half);
+      q1 = tile::select(active, q_new, q1);
+      const T tol = constraint_tolerance_at(sys, opt, tile::max_abs(q1));
+      active = active & !((tile::max_abs(g) <= tol) & (moved <= tol));
+      if (none(active)) break;
+      if (it >= opt.max_iterations) {
+        set_where(active, status, Status::newton_not_converged);
+        break;
+      }
+      X dl;
+      const Mask<T> solved = tile_gram_solve(sys, d, d0, X(-g), dl);
+      set_where(active & !solved, status, Status::singular_matrix);
+      active = active & solved;
+      if (none(active)) break;
+      lambda = tile::select(active, X(lambda + dl), lambda);
+      add_where(active, iterations, 1);
+    }
+    if (none(is_ok(status))) return status;
+    B p1 = p_half + sys.tile_transpose_times(d0, lambda) / h -
+           Real(0.5) * h * sys.tile_gradient(Real(0.5) * (s.q + q1));
+    status = first_failure(status, tile_project_momentum<S, X>(sys, q1, p1));
+    return first_failure(status, tile_accept_step(s, q1, p1, is_ok(status)));
   }
 
   template <class S>

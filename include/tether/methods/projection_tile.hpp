@@ -138,7 +138,8 @@ TETHER_HD typename S::template Beads<X> tile_start_force(const S& sys, const typ
   return carry.force;
 }
 
-// project_and_recover with its end kick (RATTLE's: end_kick > 0) and a carry.
+// project_and_recover with its end kick (RATTLE's 1/2, symplectic Euler B's 1;
+// A's 0 drops the carry) and a carry.
 template <class S, class X>
 TETHER_HD LaneStatus<typename X::Scalar> tile_project_and_recover(const S& sys, TileState<S, X>& s,
                                                                   const typename S::template Beads<X>& p_pred, Real h,
@@ -154,6 +155,11 @@ TETHER_HD LaneStatus<typename X::Scalar> tile_project_and_recover(const S& sys, 
   LaneStatus<T> st = tile_solve_position_multipliers(sys, q_pred, d0, opt, q1, iterations, lambda);
   if (none(is_ok(st))) return st;
   B p1 = p_pred + sys.tile_transpose_times(d0, lambda) / h;
+  if (end_kick == 0) {  // no end force: the carried one, of q0, would go stale
+    carry.valid = false;
+    st = first_failure(st, tile_project_momentum<S, X>(sys, q1, p1));
+    return first_failure(st, tile_accept_step(s, q1, p1, is_ok(st)));
+  }
   const B force1 = sys.tile_gradient(q1);
   p1 = p1 - end_kick * h * force1;
   st = first_failure(st, tile_project_momentum<S, X>(sys, q1, p1));
@@ -163,8 +169,9 @@ TETHER_HD LaneStatus<typename X::Scalar> tile_project_and_recover(const S& sys, 
       carry.force = force1;
       carry.valid = true;
     }
-  } else {
+  } else {  // every live lane's force is at its q (a failed lane's is dropped with it)
     carry.force = tile::select(is_ok(done), force1, carry.force);
+    carry.valid = true;
   }
   return done;
 }

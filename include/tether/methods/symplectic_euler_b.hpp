@@ -1,6 +1,7 @@
 #pragma once
 #include "tether/core/families.hpp"
 #include "tether/methods/projection.hpp"
+#include "tether/methods/projection_tile.hpp"
 #include "tether/methods/residual.hpp"
 
 namespace tether {
@@ -27,9 +28,21 @@ struct SymplecticEulerB {
   template <class S>
   TETHER_HD static void start(const S&, PhaseState<S>&, Real) {}
 
-  template <class S>
-  TETHER_HD static Status step(const S& sys, PhaseState<S>& s, Real h, const NewtonOptions& opt, int& iterations) {
+  template <class S, class T>
+  TETHER_HD static LaneStatus<T> step(const S& sys, PhaseState<S, T>& s, Real h, const NewtonOptions& opt,
+                                      LaneInt<T>& iterations) {
     return project_and_recover(sys, s, s.p, h, Real(1), opt, iterations);
+  }
+
+  // The same step in tile form (methods/projection_tile.hpp); its end force
+  // is carried (the next A's start force, in the pair of a composition).
+  static constexpr bool runs_in_tile = true;
+  template <class S, class X>
+  TETHER_HD static LaneStatus<typename X::Scalar> tile_step(const S& sys, TileState<S, X>& s, Real h,
+                                                            const NewtonOptions& opt,
+                                                            LaneInt<typename X::Scalar>& iterations,
+                                                            TileForceCarry<S, X>& carry) {
+    return tile_project_and_recover(sys, s, s.p, h, Real(1), opt, iterations, carry);
   }
 
   template <class S>
