@@ -281,10 +281,11 @@ class CudaTile : public ::testing::TestWithParam<std::string> {};
 TEST_P(CudaTile, FailuresAndLastGoodStatesAreCpus) {
   TETHER_REQUIRE_DEVICE();
   // Each step long enough that Newton, cut short, fails part of the ensemble
-  // (on the cpu: 21, 13, 28, 21 and 16 of 37); the midpoint rule's fixed
+  // (on the cpu: 21, 19, 13, 28, 21 and 16 of 37); the midpoint rule's fixed
   // point takes 10-12 iterations at 0.01.
   const std::map<std::string, std::string> methods = {
       {"rattle", R"("name": "rattle", "dt": 0.035, "newton": {"tolerance": 1e-13, "max_iterations": 3})"},
+      {"shake", R"("name": "shake", "dt": 0.025, "newton": {"tolerance": 1e-13, "max_iterations": 3})"},
       {"composition", R"("name": "composition", "base": "rattle", "scheme": "triple_jump", "dt": 0.02,
                          "newton": {"tolerance": 1e-13, "max_iterations": 3})"},
       {"constrained_midpoint",
@@ -317,8 +318,8 @@ TEST_P(CudaTile, FailuresAndLastGoodStatesAreCpus) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Chain16, CudaTile,
-                         ::testing::Values("rattle", "composition", "constrained_midpoint", "symplectic_euler_b",
-                                           "composition_symplectic_euler"));
+                         ::testing::Values("rattle", "shake", "composition", "constrained_midpoint",
+                                           "symplectic_euler_b", "composition_symplectic_euler"));
 
 TEST(Cuda, AutoPicksCudaWhenADeviceIsPresent) {
   TETHER_REQUIRE_DEVICE();

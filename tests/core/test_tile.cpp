@@ -16,6 +16,7 @@
 #include "tether/ensemble/advance.hpp"
 #include "tether/methods/composition.hpp"
 #include "tether/methods/rattle.hpp"
+#include "tether/methods/shake.hpp"
 #include "tether/systems/chain.hpp"
 
 namespace tether {
@@ -44,15 +45,17 @@ LaneStatus<T> step_as_tile(const S& sys, const M& method, PhaseState<S, T>& s, R
                            LaneInt<T>& iterations, ForceCarry<S, T>& carry) {
   using X = tile::Emulated<T, S::tile_lanes>;
   static_assert(S::dof == 3 * S::tile_lanes, "a lane per bead in R^3");
-  TileState<S, X> ts;
+  TileStateFor<S, M, X> ts;
   TileForceCarry<S, X> tc;
   to_tile<S>(s.q, ts.q);
   to_tile<S>(s.p, ts.p);
+  if constexpr (M::two_step) to_tile<S>(s.q_prev, ts.q_prev);
   tc.valid = carry.valid;
   if (carry.valid) to_tile<S>(carry.force, tc.force);
   const LaneStatus<T> st = method.tile_step(sys, ts, h, opt, iterations, tc);
   from_tile<S>(ts.q, s.q);
   from_tile<S>(ts.p, s.p);
+  if constexpr (M::two_step) from_tile<S>(ts.q_prev, s.q_prev);
   carry.valid = tc.valid;
   if (tc.valid) from_tile<S>(tc.force, carry.force);
   return st;
@@ -155,7 +158,9 @@ template <class M, int N>
 void tile_against_one_thread(const Chain<N>& sys, Real h, int steps, const NewtonOptions& opt, bool expect_failure) {
   const bool bitwise = !fuses_multiply_add();
   using S = Chain<N>;
-  PhaseState<S, L> a = chains_in_lanes(sys), b = a;
+  PhaseState<S, L> a = chains_in_lanes(sys);
+  if constexpr (M::two_step) M::start(sys, a, h);  // SHAKE's q_{n-1}
+  PhaseState<S, L> b = a;
   ForceCarry<S, L> ca, cb;
   bool failed = false;
   Real worst = 0;
@@ -176,6 +181,8 @@ void tile_against_one_thread(const Chain<N>& sys, Real h, int steps, const Newto
         }
         ASSERT_EQ(a.q[c].v[l], b.q[c].v[l]) << M::name << " q[" << c << "] lane " << l << " step " << n;
         ASSERT_EQ(a.p[c].v[l], b.p[c].v[l]) << M::name << " p[" << c << "] lane " << l << " step " << n;
+        if (M::two_step)
+          ASSERT_EQ(a.q_prev[c].v[l], b.q_prev[c].v[l]) << "q_prev[" << c << "] lane " << l << " step " << n;
         if (carries_force<M>)
           ASSERT_EQ(ca.force[c].v[l], cb.force[c].v[l]) << "carried force[" << c << "] lane " << l << " step " << n;
       }
@@ -201,10 +208,13 @@ TEST(TileRattle, FailuresAreTheOneThreadStepsFailures) {
   tile_against_one_thread<Rattle>(test::make_chain<8>(), 0.1, 40, NewtonOptions{1e-13, 3}, true);
 }
 
-// The other bases with a tile form: the constrained midpoint rule (its
-// fixed point and Newton in one loop) and symplectic Euler A and B (A's tile
-// step takes its start force from the carry when it has one).
-TEST(TileMethods, EachBaseInTilesIsItsOneThreadStepBitForBit) {
+// The other methods with a tile form: SHAKE (its state keeps q_{n-1}), the
+// constrained midpoint rule (its fixed point and Newton in one loop) and
+// symplectic Euler A and B (A's tile step takes its start force from the
+// carry when it has one).
+TEST(TileMethods, EachMethodInTilesIsItsOneThreadStepBitForBit) {
+  tile_against_one_thread<Shake>(test::make_chain<8>(), 0.002, 300, {}, false);
+  tile_against_one_thread<Shake>(test::make_chain<16>(), 0.002, 200, {}, false);
   tile_against_one_thread<ConstrainedMidpoint>(test::make_chain<4>(), 0.002, 300, {}, false);
   tile_against_one_thread<ConstrainedMidpoint>(test::make_chain<16>(), 0.002, 200, {}, false);
   tile_against_one_thread<SymplecticEulerA>(test::make_chain<8>(), 0.002, 300, {}, false);
@@ -212,6 +222,7 @@ TEST(TileMethods, EachBaseInTilesIsItsOneThreadStepBitForBit) {
 }
 
 TEST(TileMethods, FailuresAreTheOneThreadStepsFailures) {
+  tile_against_one_thread<Shake>(test::make_chain<8>(), 0.1, 40, NewtonOptions{1e-13, 3}, true);
   tile_against_one_thread<ConstrainedMidpoint>(test::make_chain<8>(), 0.1, 40, NewtonOptions{1e-13, 3}, true);
   tile_against_one_thread<SymplecticEulerB>(test::make_chain<8>(), 0.1, 40, NewtonOptions{1e-13, 3}, true);
 }

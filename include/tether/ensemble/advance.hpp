@@ -99,14 +99,14 @@ TETHER_HD TETHER_ONE_COPY void advance_trajectory(const S& sys, const Stepper& s
 template <class S, class M>
 __device__ void advance_tile(const S& sys, const M& method, const StepControl& ctl, const EnsembleView& v,
                              std::int64_t i, int nsteps, std::int64_t steps_before) {
-  static_assert(!M::two_step);
   using X = tile::Thread<S::tile_lanes>;
   if (v.status[i] != static_cast<std::uint8_t>(Status::ok)) return;  // the same for the whole tile
   const int bead = X::lane();
-  TileState<S, X> s;
+  TileStateFor<S, M, X> s;
   for (int k = 0; k < 3; ++k) {
     s.q.c[k] = X(v.q[(3 * bead + k) * v.count + i]);
     s.p.c[k] = X(v.p[(3 * bead + k) * v.count + i]);
+    if constexpr (M::two_step) s.q_prev.c[k] = X(v.q_prev[(3 * bead + k) * v.count + i]);
   }
   TileForceCarry<S, X> force;
   std::uint64_t sum = 0;
@@ -127,6 +127,7 @@ __device__ void advance_tile(const S& sys, const M& method, const StepControl& c
   for (int k = 0; k < 3; ++k) {
     v.q[(3 * bead + k) * v.count + i] = s.q.c[k].v;
     v.p[(3 * bead + k) * v.count + i] = s.p.c[k].v;
+    if constexpr (M::two_step) v.q_prev[(3 * bead + k) * v.count + i] = s.q_prev.c[k].v;
   }
   if (bead == 0) {
     v.iterations_sum[i] += sum;
@@ -166,7 +167,7 @@ template <class S, class M, class T>
   requires runs_in_tile<S, M>
 struct LaneState<S, M, T> {
   static_assert(S::dof == 3 * S::tile_lanes, "a lane per bead in R^3");
-  using State = TileState<S, tile::Emulated<T, S::tile_lanes>>;
+  using State = TileStateFor<S, M, tile::Emulated<T, S::tile_lanes>>;
   using Carry = TileForceCarry<S, tile::Emulated<T, S::tile_lanes>>;
 };
 
@@ -195,12 +196,19 @@ void copy_lane(V& x, int to, int from) {
 template <int W, class S, class M>
 void advance_lanes(const S& sys, const M& method, const StepControl& ctl, const EnsembleView& v, std::int64_t first,
                    int nsteps, std::int64_t steps_before) {
-  static_assert(!M::two_step, "lanes carry no q_prev");
+  constexpr bool two_step = M::two_step;  // in tiles only (TileState's q_prev)
+  static_assert(!two_step || runs_in_tile<S, M>, "one-thread lanes carry no q_prev");
   static_assert(!needs_replay<S, M>, "lanes are not replayed");
   using T = Lanes<W>;
   typename LaneState<S, M, T>::State s;
   bool live[W];
   int source = -1;  // a live lane, for ghosts to copy
+  // A ghost follows a copy of a live lane's state.
+  const auto copy_state = [&](int to) {
+    copy_lane<S::dof>(s.q, to, source);
+    copy_lane<S::dof>(s.p, to, source);
+    if constexpr (two_step) copy_lane<S::dof>(s.q_prev, to, source);
+  };
   for (int l = 0; l < W; ++l) {
     const std::int64_t i = first + l;
     live[l] = i < v.count && v.status[i] == static_cast<std::uint8_t>(Status::ok);
@@ -209,14 +217,12 @@ void advance_lanes(const S& sys, const M& method, const StepControl& ctl, const 
     for (int c = 0; c < S::dof; ++c) {
       coordinate(s.q, c).v[l] = v.q[c * v.count + i];
       coordinate(s.p, c).v[l] = v.p[c * v.count + i];
+      if constexpr (two_step) coordinate(s.q_prev, c).v[l] = v.q_prev[c * v.count + i];
     }
   }
   if (source < 0) return;
   for (int l = 0; l < W; ++l)
-    if (!live[l]) {
-      copy_lane<S::dof>(s.q, l, source);
-      copy_lane<S::dof>(s.p, l, source);
-    }
+    if (!live[l]) copy_state(l);
   if constexpr (!runs_in_tile<S, M>) s.q_prev = s.q;
   typename LaneState<S, M, T>::Carry carry;
   std::uint64_t sum[W] = {};
@@ -227,6 +233,7 @@ void advance_lanes(const S& sys, const M& method, const StepControl& ctl, const 
     for (int c = 0; c < S::dof; ++c) {
       v.q[c * v.count + i] = coordinate(s.q, c).v[l];
       v.p[c * v.count + i] = coordinate(s.p, c).v[l];
+      if constexpr (two_step) v.q_prev[c * v.count + i] = coordinate(s.q_prev, c).v[l];
     }
     v.iterations_sum[i] += sum[l];
     v.iterations_max[i] = most[l];
@@ -259,8 +266,7 @@ void advance_lanes(const S& sys, const M& method, const StepControl& ctl, const 
     if (lost)
       for (int l = 0; l < W; ++l)
         if (!live[l]) {
-          copy_lane<S::dof>(s.q, l, source);
-          copy_lane<S::dof>(s.p, l, source);
+          copy_state(l);
           copy_lane<S::dof>(carry.force, l, source);
         }
   }

@@ -28,11 +28,19 @@ constexpr bool has_tile_form = requires {
 template <class S, class M>
 constexpr bool runs_in_tile = has_tile_form<S> && requires { requires M::runs_in_tile; };
 
-// (q, p) of T*N in tile form.
-template <class S, class X>
+// (q, p) of T*N in tile form; a two-step method's (SHAKE's) also q_{n-1}.
+template <class S, class X, bool two_step = false>
 struct TileState {
   typename S::template Beads<X> q, p;
 };
+template <class S, class X>
+struct TileState<S, X, true> {
+  typename S::template Beads<X> q, p, q_prev;
+};
+
+// The tile state method M steps.
+template <class S, class M, class X>
+using TileStateFor = TileState<S, X, M::two_step>;
 
 // ForceCarry in tile form.
 template <class S, class X>
@@ -106,9 +114,10 @@ TETHER_HD LaneStatus<typename X::Scalar> tile_project_momentum(const S& sys, con
   return status;
 }
 
-// accept_step (a one-step method: no q_prev).
-template <class S, class X>
-TETHER_HD LaneStatus<typename X::Scalar> tile_accept_step(TileState<S, X>& s, const typename S::template Beads<X>& q1,
+// accept_step.
+template <class S, class X, bool two_step>
+TETHER_HD LaneStatus<typename X::Scalar> tile_accept_step(TileState<S, X, two_step>& s,
+                                                          const typename S::template Beads<X>& q1,
                                                           const typename S::template Beads<X>& p1,
                                                           Mask<typename X::Scalar> take) {
   using T = typename X::Scalar;
@@ -118,9 +127,11 @@ TETHER_HD LaneStatus<typename X::Scalar> tile_accept_step(TileState<S, X>& s, co
   take = take & finite;
   if constexpr (lane_count<T> == 1) {
     if (!take) return status;
+    if constexpr (two_step) s.q_prev = s.q;
     s.q = q1;
     s.p = p1;
   } else {
+    if constexpr (two_step) s.q_prev = tile::select(take, s.q, s.q_prev);
     s.q = tile::select(take, q1, s.q);
     s.p = tile::select(take, p1, s.p);
   }
@@ -140,8 +151,8 @@ TETHER_HD typename S::template Beads<X> tile_start_force(const S& sys, const typ
 
 // project_and_recover with its end kick (RATTLE's 1/2, symplectic Euler B's 1;
 // A's 0 drops the carry) and a carry.
-template <class S, class X>
-TETHER_HD LaneStatus<typename X::Scalar> tile_project_and_recover(const S& sys, TileState<S, X>& s,
+template <class S, class X, bool two_step>
+TETHER_HD LaneStatus<typename X::Scalar> tile_project_and_recover(const S& sys, TileState<S, X, two_step>& s,
                                                                   const typename S::template Beads<X>& p_pred, Real h,
                                                                   Real end_kick, const NewtonOptions& opt,
                                                                   LaneInt<typename X::Scalar>& iterations,

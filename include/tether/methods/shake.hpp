@@ -1,6 +1,7 @@
 #pragma once
 #include "tether/core/families.hpp"
 #include "tether/methods/projection.hpp"
+#include "tether/methods/projection_tile.hpp"
 #include "tether/methods/residual.hpp"
 
 namespace tether {
@@ -27,20 +28,33 @@ struct Shake {
 
   // The virtual q_{-1} for which the two-step formula reproduces RATTLE's
   // first position step from (q0, p0): q_{-1} = q0 - h M^-1 p0 - h^2/2 M^-1 grad V(q0).
-  template <class S>
-  TETHER_HD static void start(const S& sys, PhaseState<S>& s, Real h) {
-    s.q_prev = s.q - h * sys.inverse_mass_times(s.p + Real(0.5) * h * sys.potential_gradient(s.q));
+  template <class S, class T>
+  TETHER_HD static void start(const S& sys, PhaseState<S, T>& s, Real h) {
+    s.q_prev = s.q - h * sys.inverse_mass_times(Vec<S::dof, T>(s.p + Real(0.5) * h * sys.potential_gradient(s.q)));
   }
 
   static constexpr bool carries_force = true;  // grad V(q_{n+1}) of the recovery is the next step's force
 
-  template <class S>
-  TETHER_HD static Status step(const S& sys, PhaseState<S>& s, Real h, const NewtonOptions& opt, int& iterations,
-                               ForceCarry<S>* carry = nullptr) {
+  template <class S, class T>
+  TETHER_HD static LaneStatus<T> step(const S& sys, PhaseState<S, T>& s, Real h, const NewtonOptions& opt,
+                                      LaneInt<T>& iterations, ForceCarry<S, T>* carry = nullptr) {
+    using V = Vec<S::dof, T>;
     // The predicted momentum of the two-step form, M (q_n - q_{n-1})/h - h grad V(q_n): SHAKE's velocities are
     // differences of positions, precise to eps |q| / (h |M^-1 p|).
-    const Vec<S::dof> p_pred = sys.mass_times(Vec<S::dof>(s.q - s.q_prev)) / h - h * start_force(sys, s.q, carry);
+    const V p_pred = sys.mass_times(V(s.q - s.q_prev)) / h - h * start_force(sys, s.q, carry);
     return project_and_recover(sys, s, p_pred, h, Real(0.5), opt, iterations, carry);
+  }
+
+  // The same step in tile form (a lane per bead, methods/projection_tile.hpp),
+  // always with a carry, on a state that keeps q_{n-1}.
+  static constexpr bool runs_in_tile = true;
+  template <class S, class X>
+  TETHER_HD static LaneStatus<typename X::Scalar> tile_step(const S& sys, TileState<S, X, true>& s, Real h,
+                                                            const NewtonOptions& opt,
+                                                            LaneInt<typename X::Scalar>& iterations,
+                                                            TileForceCarry<S, X>& carry) {
+    const auto p_pred = sys.prm.mass * (s.q - s.q_prev) / h - h * tile_start_force(sys, s.q, carry);
+    return tile_project_and_recover(sys, s, p_pred, h, Real(0.5), opt, iterations, carry);
   }
 
   // Unknowns (q_{n+1}, p_{n+1}, mu, nu); s0.q_prev is q_{n-1}.
