@@ -52,33 +52,51 @@ struct ConstrainedMidpoint {
       const V q_new = q_pred + sys.inverse_mass_times(sys.constraint_transpose_times(s.q, lambda));
       const K g = sys.constraints(q_new);
       const Mask<T> finite = all_finite(g) & all_finite(q_new);
-      set_where(active & !finite, status, Status::non_finite);
-      active = active & finite;
-      const T moved = max_abs(V(q_new - q1));
-      p_half = select(active, p_next, p_half);
-      q1 = select(active, q_new, q1);
-      const T tol = constraint_tolerance(sys, opt, q1);
-      active = active & !((max_abs(g) <= tol) & (moved <= tol));
-      if (none(active)) break;
-      if (it >= opt.max_iterations) {
-        set_where(active, status, Status::newton_not_converged);
-        break;
+      // One trajectory: plain control flow (with the masks and selects a GPU
+      // thread stepping a rigid body spilled 100-250 B more).
+      if constexpr (lane_count<T> == 1) {
+        if (!finite) return Status::non_finite;
+        const T moved = max_abs(V(q_new - q1));
+        p_half = p_next;
+        q1 = q_new;
+        const T tol = constraint_tolerance(sys, opt, q1);
+        if (max_abs(g) <= tol && moved <= tol) break;
+        if (it >= opt.max_iterations) return Status::newton_not_converged;
+        K dl;
+        if (!sys.gram(q1, s.q).solve(-g, dl)) return Status::singular_matrix;
+        lambda += dl;
+        ++iterations;
+      } else {
+        set_where(active & !finite, status, Status::non_finite);
+        active = active & finite;
+        const T moved = max_abs(V(q_new - q1));
+        p_half = select(active, p_next, p_half);
+        q1 = select(active, q_new, q1);
+        const T tol = constraint_tolerance(sys, opt, q1);
+        active = active & !((max_abs(g) <= tol) & (moved <= tol));
+        if (none(active)) break;
+        if (it >= opt.max_iterations) {
+          set_where(active, status, Status::newton_not_converged);
+          break;
+        }
+        K dl;
+        const Mask<T> solved = sys.gram(q1, s.q).solve(-g, dl);
+        set_where(active & !solved, status, Status::singular_matrix);
+        active = active & solved;
+        if (none(active)) break;
+        lambda = select(active, K(lambda + dl), lambda);
+        add_where(active, iterations, 1);
       }
-      K dl;
-      const Mask<T> solved = sys.gram(q1, s.q).solve(-g, dl);
-      set_where(active & !solved, status, Status::singular_matrix);
-      active = active & solved;
-      if (none(active)) break;
-      lambda = select(active, K(lambda + dl), lambda);
-      add_where(active, iterations, 1);
     }
     if (none(is_ok(status))) return status;
     // M (q1 - q0)/h formed without the difference of positions, which loses
     // eps |q| / (h |M^-1 p|) of the momentum (project_and_recover).
-    return finish_step(sys, s, q1,
-                       V(p_half + sys.constraint_transpose_times(s.q, lambda) / h -
-                         Real(0.5) * h * sys.potential_gradient(V(Real(0.5) * (s.q + q1)))),
-                       status);
+    const V p1 = p_half + sys.constraint_transpose_times(s.q, lambda) / h -
+                 Real(0.5) * h * sys.potential_gradient(V(Real(0.5) * (s.q + q1)));
+    if constexpr (lane_count<T> == 1)
+      return finish_step(sys, s, q1, p1);
+    else
+      return finish_step(sys, s, q1, p1, status);
   }
 
   // The same step in tile form (a lane per bead, methods/projection_tile.hpp),
@@ -106,25 +124,39 @@ struct ConstrainedMidpoint {
       const B d = S::tile_bonds(q_new);  // for g and the Gram matrix both
       const X g = sys.tile_constraints(d);
       const Mask<T> finite = tile::all_finite(g) & tile::all_finite(q_new);
-      set_where(active & !finite, status, Status::non_finite);
-      active = active & finite;
-      const T moved = tile::max_abs(q_new - q1);
-      p_half = tile::select(active, p_next, p_half);
-      q1 = tile::select(active, q_new, q1);
-      const T tol = constraint_tolerance_at(sys, opt, tile::max_abs(q1));
-      active = active & !((tile::max_abs(g) <= tol) & (moved <= tol));
-      if (none(active)) break;
-      if (it >= opt.max_iterations) {
-        set_where(active, status, Status::newton_not_converged);
-        break;
+      if constexpr (lane_count<T> == 1) {
+        if (!finite) return Status::non_finite;
+        const T moved = tile::max_abs(q_new - q1);
+        p_half = p_next;
+        q1 = q_new;
+        const T tol = constraint_tolerance_at(sys, opt, tile::max_abs(q1));
+        if (tile::max_abs(g) <= tol && moved <= tol) break;
+        if (it >= opt.max_iterations) return Status::newton_not_converged;
+        X dl;
+        if (!tile_gram_solve(sys, d, d0, X(-g), dl)) return Status::singular_matrix;
+        lambda = lambda + dl;
+        ++iterations;
+      } else {
+        set_where(active & !finite, status, Status::non_finite);
+        active = active & finite;
+        const T moved = tile::max_abs(q_new - q1);
+        p_half = tile::select(active, p_next, p_half);
+        q1 = tile::select(active, q_new, q1);
+        const T tol = constraint_tolerance_at(sys, opt, tile::max_abs(q1));
+        active = active & !((tile::max_abs(g) <= tol) & (moved <= tol));
+        if (none(active)) break;
+        if (it >= opt.max_iterations) {
+          set_where(active, status, Status::newton_not_converged);
+          break;
+        }
+        X dl;
+        const Mask<T> solved = tile_gram_solve(sys, d, d0, X(-g), dl);
+        set_where(active & !solved, status, Status::singular_matrix);
+        active = active & solved;
+        if (none(active)) break;
+        lambda = tile::select(active, X(lambda + dl), lambda);
+        add_where(active, iterations, 1);
       }
-      X dl;
-      const Mask<T> solved = tile_gram_solve(sys, d, d0, X(-g), dl);
-      set_where(active & !solved, status, Status::singular_matrix);
-      active = active & solved;
-      if (none(active)) break;
-      lambda = tile::select(active, X(lambda + dl), lambda);
-      add_where(active, iterations, 1);
     }
     if (none(is_ok(status))) return status;
     B p1 = p_half + sys.tile_transpose_times(d0, lambda) / h -
