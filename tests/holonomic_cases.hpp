@@ -6,6 +6,7 @@
 #include <cmath>
 
 #include "engine/initial_state.hpp"
+#include "tether/ensemble/advance.hpp"
 #include "tether/methods/projection.hpp"
 #include "tether/systems/chain.hpp"
 #include "tether/systems/double_pendulum.hpp"
@@ -20,6 +21,17 @@ template <class S>
 void put_on_manifold(const S& sys, PhaseState<S>& s) {
   s.q_prev = s.q;
   ASSERT_EQ(project_onto_manifold(sys, NewtonOptions{}, s), Status::ok);
+}
+
+// M's one-thread step (T = Real or Lanes<W>), its force carried where M
+// carries one.
+template <class M, class S, class T>
+LaneStatus<T> step_with_carry(const S& sys, PhaseState<S, T>& s, Real h, const NewtonOptions& opt,
+                              LaneInt<T>& iterations, ForceCarry<S, T>& carry) {
+  if constexpr (carries_force<M>)
+    return M::step(sys, s, h, opt, iterations, &carry);
+  else
+    return M::step(sys, s, h, opt, iterations);
 }
 
 // Trajectory x into lane l of a group stepped in lanes (core/lanes.hpp).

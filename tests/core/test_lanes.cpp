@@ -75,16 +75,6 @@ PhaseState<S> get_lane(const PhaseState<S, L>& g, int l) {
   return x;
 }
 
-// M's step, with its force carried where M carries one.
-template <class M, class S, class T>
-LaneStatus<T> step_with_carry(const S& sys, PhaseState<S, T>& s, Real h, const NewtonOptions& opt,
-                              LaneInt<T>& iterations, ForceCarry<S, T>& carry) {
-  if constexpr (carries_force<M>)
-    return M::step(sys, s, h, opt, iterations, &carry);
-  else
-    return M::step(sys, s, h, opt, iterations);
-}
-
 // Steps four states alone (Real) and together (lanes) by M, with the force
 // carried in both where M carries one; returns the largest difference
 // (and in `failures` how many steps failed, in how many lanes). With
@@ -104,10 +94,10 @@ Real lanes_against_alone(const S& sys, const std::array<PhaseState<S>, W>& x0, R
   std::array<ForceCarry<S>, W> carries;
   for (int n = 0; n < steps; ++n) {
     LaneInt<L> it = uniform<LaneInt<L>>(0);
-    const LaneStatus<L> st = step_with_carry<M>(sys, group, h, opt, it, carry);
+    const LaneStatus<L> st = test::step_with_carry<M>(sys, group, h, opt, it, carry);
     for (int l = 0; l < W; ++l) {
       int it1 = 0;
-      const Status s1 = step_with_carry<M>(sys, alone[l], h, opt, it1, carries[l]);
+      const Status s1 = test::step_with_carry<M>(sys, alone[l], h, opt, it1, carries[l]);
       EXPECT_EQ(st.v[l], s1) << M::name << " lane " << l << " step " << n;
       if (failures && s1 != Status::ok) ++*failures;
       EXPECT_EQ(it.v[l], it1) << M::name << " lane " << l << " step " << n << ": Newton iterations";

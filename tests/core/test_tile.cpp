@@ -139,16 +139,6 @@ void expect_same_outcome(bool bitwise, Status sa, Status sb, int ia, int ib) {
     ASSERT_LE(std::abs(ia - ib), 1) << "Newton iterations";
 }
 
-// M's one-thread step, its force carried where M carries one.
-template <class M, class S, class T>
-LaneStatus<T> one_thread_step(const S& sys, PhaseState<S, T>& s, Real h, const NewtonOptions& opt,
-                              LaneInt<T>& iterations, ForceCarry<S, T>& carry) {
-  if constexpr (carries_force<M>)
-    return M::step(sys, s, h, opt, iterations, &carry);
-  else
-    return M::step(sys, s, h, opt, iterations);
-}
-
 // W chains stepped in lockstep by M's one-thread step and by its tile form:
 // every outcome and every iteration count the same, step after step, and
 // every bit of every state and carried force (to roundoff where the compiler
@@ -166,7 +156,7 @@ void tile_against_one_thread(const Chain<N>& sys, Real h, int steps, const Newto
   Real worst = 0;
   for (int n = 0; n < steps; ++n) {
     LaneInt<L> ia = uniform<LaneInt<L>>(0), ib = uniform<LaneInt<L>>(0);
-    const LaneStatus<L> sa = one_thread_step<M>(sys, a, h, opt, ia, ca);
+    const LaneStatus<L> sa = test::step_with_carry<M>(sys, a, h, opt, ia, ca);
     const LaneStatus<L> sb = step_as_tile(sys, M{}, b, h, opt, ib, cb);
     for (int l = 0; l < W; ++l) {
       expect_same_outcome(bitwise, sa.v[l], sb.v[l], ia.v[l], ib.v[l]);
@@ -272,7 +262,7 @@ void composition_against_one_thread(const Chain<N>& sys, CompositionScheme schem
     LaneStatus<L> sa = uniform<LaneStatus<L>>(Status::ok);
     const auto substep = [&](auto sub, Real hi) {
       LaneInt<L> it = uniform<LaneInt<L>>(0);
-      const LaneStatus<L> st = one_thread_step<decltype(sub)>(sys, a, hi, opt, it, ca);
+      const LaneStatus<L> st = test::step_with_carry<decltype(sub)>(sys, a, hi, opt, it, ca);
       for (int l = 0; l < W; ++l)
         if (sa.v[l] == Status::ok) ia.v[l] += it.v[l], sa.v[l] = st.v[l];
     };
