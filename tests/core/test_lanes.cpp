@@ -154,7 +154,7 @@ TEST(LanesMethods, EachLaneIsTheTrajectoryAlone) {
   int failures = 0;
   EXPECT_LT(lanes_against_alone<ConstrainedMidpoint>(sys, mixed, 0.05, 30, NewtonOptions{1e-13, 6}, &failures, true),
             1e-14);
-  EXPECT_GT(failures, 30) << "the fastest lanes were meant to fail";  // 55 lane-steps, in two lanes
+  EXPECT_GT(failures, 30) << "the fastest lanes were meant to fail";  // 55 lane-steps here
   EXPECT_LT(failures, 30 * W);
 }
 

@@ -159,10 +159,10 @@ struct ConstrainedMidpoint {
       }
     }
     if (none(is_ok(status))) return status;
-    B p1 = p_half + sys.tile_transpose_times(d0, lambda) / h -
-           Real(0.5) * h * sys.tile_gradient(Real(0.5) * (s.q + q1));
-    status = first_failure(status, tile_project_momentum<S, X>(sys, q1, p1));
-    return first_failure(status, tile_accept_step(s, q1, p1, is_ok(status)));
+    return tile_finish_step(sys, s, q1,
+                            p_half + sys.tile_transpose_times(d0, lambda) / h -
+                                Real(0.5) * h * sys.tile_gradient(Real(0.5) * (s.q + q1)),
+                            status);
   }
 
   template <class S>

@@ -138,6 +138,17 @@ TETHER_HD LaneStatus<typename X::Scalar> tile_accept_step(TileState<S, X, two_st
   return status;
 }
 
+// finish_step: the momentum projected at q1, then (q1, p1) accepted, in the
+// lanes whose step is still ok (`status`).
+template <class S, class X, bool two_step>
+TETHER_HD LaneStatus<typename X::Scalar> tile_finish_step(const S& sys, TileState<S, X, two_step>& s,
+                                                          const typename S::template Beads<X>& q1,
+                                                          typename S::template Beads<X> p1,
+                                                          LaneStatus<typename X::Scalar> status) {
+  status = first_failure(status, tile_project_momentum<S, X>(sys, q1, p1));
+  return first_failure(status, tile_accept_step(s, q1, p1, is_ok(status)));
+}
+
 // start_force.
 template <class S, class X>
 TETHER_HD typename S::template Beads<X> tile_start_force(const S& sys, const typename S::template Beads<X>& q,
@@ -168,13 +179,11 @@ TETHER_HD LaneStatus<typename X::Scalar> tile_project_and_recover(const S& sys, 
   B p1 = p_pred + sys.tile_transpose_times(d0, lambda) / h;
   if (end_kick == 0) {  // no end force: the carried one, of q0, would go stale
     carry.valid = false;
-    st = first_failure(st, tile_project_momentum<S, X>(sys, q1, p1));
-    return first_failure(st, tile_accept_step(s, q1, p1, is_ok(st)));
+    return tile_finish_step(sys, s, q1, p1, st);
   }
   const B force1 = sys.tile_gradient(q1);
   p1 = p1 - end_kick * h * force1;
-  st = first_failure(st, tile_project_momentum<S, X>(sys, q1, p1));
-  const LaneStatus<T> done = first_failure(st, tile_accept_step(s, q1, p1, is_ok(st)));
+  const LaneStatus<T> done = tile_finish_step(sys, s, q1, p1, st);
   if constexpr (lane_count<T> == 1) {
     if (done == Status::ok) {
       carry.force = force1;
