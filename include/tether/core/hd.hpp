@@ -60,10 +60,12 @@
 
 // A function a GPU thread calls rather than inlines: a shot's step, which its
 // kernel calls from four places (the endpoint, the sweep, the report, the
-// nodes). Inlined, each copy keeps its own local arrays in the thread's
-// stack frame; called, they share one (a third less stack for the parking
-// car's GL3 shoot_kernel, a fifth of the instructions: bench/README.md,
-// "One stage LU per shot"). The host compilers inline as they see fit.
+// nodes), and those integrations themselves. Inlined, each copy keeps its own
+// local arrays in the thread's stack frame; called, they share one (a third
+// less stack for the parking car's GL3 shoot_kernel, a fifth of the
+// instructions: bench/README.md, "One stage LU per shot"), and the kernel
+// spills less around the calls ("The integrations called"). The host
+// compilers inline as they see fit.
 #if defined(__CUDA_ARCH__)
 #define TETHER_DEVICE_CALL __noinline__
 #else

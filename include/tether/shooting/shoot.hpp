@@ -128,10 +128,13 @@ TETHER_HD Tangent<S, S::dof> initial_tangent() {
   return t;
 }
 
-// q(T) from (q0, p0), and dq(T)/dp0 when jac is not null.
+// q(T) from (q0, p0), and dq(T)/dp0 when jac is not null. A GPU thread
+// calls it (TETHER_DEVICE_CALL) from its six places rather than inlining the
+// step loop at each.
 template <class S, class Flow>
-TETHER_HD Status shoot_endpoint(const S& sys, const ShootControl& ctl, ShotCarry<S, Flow>& carry, const Vec<S::dof>& q0,
-                                const Vec<S::dof>& p0, Vec<S::dof>& qT, Mat<S::dof, S::dof>* jac) {
+TETHER_HD TETHER_DEVICE_CALL Status shoot_endpoint(const S& sys, const ShootControl& ctl, ShotCarry<S, Flow>& carry,
+                                                   const Vec<S::dof>& q0, const Vec<S::dof>& p0, Vec<S::dof>& qT,
+                                                   Mat<S::dof, S::dof>* jac) {
   constexpr int n = S::dof;
   PhaseState<S> s;
   s.q = q0;
@@ -316,11 +319,13 @@ struct ShootingNodes {
 // One sweep along the arcs from the nodes w.z, or (dz not null) from the
 // trial nodes w.z + alpha dz, which a line search tries without storing
 // them: the residuals, their norm, and (with_tangent) the condensed
-// sensitivities. Status of the first step that failed.
+// sensitivities. Status of the first step that failed. Called by a GPU
+// thread, as shoot_endpoint is.
 template <class S, class Flow>
-TETHER_HD Status shooting_sweep(const S& sys, const ShootControl& ctl, ShotCarry<S, Flow>& carry,
-                                const Vec<S::dof>& target, ShootingNodes<S>& w, Real& norm, bool with_tangent = true,
-                                const Vec<2 * S::dof>* dz = nullptr, Real alpha = 0) {
+TETHER_HD TETHER_DEVICE_CALL Status shooting_sweep(const S& sys, const ShootControl& ctl, ShotCarry<S, Flow>& carry,
+                                                   const Vec<S::dof>& target, ShootingNodes<S>& w, Real& norm,
+                                                   bool with_tangent = true, const Vec<2 * S::dof>* dz = nullptr,
+                                                   Real alpha = 0) {
   constexpr int n = S::dof;
   const int arcs = ctl.nodes, arc = ctl.steps / ctl.nodes;
   Real sum = 0;
@@ -484,11 +489,13 @@ TETHER_HD ShotStatus solve_shot(const S& sys, const ShootControl& ctl, ShotCarry
     residual = Real(1) / Real(0);
     return ShotStatus::integration_failed;
   }
-  if (!from) return solve(target);
+  // One call of solve (a GPU thread's code holds one copy of the Newton
+  // loop): a shot from a guess is a continuation of one substep.
+  const int substeps = from ? ctl.substeps : 1;
   ShotStatus status = ShotStatus::converged;
-  for (int j = 1; j <= ctl.substeps && status == ShotStatus::converged; ++j)
-    status = solve(j == ctl.substeps ? target : Vec<n>(*from + (Real(j) / ctl.substeps) * (target - *from)));
-  if (status != ShotStatus::converged) {  // report the distance to the target itself
+  for (int j = 1; j <= substeps && status == ShotStatus::converged; ++j)
+    status = solve(j == substeps ? target : Vec<n>(*from + (Real(j) / substeps) * (target - *from)));
+  if (from && status != ShotStatus::converged) {  // report the distance to the target itself
     Vec<n> qT;
     Real norm;
     if (w)
