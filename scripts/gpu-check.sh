@@ -9,11 +9,14 @@
 #                        and 10^3..10^5 on cpu: one summary.json per line
 #   bench-cuda.json      tether_bench, cuda, sizes 1e3..1e6, one or more cases of every family
 #   bench-cpu.json       tether_bench, cpu at 1e3 and 1e4 on the same cases (the ratios' other side)
+#   bench-chains-{cuda,cpu}.json  tether_bench, every chain method that steps in tiles, chain4 and
+#                        chain16: cuda at 1e4 and 1e5, cpu at 1e4
 #   shoot-{cuda,cpu}.json, sample-{cuda,cpu}.json   summary.json of tether shoot / sample
 # Stages run in order of what matters most (the tests first), each under a
 # time limit; a stage that runs out is killed with its children and leaves
-# its lines in check.log. Together the limits come to 500 s; on an H100 with
-# 16 host cores (2026-11-26) the stages took about 5 minutes.
+# its lines in check.log. Together the limits come to 580 s; on an H100 with
+# 16 host cores (2026-11-27) the stages before the chain benches took about
+# 3 minutes.
 #
 #   tar -xJf gpu-bundle.tar.xz && tether-gpu/gpu-check.sh OUTDIR
 set -uo pipefail
@@ -69,6 +72,14 @@ gpu_tests() {
 }
 export -f gpu_tests
 stage tests 150 bash -c gpu_tests
+
+# The chain methods that step in tiles (a lane per bead), at the sizes where
+# a GPU is full, and the cpu at 10^4 in the same call: their first GPU figures.
+chains=(--systems chain4,chain16 --methods rattle,shake,constrained_midpoint,symplectic_euler_a,symplectic_euler_b,composition_rattle,composition_constrained_midpoint,composition_symplectic_euler)
+stage bench-chains-cuda 40 bash -c 'quiet "$@"' _ "$bin/tether_bench" --backends cuda --configs "$here/configs" "${chains[@]}" \
+  --sizes 1e4,1e5 --repeats 2 --min-time 0.1 -o "$out/bench-chains-cuda.json"
+stage bench-chains-cpu 40 bash -c 'quiet "$@"' _ "$bin/tether_bench" --backends cpu --configs "$here/configs" "${chains[@]}" \
+  --sizes 1e4 --repeats 2 --min-time 0.1 -o "$out/bench-chains-cpu.json"
 
 # Shots per second against the number of targets: one config (Heisenberg, GL2,
 # 40 steps, the toward guess and one random one), random targets of each count.
