@@ -15,8 +15,8 @@
 # Stages run in order of what matters most (the tests first), each under a
 # time limit; a stage that runs out is killed with its children and leaves
 # its lines in check.log. Together the limits come to 580 s; on an H100 with
-# 16 host cores (2026-11-27) the stages before the chain benches took about
-# 3 minutes.
+# 16 host cores (2026-11-27), before the chain benches were added, they took
+# about 3 minutes.
 #
 #   tar -xJf gpu-bundle.tar.xz && tether-gpu/gpu-check.sh OUTDIR
 set -uo pipefail
