@@ -129,4 +129,14 @@ PhaseState<Chain<N>> chain_state(const Chain<N>& sys) {
       [](int i) { return Real(3.14159265358979323846) + 0.6 * std::sin(2.1 * i + 0.4); });
 }
 
+// The k-th of a family of chains that differ in every bond and dihedral
+// angle (one per lane of a batch): each lane's Newton then converges in its
+// own number of iterations.
+template <int N>
+PhaseState<Chain<N>> varied_chain_state(const Chain<N>& sys, int k) {
+  return chain_state(
+      sys, [&](int i) { return sys.prm.bend_angle + 0.1 * std::sin(1.3 * i + k); },
+      [&](int i) { return 3.14159265358979 + 0.5 * std::sin(2.1 * i + 0.7 * k); });
+}
+
 }  // namespace tether::test

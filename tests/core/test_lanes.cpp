@@ -113,9 +113,7 @@ TEST(LanesRattle, EachLaneOfAChainIsTheTrajectoryAlone) {
   const Chain<8> sys = test::make_chain<8>();
   std::array<PhaseState<Chain<8>>, W> x0;
   for (int l = 0; l < W; ++l)
-    x0[l] = test::chain_state(
-        sys, [&](int i) { return sys.prm.bend_angle + 0.1 * std::sin(1.3 * i + l); },
-        [&](int i) { return 3.14159265358979 + 0.5 * std::sin(2.1 * i + 0.7 * l); });
+    x0[l] = test::varied_chain_state(sys, l);
   // Same iterations and outcomes every step; states equal to roundoff
   // (Eigen may sum a Real dot product in another order than a lane's), grown
   // over 300 steps of a chaotic chain: ~2e-12 in p, whose entries are O(10).
@@ -137,9 +135,7 @@ TEST(LanesMethods, EachLaneIsTheTrajectoryAlone) {
   const Chain<8> chain = test::make_chain<8>();
   std::array<PhaseState<Chain<8>>, W> c0;
   for (int l = 0; l < W; ++l)
-    c0[l] = test::chain_state(
-        chain, [&](int i) { return chain.prm.bend_angle + 0.1 * std::sin(1.3 * i + l); },
-        [&](int i) { return 3.14159265358979 + 0.5 * std::sin(2.1 * i + 0.7 * l); });
+    c0[l] = test::varied_chain_state(chain, l);
   EXPECT_LT(lanes_against_alone<ConstrainedMidpoint>(chain, c0, 0.002, 200, {}, nullptr, true), 1e-13);
   EXPECT_LT(lanes_against_alone<SymplecticEulerA>(chain, c0, 0.002, 200, {}, nullptr, true), 1e-13);
   EXPECT_LT(lanes_against_alone<SymplecticEulerB>(chain, c0, 0.002, 200, {}, nullptr, true), 1e-13);

@@ -117,10 +117,7 @@ template <int N>
 PhaseState<Chain<N>, L> chains_in_lanes(const Chain<N>& sys) {
   PhaseState<Chain<N>, L> a;
   for (int l = 0; l < W; ++l) {
-    const PhaseState<Chain<N>> x = test::chain_state(
-        sys, [&](int i) { return sys.prm.bend_angle + 0.1 * std::sin(1.3 * i + l); },
-        [&](int i) { return 3.14159265358979 + 0.5 * std::sin(2.1 * i + 0.7 * l); });
-    test::put_lane(a, l, x);
+    test::put_lane(a, l, test::varied_chain_state(sys, l));
   }
   a.q_prev = a.q;
   return a;
