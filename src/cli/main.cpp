@@ -6,6 +6,7 @@
 #include <cmath>
 #include <csignal>
 #include <cstdio>
+#include <cstdlib>
 #include <filesystem>
 #include <functional>
 #include <iostream>
@@ -55,6 +56,15 @@ class Progress {
 };
 
 std::string method_label(const tether::RunConfig& c) { return tether::describe_method(c); }
+
+// A statistic as the console shows it: "none (why)" where it has no value
+// (NaN or infinite: summary.json's null), never a number it does not have.
+std::string statistic(double x, const char* why_none) {
+  if (!std::isfinite(x)) return std::string("none (") + why_none + ")";
+  char s[32];
+  std::snprintf(s, sizeof s, "%.4g", x);
+  return s;
+}
 
 // A config written for another command is named as such, not reported as a
 // list of keys this command does not know.
@@ -124,7 +134,7 @@ nlohmann::json identity_of(const char* command, const std::string& config_path, 
     for (std::size_t i = 0; i < cfg.initial.draw_q.size() * sizeof(tether::Real); ++i)
       draws = (draws ^ bytes[i]) * 1099511628211ull;
   }
-  return {{"format", "tether checkpoint 1"},
+  return {{"format", tether::checkpoint_format},
           {"command", command},
           {"config", nlohmann::json::parse(tether::canonical_config_file(config_path))},
           {"backend", cfg.backend},
@@ -136,7 +146,7 @@ nlohmann::json identity_of(const char* command, const std::string& config_path, 
 }
 
 // The checkpoint in `folder`, refused unless it matches `identity` (naming
-// what differs): its state bytes, and the byte counts of the files it goes on from.
+// what differs): its state bytes, and the records of the files it goes on from.
 std::pair<std::string, nlohmann::json> matching_checkpoint(const tether::OutputFolder& folder,
                                                            const nlohmann::json& identity) {
   tether::OutputFolder::Checkpoint ck = folder.read_checkpoint();
@@ -167,7 +177,7 @@ std::pair<std::string, nlohmann::json> matching_checkpoint(const tether::OutputF
 
 // `out` as the folder of a command that checkpoints: started afresh, or
 // (resume) with the checkpoint it goes on from, which must match `identity`;
-// its state bytes and file byte counts into `resumed`.
+// its state bytes and file records into `resumed`.
 std::unique_ptr<tether::OutputFolder> open_output(const std::string& out, bool resume, const nlohmann::json& identity,
                                                   std::pair<std::string, nlohmann::json>& resumed) {
   if (resume && !std::filesystem::exists(std::filesystem::path(out) / "checkpoint.tether"))
@@ -178,14 +188,15 @@ std::unique_ptr<tether::OutputFolder> open_output(const std::string& out, bool r
   return folder;
 }
 
-// A checkpoint written into `folder`: `identity` with the byte counts of the
-// files it goes on from (`files`: the command's RunFiles or SampleFiles).
+// A checkpoint written into `folder`: `identity` with the records (byte
+// count, CRC-32) of the files it goes on from (`files`: the command's
+// RunFiles or SampleFiles).
 template <class Files>
 std::function<void(const std::string&)> checkpoint_into(tether::OutputFolder& folder, const nlohmann::json& identity,
                                                         Files& files) {
   return [&folder, &identity, &files](const std::string& state) {
     nlohmann::json header = identity;
-    header["files"] = files.checkpoint_sizes();
+    header["files"] = files.file_records();
     folder.write_checkpoint(header, state);
   };
 }
@@ -193,10 +204,20 @@ std::function<void(const std::string&)> checkpoint_into(tether::OutputFolder& fo
 // shard.tether's header line: the identity, and the ids [lo, hi) the shard ran.
 nlohmann::json shard_header(const nlohmann::json& identity, std::int64_t lo, std::int64_t hi, double wall_seconds) {
   nlohmann::json header = identity;
-  header["format"] = "tether shard 1";
+  header["format"] = tether::shard_format;
   header["ids"] = {lo, hi};
   header["wall_seconds"] = wall_seconds;
   return header;
+}
+
+// The command that goes on from a stopped command's checkpoint: the same one
+// with --resume, under the same mpirun for a team (whose rank 0 says it; the
+// others say nothing: "").
+std::string resume_command(const tether::cli::MpiWorld& world, const char* command, const std::string& config_path,
+                           const std::string& out) {
+  if (world.size > 1 && world.rank != 0) return "";
+  const std::string launcher = world.size > 1 ? "mpirun -np " + std::to_string(world.size) + " " : "";
+  return launcher + "tether " + command + " " + config_path + " --out " + out + " --resume";
 }
 
 // Signals during a run, sample or shoot: SIGINT and SIGTERM ask it to stop at its
@@ -214,11 +235,13 @@ struct StopOnSignals {
   // by another's signal), and its exit status.
   static int signal() { return stop_signal != 0 ? int(stop_signal) : SIGTERM; }
   static int exit_code() { return 128 + signal(); }
-  // The exit status after a stop, with what to type to go on.
-  static int stopped(const char* command, const std::string& config_path, const std::string& out) {
+  // The exit status after a stop, saying what to type to go on (`again`;
+  // nothing where it is empty: another rank of the team says it).
+  static int stopped(const std::string& again) {
     const int sig = signal();
-    std::fprintf(stderr, "\nstopped by %s: checkpoint written; go on with `tether %s %s --out %s --resume` (and the same options)\n",
-                 sig == SIGINT ? "SIGINT" : "SIGTERM", command, config_path.c_str(), out.c_str());
+    if (!again.empty())
+      std::fprintf(stderr, "\nstopped by %s: checkpoint written; go on with `%s` (and the same options)\n",
+                   sig == SIGINT ? "SIGINT" : "SIGTERM", again.c_str());
     return exit_code();
   }
 };
@@ -249,8 +272,10 @@ int on_every_rank(const tether::cli::MpiWorld& world, const std::function<int()>
   return tether::cli::mpi_max(code);
 }
 
+// `again`: the command that goes on from this one's checkpoint (resume_command).
 int do_run(const std::string& config_path, const std::string& out, const std::string& backend, long threads,
-           long batch_size, bool quiet, bool resume, const std::string& shard, bool from_mpi = false) {
+           long batch_size, bool quiet, bool resume, const std::string& shard, const std::string& again,
+           bool from_mpi = false) {
   refuse_other_commands_config(config_path, "run");
   tether::RunConfig cfg = tether::load_config_file(config_path);
   if (!backend.empty()) cfg.backend = backend;
@@ -267,7 +292,7 @@ int do_run(const std::string& config_path, const std::string& out, const std::st
   if (!resume) tether::check_room_for_run(cfg, out);
 
   const nlohmann::json identity = identity_of("run", config_path, cfg);
-  std::pair<std::string, nlohmann::json> resumed;  // state bytes, file byte counts
+  std::pair<std::string, nlohmann::json> resumed;  // state bytes, file records
   const auto held = open_output(out, resume, identity, resumed);
   tether::OutputFolder& folder = *held;
   tether::RunFiles files(folder, cfg, resume ? &resumed.second : nullptr);
@@ -284,7 +309,7 @@ int do_run(const std::string& config_path, const std::string& out, const std::st
   {
     StopOnSignals signals;
     r = tether::run(cfg, opt);
-    if (r.stopped) return StopOnSignals::stopped("run", config_path, out);
+    if (r.stopped) return StopOnSignals::stopped(again);
   }
   if (cfg.shard_count > 1) {
     const auto [lo, hi] = tether::shard_ids(cfg);
@@ -309,8 +334,9 @@ int do_run(const std::string& config_path, const std::string& out, const std::st
     else
       std::printf("  max |g(q)| %.3g, max |G M^-1 p| %.3g", r.max_constraint_violation,
                   r.max_velocity_constraint_violation);
-    std::printf(", max relative energy error %.3g, Newton iterations mean %.3g max %d\n  wrote %s\n",
-                r.max_relative_energy_error, r.newton_mean, r.newton_max, folder.dir().string().c_str());
+    std::printf(", max relative energy error %.3g, Newton iterations mean %s max %d\n  wrote %s\n",
+                r.max_relative_energy_error, statistic(r.newton_mean, "no step").c_str(), r.newton_max,
+                folder.dir().string().c_str());
   }
   if (r.failed > 0)
     std::fprintf(stderr, "warning: %lld of %lld trajectories failed (see failures in summary.json)\n",
@@ -381,7 +407,7 @@ int do_shoot(const std::string& config_path, const std::string& out, const std::
   }
   if (r.stopped) {  // every rank of a team stops at the same boundary; rank 0 says so
     if (world.rank != 0) return StopOnSignals::exit_code();
-    return StopOnSignals::stopped("shoot", config_path, out);
+    return StopOnSignals::stopped(resume_command(world, "shoot", config_path, out));
   }
   if (world.rank != 0) return 0;
   tether::write_shots(folder->partial("shots.csv"), r);
@@ -413,7 +439,7 @@ int do_shoot(const std::string& config_path, const std::string& out, const std::
 }
 
 int do_sample(const std::string& config_path, const std::string& out, const std::string& backend, long threads,
-              bool quiet, bool resume, const std::string& shard, bool from_mpi = false) {
+              bool quiet, bool resume, const std::string& shard, const std::string& again, bool from_mpi = false) {
   refuse_other_commands_config(config_path, "sample");
   tether::SampleConfig cfg = tether::load_sample_config_file(config_path);
   if (!backend.empty()) cfg.run.backend = backend;
@@ -426,7 +452,7 @@ int do_sample(const std::string& config_path, const std::string& out, const std:
   if (!resume) tether::check_room_for_sample(cfg, out);
 
   const nlohmann::json identity = identity_of("sample", config_path, cfg.run);
-  std::pair<std::string, nlohmann::json> resumed;  // state bytes, file byte counts
+  std::pair<std::string, nlohmann::json> resumed;  // state bytes, file records
   const auto held = open_output(out, resume, identity, resumed);
   tether::OutputFolder& folder = *held;
   tether::SampleFiles files(folder, cfg, resume ? &resumed.second : nullptr);
@@ -442,7 +468,7 @@ int do_sample(const std::string& config_path, const std::string& out, const std:
   {
     StopOnSignals signals;
     r = tether::sample(cfg, opt);
-    if (r.stopped) return StopOnSignals::stopped("sample", config_path, out);
+    if (r.stopped) return StopOnSignals::stopped(again);
   }
   if (cfg.run.shard_count > 1) {
     const auto [lo, hi] = tether::shard_ids(cfg.run, 1);
@@ -458,12 +484,13 @@ int do_sample(const std::string& config_path, const std::string& out, const std:
     const double proposals = double(r.chains) * double(r.draws);
     std::printf("%s / %s on %s: %lld chains x %lld draws (warm-up %lld, thin %lld) in %.3g s (%.3g chain-iterations/s)\n"
                 "  acceptance %.3f; rejected: metropolis %lld, newton %lld, reversibility %lld\n"
-                "  max R-hat %.4g, min bulk ESS %.4g over %lld chains (summary.json diagnostics)\n  wrote %s\n",
+                "  max R-hat %s, min bulk ESS %s over %lld chains (summary.json diagnostics)\n  wrote %s\n",
                 r.system.c_str(), r.method.c_str(), r.backend.c_str(), (long long)r.chains, (long long)r.draws,
                 (long long)r.warmup, (long long)r.thin, r.wall_seconds,
                 r.sampling_seconds > 0 ? r.chain_iterations / r.sampling_seconds : 0.0,
                 proposals > 0 ? double(r.outcomes[0]) / proposals : 0.0, (long long)r.outcomes[1],
-                (long long)r.outcomes[2], (long long)r.outcomes[3], diagnostics.max_rhat(), diagnostics.min_ess_bulk(),
+                (long long)r.outcomes[2], (long long)r.outcomes[3], statistic(diagnostics.max_rhat(), "fewer than 2 chains or 4 draws").c_str(),
+                statistic(diagnostics.min_ess_bulk(), "fewer than 4 draws").c_str(),
                 (long long)diagnostics.chains_used,
                 folder.dir().string().c_str());
   }
@@ -478,9 +505,8 @@ int do_merge(const std::vector<std::string>& shards, const std::string& out, boo
       throw tether::ConfigError("--out", "is the shard folder " + d + ": merge into another folder");
     dirs.emplace_back(d);
   }
-  tether::OutputFolder folder(out);
-  tether::merge_shard_folders(folder, dirs);
-  if (!quiet) std::printf("merged %zu shards\n  wrote %s\n", dirs.size(), folder.dir().string().c_str());
+  tether::merge_shard_folders(out, dirs);
+  if (!quiet) std::printf("merged %zu shards\n  wrote %s\n", dirs.size(), out.c_str());
   return 0;
 }
 
@@ -501,8 +527,8 @@ int do_mpi(const tether::cli::MpiWorld& world, const std::string& out, bool quie
     const bool finished = fs::exists(mine / "shard.tether") && !fs::exists(mine / "checkpoint.tether");
     return resume && finished ? 0 : one_shard(mine.string(), std::to_string(world.rank) + "/" + std::to_string(world.size));
   });
-  if (worst != 0) {
-    if (world.rank == 0 && worst != exit_bad_input)
+  if (worst != 0) {  // (a stop's own message says how to go on)
+    if (world.rank == 0 && worst != exit_bad_input && worst < 128)
       std::fprintf(stderr, "error: not every rank finished its shard; they are in %s (a stopped run goes on with "
                            "the same mpirun and --resume)\n",
                    shards.string().c_str());
@@ -511,11 +537,10 @@ int do_mpi(const tether::cli::MpiWorld& world, const std::string& out, bool quie
   if (world.rank != 0) return 0;
   std::vector<std::string> dirs;
   for (int k = 0; k < world.size; ++k) dirs.push_back((shards / std::to_string(k)).string());
-  tether::OutputFolder folder(out);
-  tether::merge_shard_folders(folder, std::vector<fs::path>(dirs.begin(), dirs.end()));
+  tether::merge_shard_folders(out, std::vector<fs::path>(dirs.begin(), dirs.end()));
   std::error_code ec;
   fs::remove_all(shards, ec);
-  if (!quiet) std::printf("%d ranks, one shard each, merged\n  wrote %s\n", world.size, folder.dir().string().c_str());
+  if (!quiet) std::printf("%d ranks, one shard each, merged\n  wrote %s\n", world.size, out.c_str());
   return 0;
 }
 
@@ -707,16 +732,23 @@ int run_command(int argc, char** argv, const tether::cli::MpiWorld& world) {
   }
 
   try {
+    if ((*run && out.empty()) || (*merge && merge_out.empty()) || (*shoot && sout.empty()) || (*sample && mout.empty()))
+      throw tether::ConfigError("--out", "is empty: give the folder to write into");
     if (*run && world.size > 1)
       return do_mpi(world, out, quiet, resume, shard, [&](const std::string& dir, const std::string& slice) {
-        return do_run(config, dir, backend, threads, batch, true, resume, slice, true);
+        return do_run(config, dir, backend, threads, batch, true, resume, slice, resume_command(world, "run", config, out),
+                      true);
       });
-    if (*run) return do_run(config, out, backend, threads, batch, quiet, resume, shard);
+    if (*run)
+      return do_run(config, out, backend, threads, batch, quiet, resume, shard, resume_command(world, "run", config, out));
     if (*sample && world.size > 1)
       return do_mpi(world, mout, mquiet, mresume, mshard, [&](const std::string& dir, const std::string& slice) {
-        return do_sample(mconfig, dir, mbackend, mthreads, true, mresume, slice, true);
+        return do_sample(mconfig, dir, mbackend, mthreads, true, mresume, slice,
+                         resume_command(world, "sample", mconfig, mout), true);
       });
-    if (*sample) return do_sample(mconfig, mout, mbackend, mthreads, mquiet, mresume, mshard);
+    if (*sample)
+      return do_sample(mconfig, mout, mbackend, mthreads, mquiet, mresume, mshard,
+                       resume_command(world, "sample", mconfig, mout));
     if (*shoot) return do_shoot(sconfig, sout, sbackend, sthreads, squiet, sresume, world);
     if (world.size > 1 && world.rank > 0) return 0;  // validate, list and merge run once, on rank 0
     if (*merge) return do_merge(merge_shards, merge_out, merge_quiet);
@@ -736,5 +768,9 @@ int main(int argc, char** argv) {
   const tether::cli::MpiWorld world = tether::cli::mpi_start(argc, argv);
   const int code = run_command(argc, argv, world);
   tether::cli::mpi_finish();
+  if (tether::netcdf_file_left_broken()) {  // (its partial file is removed already; skip HDF5's clean-up at exit)
+    std::fflush(nullptr);
+    std::_Exit(code);
+  }
   return code;
 }

@@ -435,9 +435,13 @@ void parse_targets(const Node& t, int dof, ShootSpec& s) {
   const Node g = t.object(grid ? "grid" : "random");
   g.only(grid ? std::set<std::string>{"min", "max", "count"} : std::set<std::string>{"min", "max", "count", "seed"});
   const std::vector<Real> lo = point_at(g, "min", dof, what), hi = point_at(g, "max", dof, what);
-  for (int c = 0; c < dof; ++c)
+  for (int c = 0; c < dof; ++c) {
     if (!(hi[c] >= lo[c]))
       throw ConfigError(g.at("max") + "[" + std::to_string(c) + "]", "must be >= min[" + std::to_string(c) + "]");
+    if (!std::isfinite(hi[c] - lo[c]))  // the targets lo + (hi - lo) t would not be numbers
+      throw ConfigError(g.at("max") + "[" + std::to_string(c) + "]",
+                        "is too far from min[" + std::to_string(c) + "]: max - min overflows a double");
+  }
   if (grid) {
     s.targets_kind = "grid";
     if (!g.has("count")) throw ConfigError(g.at("count"), "is missing (points per coordinate)");
@@ -689,6 +693,7 @@ SampleConfig parse_sample_config(const std::string& text, const std::string& sou
   } else {
     c.initial.kind = InitialSpec::Kind::thermal;
     c.initial.temperature = s.temperature;
+    c.initial.path = "sample";  // the start's temperature is sample.temperature
   }
   if (c.initial.kind == InitialSpec::Kind::states && std::int64_t(c.initial.states.size()) != s.chains)
     throw ConfigError(sm.at("initial.states"), "lists " + std::to_string(c.initial.states.size()) +

@@ -59,9 +59,12 @@ inline void refuse_beyond_memory(const std::string& path, double bytes, const st
 }
 
 // Refuses at `path` output of `bytes` where the folder `out` will be (its
-// nearest existing ancestor) has less free space.
+// nearest existing ancestor) has less free space, with room for the small
+// files beside it (summary.json, the lock, a checkpoint's header; a file
+// system allocates each in whole blocks).
 inline void refuse_beyond_disk(const std::filesystem::path& out, const std::string& path, double bytes,
                                const std::string& what, const std::string& remedy) {
+  bytes += 1 << 16;
   std::filesystem::path where = std::filesystem::absolute(out);
   while (!std::filesystem::exists(where) && where.has_parent_path() && where != where.parent_path())
     where = where.parent_path();

@@ -1,12 +1,14 @@
 #pragma once
-// The bytes of a run's checkpoint (engine/runner.hpp): plain values and
-// vectors appended in order and read back in the same order, every length
-// checked, so a truncated or foreign checkpoint is refused, never half-read.
+// The bytes of a run's checkpoint (engine/runner.hpp) and of a shard's sums:
+// plain values and vectors appended in order and read back in the same
+// order, every length checked, so a truncated or foreign state is refused,
+// never half-read (the file's seal, io/checksum.hpp, has caught damage before).
 #include <cstdint>
 #include <cstring>
 #include <stdexcept>
 #include <string>
 #include <type_traits>
+#include <utility>
 #include <vector>
 
 namespace tether {
@@ -31,7 +33,8 @@ class BlobWriter {
 
 class BlobReader {
  public:
-  explicit BlobReader(const std::string& bytes) : b_(bytes) {}
+  // `what` names the bytes in the message a truncated or foreign state gets.
+  explicit BlobReader(const std::string& bytes, std::string what = "the checkpoint") : b_(bytes), what_(std::move(what)) {}
   template <class T>
   void get(T& x) {
     static_assert(std::is_trivially_copyable_v<T>);
@@ -53,8 +56,9 @@ class BlobReader {
   }
 
  private:
-  [[noreturn]] static void bad() { throw std::runtime_error("the checkpoint is truncated or was not written by this run"); }
+  [[noreturn]] void bad() const { throw std::runtime_error(what_ + " is cut short, or was not written by this run"); }
   const std::string& b_;
+  std::string what_;
   std::size_t at_ = 0;
 };
 

@@ -157,7 +157,7 @@ RunResult merge_shards(const RunConfig& c, const std::vector<std::string>& talli
   RunTally total(rows, false);
   for (std::size_t k = 0; k < tallies.size(); ++k) {
     RunTally t;
-    BlobReader b(tallies[k]);
+    BlobReader b(tallies[k], "shard " + std::to_string(k) + "'s sums (its shard.tether)");
     t.load(b);
     b.expect_end();
     if (!t.keep_blocks || !t.fits(rows, rows))

@@ -76,6 +76,7 @@ SampleResult sample_pair(const SampleConfig& c, const SampleOptions& opt, const 
     throw ConfigError("system.name", "sampling applies to the holonomic systems only");
   } else {
     const S sys = configured<S>(c.run.system_parameters, "system.parameters");
+    check_temperature(sys, c.sample.temperature, "sample.temperature");
     check_initial_states(sys, c.run);
     const M method = configured<M>(c.run.method_config, "method");
     if constexpr (!SamplerMethodFor<M, S>) {

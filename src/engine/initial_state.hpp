@@ -2,6 +2,7 @@
 // Initial conditions on T*N, one pure function of (config, trajectory id):
 // the same ensemble whatever the batch size, thread count or backend.
 #include <cmath>
+#include <limits>
 #include <string>
 
 #include "engine/initial_state_extern.hpp"
@@ -187,11 +188,23 @@ inline std::string format_number(Real x) {
   return buf;
 }
 
-// An explicit holonomic state must lie on T*N unless projection was asked for.
+// An explicit holonomic state must lie on T*N, or, where projection was asked
+// for, project onto it: every command refuses it up front otherwise (a run
+// would keep it as a trajectory failed at step 0, a sample could not start).
 template <class S>
-void check_on_manifold(const S& sys, const InitialSpec& ini, const ExplicitState& e, const std::string& path) {
-  if (ini.project) return;
+void check_on_manifold(const S& sys, const InitialSpec& ini, const NewtonOptions& newton, const ExplicitState& e,
+                       const std::string& path) {
   const Vec<S::dof> q = to_vec<S>(e.q), p = to_vec<S>(e.p);
+  if (ini.project) {
+    PhaseState<S> s;
+    s.q = q, s.p = p, s.q_prev = Vec<S::dof>::Zero();
+    const Status st = project_state(sys, newton, s);
+    if (st != Status::ok || !s.q.allFinite() || !s.p.allFinite())
+      throw ConfigError(path, "cannot be projected onto the constraint manifold (" +
+                                  std::string(st == Status::ok ? "non_finite" : status_name(st)) +
+                                  " from this state): give a state nearer to it");
+    return;
+  }
   if constexpr (is_lagrangian<S>) {
     const Real g = max_abs(sys.constraints(q)), v = max_abs(sys.velocity_constraints(q, p));
     if (!(g <= ini.tolerance))
@@ -231,9 +244,29 @@ void check_on_manifold(const S& sys, const InitialSpec& ini, const ExplicitState
   }
 }
 
+// A temperature whose momenta p ~ N(0, kT M) the arithmetic can hold: kT M,
+// and the kinetic energy of every component out to 40 standard deviations,
+// finite (1e308 would make every energy inf and reject every proposal), and
+// kT itself a normal double.
+template <class S>
+void check_temperature(const S& sys, Real kT, const std::string& path) {
+  if constexpr (!is_nonholonomic<S> && !is_lagrangian<S>) {
+    Real heaviest = 0;
+    for (int i = 0; i < S::dof; ++i)
+      heaviest = std::max(heaviest, max_abs(Vec<S::dof>(sys.mass_times(Vec<S::dof>::Unit(i)))));
+    const Real bound = std::numeric_limits<Real>::max() / (1600 * Real(S::dof));
+    if (!(kT >= std::numeric_limits<Real>::min()) || !(kT <= bound / std::max(heaviest, Real(1e-300))))
+      throw ConfigError(path, "is " + format_number(kT) + ": kT times the mass (" + format_number(heaviest) +
+                                  ") must stay below " + format_number(bound) +
+                                  " (and kT above 2.2e-308) for the momenta's energies to be finite doubles");
+  }
+}
+
 template <class S>
 void check_initial_states(const S& sys, const RunConfig& c) {
   const InitialSpec& ini = c.initial;
+  if (ini.kind == InitialSpec::Kind::thermal || ini.kind == InitialSpec::Kind::canonical)
+    check_temperature(sys, ini.temperature, ini.path + ".temperature");
   auto check_dims = [&](const ExplicitState& e, const std::string& path) {
     for (const auto& [key, v] : {std::pair{"q", &e.q}, std::pair{"p", &e.p}})
       if (v->size() != std::size_t(S::dof))
@@ -247,7 +280,8 @@ void check_initial_states(const S& sys, const RunConfig& c) {
     try {
       check_dims(ini.states[i], path);
       // Index 1 without holonomic constraints: every (q, p) is a state.
-      if constexpr (!is_nonholonomic<S> || holonomic_count<S> > 0) check_on_manifold(sys, ini, ini.states[i], path);
+      if constexpr (!is_nonholonomic<S> || holonomic_count<S> > 0)
+        check_on_manifold(sys, ini, c.newton, ini.states[i], path);
     } catch (const ConfigError& e) {
       if (!ini.states_as_arrays || e.path().rfind(path + ".", 0) != 0) throw;
       // States handed over as arrays: the error is at row i of array q or p, states.q[i].

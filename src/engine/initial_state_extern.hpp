@@ -6,6 +6,7 @@
 // RATTLE projection and the HMC chain of a canonical start): editing rattle.hpp
 // rebuilds the units that step RATTLE, not every method's.
 #include <cstdint>
+#include <string>
 
 #include "tether/methods/projection.hpp"  // PhaseState
 #include "tether/engine/config.hpp"
@@ -23,6 +24,10 @@ Status initial_state(const S& sys, const RunConfig& c, std::int64_t id, PhaseSta
 template <class S>
 void check_initial_states(const S& sys, const RunConfig& c);
 
+// A temperature kT whose momenta N(0, kT M) have finite energies, as a ConfigError at `path`.
+template <class S>
+void check_temperature(const S& sys, Real kT, const std::string& path);
+
 }  // namespace tether
 
 // Instantiated once per system (engine/check_system.cpp, EXTERN empty) and
@@ -33,4 +38,6 @@ void check_initial_states(const S& sys, const RunConfig& c);
       const ::tether::SystemAt<I>&, const ::tether::RunConfig&, std::int64_t,                         \
       ::tether::PhaseState<::tether::SystemAt<I>>&, ::tether::Real&);                                 \
   EXTERN template void tether::check_initial_states<::tether::SystemAt<I>>(                          \
-      const ::tether::SystemAt<I>&, const ::tether::RunConfig&);
+      const ::tether::SystemAt<I>&, const ::tether::RunConfig&);                                      \
+  EXTERN template void tether::check_temperature<::tether::SystemAt<I>>(                             \
+      const ::tether::SystemAt<I>&, ::tether::Real, const std::string&);

@@ -451,7 +451,7 @@ class TargetSolver {
     pending_iterations_ = 0;
     TeamView v;
     for (const std::string& bytes : opt_.all_gather(w.bytes())) {  // integer sums: exact in any order
-      BlobReader b(bytes);
+      BlobReader b(bytes, "a team member's exchange");
       std::int64_t shots = 0, next_shot = 0;
       std::uint64_t iterations = 0, n = 0;
       std::uint8_t member_done = 0, member_stop = 0;

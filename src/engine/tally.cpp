@@ -1,6 +1,7 @@
 #include "engine/tally.hpp"
 
 #include <algorithm>
+#include <cmath>
 #include <stdexcept>
 
 namespace tether {
@@ -100,7 +101,7 @@ void RunTally::fill(const RunConfig& c, RunResult& r, TimeseriesSink* sink) {
   r.max_relative_energy_error = energy_error_max;
   r.max_constraint_violation = constraint_max;
   r.max_velocity_constraint_violation = velocity_max;
-  r.newton_mean = steps_attempted > 0 ? double(iterations) / double(steps_attempted) : 0;
+  r.newton_mean = steps_attempted > 0 ? double(iterations) / double(steps_attempted) : NAN;  // none: no step
   r.newton_max = newton_max;
   r.trajectory_steps = steps_taken;
   r.failed = failed;

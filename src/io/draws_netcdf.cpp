@@ -7,6 +7,7 @@
 #include <netcdf.h>
 
 #include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <cmath>
 #include <ctime>
@@ -59,6 +60,15 @@ std::string utc_now() {
 
 }  // namespace
 
+namespace {
+std::atomic<bool> netcdf_write_failed{false};
+// draws.nc's chunks: up to this many chains by this many draws.
+constexpr std::int64_t draws_chunk = 256;
+}  // namespace
+
+void mark_netcdf_write_failed() { netcdf_write_failed = true; }
+bool netcdf_file_left_broken() { return netcdf_write_failed; }
+
 struct NetcdfDraws::Ids {
   int file = -1, posterior = -1, stats = -1;
   int q = -1, potential = -1, acceptance = -1, energy = -1, step_size = -1, steps = -1, diverging = -1, outcome = -1;
@@ -73,7 +83,8 @@ NetcdfDraws::NetcdfDraws(const std::filesystem::path& file, const SampleConfig& 
   const std::string created = utc_now();
   const std::size_t chains = std::size_t(c.sample.chains), draws = std::size_t(c.sample.draws);
   // Chunks: a few hundred chains by a few hundred draws, whole q vectors.
-  const std::size_t chunk_chains = std::min<std::size_t>(chains, 256), chunk_draws = std::min<std::size_t>(draws, 256);
+  const std::size_t chunk_chains = std::min<std::size_t>(chains, draws_chunk),
+                    chunk_draws = std::min<std::size_t>(draws, draws_chunk);
 
   auto group = [&](const char* name, int& gid) {
     ok(nc_def_grp(id.file, name, &gid), name);
@@ -150,7 +161,7 @@ NetcdfDraws::NetcdfDraws(const std::filesystem::path& file, const SampleConfig& 
 }
 
 NetcdfDraws::~NetcdfDraws() {
-  if (open_) nc_close(ids_->file);  // unfinished: the caller discards the partial file
+  if (open_) netcdf_discard(ids_->file);  // unfinished: the caller removes the partial file
 }
 
 void NetcdfDraws::write(const DrawBlock& b) {
@@ -187,7 +198,7 @@ void NetcdfDraws::write(const DrawBlock& b) {
 
 void NetcdfDraws::close() {
   open_ = false;
-  netcdf_check(nc_close(ids_->file), "write", "close", file_);
+  netcdf_close(ids_->file, file_);
 }
 
 namespace {
@@ -202,8 +213,10 @@ double fold(const DrawsDiagnostics& d, double start, F&& pick) {
 
 }  // namespace
 
-double DrawsDiagnostics::max_rhat() const {
-  return fold(*this, 0.0, [](double r, const ChainDiagnostics& x) { return std::isfinite(x.rhat) ? std::max(r, x.rhat) : r; });
+double DrawsDiagnostics::max_rhat() const {  // NaN where no R-hat is defined (one chain): none, not 0
+  return fold(*this, NAN, [](double r, const ChainDiagnostics& x) {
+    return std::isfinite(x.rhat) ? (std::isnan(r) ? x.rhat : std::max(r, x.rhat)) : r;
+  });
 }
 double DrawsDiagnostics::min_ess_bulk() const {
   return fold(*this, INFINITY, [](double r, const ChainDiagnostics& x) {
@@ -295,7 +308,20 @@ StartDraws read_start_draws(const std::filesystem::path& file, std::int64_t coun
 }
 
 std::int64_t draws_file_bytes(const SampleSpec& s, int dof) {
-  return s.chains * s.draws * (std::int64_t(dof + 4) * 8 + 4 + 2);
+  const auto whole_chunks = [](std::int64_t n) {  // an edge chunk is stored whole
+    const std::int64_t chunk = std::min<std::int64_t>(n, draws_chunk);
+    return (n + chunk - 1) / chunk * chunk;
+  };
+  const std::int64_t chunks = (whole_chunks(s.chains) / std::min<std::int64_t>(s.chains, draws_chunk)) *
+                              (whole_chunks(s.draws) / std::min<std::int64_t>(s.draws, draws_chunk));
+  return whole_chunks(s.chains) * whole_chunks(s.draws) * (std::int64_t(dof + 4) * 8 + 4 + 2) +
+         (std::int64_t(1) << 20) + chunks * 8 * 64;  // the header, and each of 8 variables' index entry per chunk
+}
+
+std::int64_t draws_side_file_bytes(const SampleSpec& s, std::int64_t chains, std::int64_t batch_size, int dof) {
+  const std::int64_t batches = (chains + batch_size - 1) / std::max<std::int64_t>(batch_size, 1);
+  // A block per window with draws: at most one per draw of each batch.
+  return chains * s.draws * (std::int64_t(dof + 4) * 8 + 4 + 1) + batches * s.draws * std::int64_t(sizeof(std::int64_t) * 4);
 }
 
 }  // namespace tether

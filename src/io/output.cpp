@@ -1,12 +1,14 @@
 #include "tether/engine/output.hpp"
 
 #include "config/resources.hpp"
+#include "io/checksum.hpp"
 #include "io/text_out.hpp"
 #include "registry/catalog.hpp"
 #include "tether/sampling/hmc.hpp"
 
 #include <fcntl.h>
 #include <sys/file.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -23,6 +25,10 @@ namespace tether {
 namespace fs = std::filesystem;
 
 namespace {
+
+// A statistic as summary.json holds it: null where it has no value (no data:
+// NaN or infinite), never a number it does not have.
+nlohmann::ordered_json statistic(double x) { return std::isfinite(x) ? nlohmann::ordered_json(x) : nlohmann::ordered_json(); }
 
 void write_json(const fs::path& file, const nlohmann::ordered_json& j) {
   std::ofstream out(file, std::ios::binary);
@@ -54,28 +60,14 @@ const std::string checkpoint_file = "checkpoint.tether";
 }  // namespace
 
 OutputFolder::OutputFolder(const fs::path& dir, Start start) : dir_(dir) {
+  if (dir_.empty()) throw ConfigError("--out", "is empty: give the folder to write into");
   std::error_code ec;
+  for (fs::path p = fs::absolute(dir_, ec); !ec && !fs::exists(p, ec) && p != p.parent_path(); p = p.parent_path())
+    created_top_ = p;  // the outermost folder this command makes
   fs::create_directories(dir_, ec);
   if (ec || !fs::is_directory(dir_))
     throw std::runtime_error("cannot create output folder " + dir_.string() + (ec ? ": " + ec.message() : ""));
-  const fs::path lock = dir_ / ".tether.lock";
-  lock_fd_ = ::open(lock.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
-  if (lock_fd_ < 0) throw std::runtime_error("cannot open " + lock.string() + ": " + std::strerror(errno));
-  if (::flock(lock_fd_, LOCK_EX | LOCK_NB) != 0) {
-    const int why = errno;
-    char holder[32] = {};
-    const ssize_t n = ::pread(lock_fd_, holder, sizeof holder - 1, 0);
-    ::close(lock_fd_);
-    lock_fd_ = -1;
-    if (why == EWOULDBLOCK)
-      throw std::runtime_error("output folder " + dir_.string() + " is in use by another tether run" +
-                               (n > 0 ? " (process " + std::string(holder, std::size_t(n)) + ")" : std::string()) +
-                               ": wait for it to finish, or give another --out");
-    throw std::runtime_error("cannot lock " + lock.string() + ": " + std::strerror(why));
-  }
-  const std::string pid = std::to_string(::getpid());
-  // The holder's pid, for the message a second run prints (the lock itself is the flock).
-  if (::ftruncate(lock_fd_, 0) == 0) (void)!::pwrite(lock_fd_, pid.data(), pid.size(), 0);
+  take_lock();
   // Leftovers of a run that was killed before it committed, but for what a
   // checkpoint kept (Start).
   checkpointed_ = start == Start::resume || (start == Start::other && fs::exists(dir_ / checkpoint_file, ec));
@@ -90,13 +82,65 @@ OutputFolder::OutputFolder(const fs::path& dir, Start start) : dir_(dir) {
   if (ec) throw std::runtime_error("cannot remove the stale checkpoint in " + dir_.string() + ": " + ec.message());
 }
 
+// flock on DIR/.tether.lock, opened without following a link (a link there
+// is refused: tether writes no file that is not its own) and checked to be
+// the file at that name once locked (a run that gives its lock up removes it).
+void OutputFolder::take_lock() {
+  const fs::path lock = dir_ / ".tether.lock";
+  for (int attempt = 0; attempt < 100; ++attempt) {
+    lock_fd_ = ::open(lock.c_str(), O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644);
+    created_lock_ = lock_fd_ >= 0;
+    if (lock_fd_ < 0 && errno == EEXIST) lock_fd_ = ::open(lock.c_str(), O_RDWR | O_NOFOLLOW | O_CLOEXEC);
+    if (lock_fd_ < 0 && errno == ENOENT) continue;  // removed between the two opens
+    if (lock_fd_ < 0 && errno == ELOOP)
+      throw ConfigError("--out", lock.string() + " is a symbolic link: tether writes no file through one; remove "
+                                                 "it, or give another --out");
+    if (lock_fd_ < 0) throw std::runtime_error("cannot open " + lock.string() + ": " + std::strerror(errno));
+    struct stat held {}, named {};
+    if (::fstat(lock_fd_, &held) != 0 || !S_ISREG(held.st_mode)) {
+      ::close(lock_fd_);
+      lock_fd_ = -1;
+      throw ConfigError("--out", lock.string() + " is not a regular file: remove it, or give another --out");
+    }
+    if (::flock(lock_fd_, LOCK_EX | LOCK_NB) != 0) {
+      const int why = errno;
+      char holder[32] = {};
+      const ssize_t n = ::pread(lock_fd_, holder, sizeof holder - 1, 0);
+      ::close(lock_fd_);
+      lock_fd_ = -1;
+      if (why == EWOULDBLOCK)
+        throw std::runtime_error("output folder " + dir_.string() + " is in use by another tether run" +
+                                 (n > 0 ? " (process " + std::string(holder, std::size_t(n)) + ")" : std::string()) +
+                                 ": wait for it to finish, or give another --out");
+      throw std::runtime_error("cannot lock " + lock.string() + ": " + std::strerror(why));
+    }
+    if (::lstat(lock.c_str(), &named) == 0 && named.st_dev == held.st_dev && named.st_ino == held.st_ino) {
+      const std::string pid = std::to_string(::getpid());
+      // The holder's pid, for the message a second run prints (the lock itself is the flock).
+      if (::ftruncate(lock_fd_, 0) == 0) (void)!::pwrite(lock_fd_, pid.data(), pid.size(), 0);
+      return;
+    }
+    ::close(lock_fd_);  // the lock we hold was given up and removed by its last holder: take the new one
+    lock_fd_ = -1;
+  }
+  throw std::runtime_error("cannot lock " + lock.string() + ": it keeps being replaced");
+}
+
 OutputFolder::~OutputFolder() {
   std::error_code ec;
   // An uncommitted run leaves nothing but what its checkpoint needs.
   for (const char* name : result_files)
     if (!(checkpointed_ && checkpoint_needs(name))) fs::remove(partial(name), ec);
   fs::remove(partial(checkpoint_file), ec);
-  if (lock_fd_ >= 0) ::close(lock_fd_);                                  // releases the lock
+  // A command that left nothing (refused, or failed before its first commit
+  // or checkpoint) leaves the folder as it found it: no lock it made, no
+  // folder it made.
+  if (lock_fd_ >= 0 && !retired_ && !checkpointed_ && created_lock_) {
+    fs::remove(dir_ / ".tether.lock", ec);
+    if (!created_top_.empty())  // each only if empty
+      for (fs::path p = fs::absolute(dir_, ec); !ec && fs::remove(p, ec) && p != created_top_;) p = p.parent_path();
+  }
+  if (lock_fd_ >= 0) ::close(lock_fd_);  // releases the lock
 }
 
 namespace {
@@ -118,8 +162,7 @@ void OutputFolder::write_checkpoint(const nlohmann::json& header, const std::str
   const int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
   if (fd < 0) throw std::runtime_error("cannot write " + tmp.string() + ": " + std::strerror(errno));
   try {
-    write_all(fd, header.dump() + "\n", tmp);
-    write_all(fd, state, tmp);
+    write_all(fd, sealed(header.dump() + "\n" + state), tmp);
     if (::fsync(fd) != 0) throw std::runtime_error("cannot write " + tmp.string() + ": " + std::strerror(errno));
   } catch (...) {
     ::close(fd);
@@ -139,22 +182,20 @@ void OutputFolder::write_checkpoint(const nlohmann::json& header, const std::str
 
 OutputFolder::Checkpoint OutputFolder::read_checkpoint() const {
   const fs::path file = dir_ / checkpoint_file;
-  std::ifstream in(file, std::ios::binary);
-  if (!in) throw std::runtime_error("cannot resume: " + dir_.string() + " holds no checkpoint (" + checkpoint_file + ")");
   Checkpoint ck;
-  std::string line;
-  std::getline(in, line);
-  try {
-    ck.header = nlohmann::json::parse(line);
-  } catch (const nlohmann::json::exception&) {
-    throw std::runtime_error(file.string() + " is not a tether checkpoint");
+  switch (read_sealed_file(file, checkpoint_format, ck.header, ck.state)) {
+    case SealedRead::ok:
+      return ck;
+    case SealedRead::missing:
+      throw std::runtime_error("cannot resume: " + dir_.string() + " holds no checkpoint (" + checkpoint_file + ")");
+    case SealedRead::other_format:
+      throw std::runtime_error("cannot resume: " + file.string() + " is not a checkpoint of this version of tether: "
+                               "run afresh, without --resume");
+    case SealedRead::damaged:
+      break;
   }
-  if (!ck.header.is_object() || ck.header.value("format", "") != "tether checkpoint 1")
-    throw std::runtime_error(file.string() + " is not a tether checkpoint (or one of another version)");
-  std::stringstream rest;
-  rest << in.rdbuf();
-  ck.state = rest.str();
-  return ck;
+  throw std::runtime_error("cannot resume: " + file.string() + " is damaged (its bytes do not have the CRC-32 it was "
+                           "sealed with): run afresh, without --resume");
 }
 
 void OutputFolder::commit(const std::string& name) {
@@ -174,17 +215,37 @@ void OutputFolder::commit(const std::string& name) {
 
 // Bytes per CSV number as written (shortest round trip: at most 24 with its comma).
 constexpr double csv_number_bytes = 24;
+// An id or step with its comma, a status name with its comma and newline.
+constexpr double csv_integer_bytes = 21, csv_status_bytes = 22;
+// netCDF-4's own: its header, HDF5's object headers and chunk indexes.
+constexpr double netcdf_metadata_bytes = 1 << 20;
 
 void check_room_for_run(const RunConfig& c, const fs::path& out) {
-  const int dof = system_dof(c);
+  // The peak, at the end: a side file and the file made from it lie side by side.
+  const double dof = system_dof(c);
+  const bool csv = c.output_format == "csv", shard = c.shard_count > 1;
+  const double record = 4 * 8 + (3 + 2 * dof) * 8;  // a binary side file's (final.bin, trajectories.bin)
+  const double size = double(c.size), chunked = std::ceil(size / 4096) * 4096;  // results.nc's q and p
+  double finals = 0;
+  if (c.write_final_states)
+    finals = csv ? size * (csv_integer_bytes + 2 * dof * csv_number_bytes + csv_status_bytes)
+                 : size * record + (shard ? 0 : chunked * 16 * dof + size * (8 + 1 + 8 + 3 * 8));
   const double rows = double(timeseries_rows(c));
-  const double finals = c.write_final_states ? double(c.size) * (2 * dof * csv_number_bytes + 32) : 0;
-  const double series = rows * 7 * csv_number_bytes +
-                        double(c.track_ids.size()) * double(snapshots_per_trajectory(c)) * (2 * dof + 3) * csv_number_bytes;
+  const double series = shard ? 0 : rows * (csv ? 7 * csv_number_bytes : 7 * 8 + 7 * 8);
+  const double snapshots = double(c.track_ids.size()) * double(snapshots_per_trajectory(c));
+  const double tracked =
+      snapshots * (record + (shard ? 0
+                                   : csv ? 2 * csv_integer_bytes + (2 * dof + 1) * csv_number_bytes + csv_status_bytes
+                                         : 16 * dof + 1));
+  const double bytes = finals + series + tracked + (csv ? 0 : netcdf_metadata_bytes);
+  if (tracked > finals && tracked > series)
+    refuse_beyond_disk(out, "output.trajectories", bytes,
+                       std::to_string(std::int64_t(snapshots)) + " snapshots of followed trajectories",
+                       "follow fewer trajectories, or raise output.trajectories.every");
   if (series > finals)
-    refuse_beyond_disk(out, "output.every", finals + series, std::to_string(std::int64_t(rows)) + " timeseries rows",
+    refuse_beyond_disk(out, "output.every", bytes, std::to_string(std::int64_t(rows)) + " timeseries rows",
                        "raise output.every");
-  refuse_beyond_disk(out, "ensemble.size", finals + series, "final states of " + std::to_string(c.size) + " trajectories",
+  refuse_beyond_disk(out, "ensemble.size", bytes, "final states of " + std::to_string(c.size) + " trajectories",
                      "fewer trajectories, or \"output\": {\"final_states\": false}");
 }
 
@@ -204,13 +265,17 @@ void check_room_for_shoot(const ShootConfig& c, const fs::path& out) {
 void check_room_for_sample(const SampleConfig& c, const fs::path& out) {
   // A shard keeps draws.bin (its slice); a whole sample has draws.bin and draws.nc side by side at the end.
   const auto [lo, hi] = shard_ids(c.run, 1);
-  const double bytes = double(draws_file_bytes(c.sample, system_dof(c.run))) * double(hi - lo) /
-                       double(std::max<std::int64_t>(1, c.sample.chains)) * (c.run.shard_count > 1 ? 1 : 2);
-  refuse_beyond_disk(out, "sample.draws", bytes, "chains x draws (draws.bin, then draws.nc)", "fewer draws, or thin");
+  const int dof = system_dof(c.run);
+  double bytes = double(draws_side_file_bytes(c.sample, hi - lo, c.run.batch_size, dof));
+  if (c.run.shard_count <= 1) bytes += double(draws_file_bytes(c.sample, dof));
+  const bool chains = c.sample.chains > c.sample.draws;  // the count to lower
+  refuse_beyond_disk(out, chains ? "sample.chains" : "sample.draws", bytes, "chains x draws (draws.bin, then draws.nc)",
+                     chains ? "fewer chains (or shards of them on other machines)" : "fewer draws, or thin");
 }
 
 void check_memory_for_draws(const SampleConfig& c) {
-  refuse_beyond_memory("sample.draws", double(draws_file_bytes(c.sample, system_dof(c.run))), "chains x draws in memory",
+  refuse_beyond_memory(c.sample.chains > c.sample.draws ? "sample.chains" : "sample.draws",
+                       double(draws_file_bytes(c.sample, system_dof(c.run))), "chains x draws in memory",
                        "lower sample.chains or sample.draws, or raise sample.thin");
 }
 
@@ -234,7 +299,7 @@ nlohmann::ordered_json run_summary(const RunConfig& c, const RunResult& r) {
   j["max_constraint_violation"] = r.max_constraint_violation;
   j["max_velocity_constraint_violation"] = r.max_velocity_constraint_violation;
   j["max_relative_energy_error"] = r.max_relative_energy_error;
-  j["newton_iterations"] = {{"mean", r.newton_mean}, {"max", r.newton_max}};
+  j["newton_iterations"] = {{"mean", statistic(r.newton_mean)}, {"max", r.newton_max}};
   j["failed_trajectories"] = r.failed;
   auto& f = j["failures"] = nlohmann::ordered_json::array();
   for (const auto& x : r.failures) f.push_back({{"id", x.id}, {"step", x.step}, {"reason", status_name(x.reason)}});
@@ -244,7 +309,7 @@ nlohmann::ordered_json run_summary(const RunConfig& c, const RunResult& r) {
   j["wall_seconds"] = r.wall_seconds;
   j["integration_seconds"] = r.integration_seconds;
   const double work = double(r.trajectory_steps);
-  j["trajectory_steps_per_second"] = r.integration_seconds > 0 ? work / r.integration_seconds : 0.0;
+  j["trajectory_steps_per_second"] = statistic(r.integration_seconds > 0 ? work / r.integration_seconds : NAN);
   j["energy_error_definition"] =
       r.family == "nonholonomic"
           ? "|H - H0| / (|H0 - V0| + |V0|) per trajectory, H = H(q, p, lambda~(q, p))"
@@ -346,7 +411,7 @@ nlohmann::ordered_json shoot_summary(const ShootConfig& c, const ShootResult& r)
   j["nodes"] = c.shoot.nodes;
   std::int64_t converged = 0, conjugate = 0, near_cut = 0;
   std::vector<Real> res_ok;
-  Real worst_left = 0, best_left = std::numeric_limits<Real>::infinity();
+  Real worst_left = NAN, best_left = NAN;  // over the finite residuals of targets not converged
   nlohmann::ordered_json by_status;
   for (int s = 0; s <= int(ShotStatus::integration_failed); ++s) by_status[shot_status_name(ShotStatus(s))] = 0;
   std::uint64_t iterations = 0;
@@ -359,8 +424,8 @@ nlohmann::ordered_json shoot_summary(const ShootConfig& c, const ShootResult& r)
       if (k.conjugate_point(r.time())) ++conjugate;
       if (k.near_cut_locus) ++near_cut;
     } else if (std::isfinite(k.residual)) {
-      worst_left = std::max(worst_left, k.residual);
-      best_left = std::min(best_left, k.residual);
+      worst_left = std::isnan(worst_left) ? k.residual : std::max(worst_left, k.residual);
+      best_left = std::isnan(best_left) ? k.residual : std::min(best_left, k.residual);
     }
   }
   std::sort(res_ok.begin(), res_ok.end());
@@ -372,27 +437,27 @@ nlohmann::ordered_json shoot_summary(const ShootConfig& c, const ShootResult& r)
   else
     j["converged_residual"] = {{"max", res_ok.back()}, {"median", res_ok[res_ok.size() / 2]}};
   if (converged < std::int64_t(r.targets.size()))
-    j["not_converged_residual"] = {{"min", std::isinf(best_left) ? nullptr : nlohmann::ordered_json(best_left)},
-                                   {"max", worst_left}};
+    j["not_converged_residual"] = {{"min", statistic(best_left)}, {"max", statistic(worst_left)}};
   j["conjugate_point_crossed"] = conjugate;
   j["near_cut_locus"] = near_cut;
   j["cut_locus_margin"] = c.shoot.cut_locus_margin;
   if (c.shoot.accuracy > 0) {
-    Real worst = 0;
+    Real worst = NAN;  // none: no converged target has an estimate
     for (const auto& k : r.targets)
-      if (k.status == ShotStatus::converged && !std::isnan(k.error_estimate)) worst = std::max(worst, k.error_estimate);
+      if (k.status == ShotStatus::converged && !std::isnan(k.error_estimate))
+        worst = std::isnan(worst) ? k.error_estimate : std::max(worst, k.error_estimate);
     j["accuracy"] = {{"requested", c.shoot.accuracy},
                      {"reached", r.accuracy_reached},
                      {"steps", r.steps},
                      {"passes", r.passes},
-                     {"max_estimate", worst},
+                     {"max_estimate", statistic(worst)},
                      {"definition", "|q_h(T) - q(T)| / |q1 - q0| from the kept p0, estimated by Richardson "
                                     "extrapolation on the step count: |q_h - q_(h/2)| / (1 - 2^-order)"}};
   }
   j["newton"] = {{"tolerance", c.shoot.tolerance},
                  {"max_iterations", c.shoot.max_iterations},
                  {"line_search", c.shoot.line_search},
-                 {"mean_iterations_converged", converged > 0 ? double(iterations) / double(converged) : 0.0}};
+                 {"mean_iterations_converged", statistic(converged > 0 ? double(iterations) / double(converged) : NAN)}};
   j["continuation"] = {{"rounds", c.shoot.continuation_rounds},
                        {"substeps", c.shoot.continuation_substeps},
                        {"rounds_run", r.continuation_rounds_run}};
@@ -400,7 +465,7 @@ nlohmann::ordered_json shoot_summary(const ShootConfig& c, const ShootResult& r)
   j["shooting_iterations"] = r.shooting_iterations;
   j["wall_seconds"] = r.wall_seconds;
   j["shooting_seconds"] = r.shooting_seconds;
-  j["shots_per_second"] = r.shooting_seconds > 0 ? double(r.shots) / r.shooting_seconds : 0.0;
+  j["shots_per_second"] = statistic(r.shooting_seconds > 0 ? double(r.shots) / r.shooting_seconds : NAN);
   j["residual_definition"] = c.shoot.nodes > 1 ? "the Euclidean norm of every arc's matching residual (q, p) and "
                                                   "q(T) - q1 of the last arc (multiple shooting)"
                                                 : "|q(T) - q1| (Euclidean) of the discrete flow from (q0, p0)";
@@ -443,8 +508,8 @@ nlohmann::ordered_json sample_summary(const SampleConfig& c, const SampleResult&
   j["reversibility_tolerance"] = s.reversibility_tolerance;
   j["seed"] = c.run.seed;
   const double proposals = double(r.chains) * double(r.draws);
-  j["acceptance"] = {{"rate", proposals > 0 ? double(r.outcomes[0]) / proposals : 0.0},
-                     {"mean_probability", r.mean_acceptance}};
+  j["acceptance"] = {{"rate", statistic(proposals > 0 ? double(r.outcomes[0]) / proposals : NAN)},
+                     {"mean_probability", statistic(r.mean_acceptance)}};
   nlohmann::ordered_json rejected;
   for (int k = 1; k < hmc_outcome_count; ++k) rejected[hmc_outcome_name(HmcOutcome(k))] = r.outcomes[std::size_t(k)];
   j["rejected"] = rejected;
@@ -455,7 +520,7 @@ nlohmann::ordered_json sample_summary(const SampleConfig& c, const SampleResult&
   if (diagnostics != nullptr) {  // of the written file (a caller holding the draws in memory has its own)
     const DrawsDiagnostics& d = *diagnostics;
     // NaN (fewer than 4 draws, or one chain for R-hat) is written as null.
-    auto number = [](double x) { return std::isfinite(x) ? nlohmann::ordered_json(x) : nlohmann::ordered_json(); };
+    const auto number = statistic;
     auto one = [&](const ChainDiagnostics& x) {
       return nlohmann::ordered_json{{"mean", number(x.mean)}, {"sd", number(x.sd)}, {"rhat", number(x.rhat)},
                                     {"ess_bulk", number(x.ess_bulk)}, {"ess_tail", number(x.ess_tail)}};
@@ -478,7 +543,7 @@ nlohmann::ordered_json sample_summary(const SampleConfig& c, const SampleResult&
   j["wall_seconds"] = r.wall_seconds;
   j["sampling_seconds"] = r.sampling_seconds;
   j["chain_iterations"] = r.chain_iterations;
-  j["chain_iterations_per_second"] = r.sampling_seconds > 0 ? r.chain_iterations / r.sampling_seconds : 0.0;
+  j["chain_iterations_per_second"] = statistic(r.sampling_seconds > 0 ? r.chain_iterations / r.sampling_seconds : NAN);
   return j;
 }
 

@@ -6,6 +6,8 @@
 
 #include <algorithm>
 #include <array>
+#include <charconv>
+#include <string_view>
 #include <ctime>
 #include <numeric>
 #include <sstream>
@@ -20,20 +22,6 @@ namespace tether {
 
 namespace fs = std::filesystem;
 
-// Opens `file` to go on after its first `bytes` (a checkpoint's count),
-// dropping what a stopped run wrote after them.
-void reopen_at(std::ofstream& out, const fs::path& file, std::uintmax_t bytes) {
-  std::error_code ec;
-  const std::uintmax_t have = fs::file_size(file, ec);
-  if (ec || have < bytes)
-    throw std::runtime_error("cannot resume: " + file.string() + (ec ? " is missing" : " is shorter than its checkpoint") +
-                             " (run afresh, without --resume)");
-  fs::resize_file(file, bytes, ec);
-  if (ec) throw std::runtime_error("cannot resume " + file.string() + ": " + ec.message());
-  out.open(file, std::ios::binary | std::ios::app);
-  check_stream(out, file);
-}
-
 // The file's written bytes on disk (fsync on any descriptor of the file
 // flushes them all): a checkpoint must not count bytes a crash could lose.
 void sync_file(const fs::path& file) {
@@ -46,40 +34,67 @@ void sync_file(const fs::path& file) {
   ::close(fd);
 }
 
+VerifiedFiles verify_checkpoint_files(const OutputFolder& folder, const nlohmann::json& records) {
+  VerifiedFiles verified;
+  if (!records.is_object()) return verified;
+  for (const auto& [name, record] : records.items()) {
+    const fs::path file = folder.partial(name);
+    std::error_code ec;
+    if (!fs::exists(file, ec))
+      throw std::runtime_error("cannot resume: " + file.string() + " is missing (run afresh, without --resume)");
+    std::uint32_t crc = 0;
+    if (!matches_record(file, record, crc))
+      throw std::runtime_error("cannot resume: " + file.string() + " is damaged (its bytes up to the checkpoint do "
+                               "not have the CRC-32 the checkpoint recorded): run afresh, without --resume");
+    verified[name] = {record["bytes"].get<std::uintmax_t>(), crc};
+  }
+  return verified;
+}
+
+AppendFile::AppendFile(const fs::path& file, const VerifiedFiles* resume, const std::string& key)
+    : file_(file), resumed_(resume != nullptr) {
+  if (!resumed_) {
+    out_.open(file_, std::ios::binary | std::ios::trunc);
+    check_stream(out_, file_);
+    return;
+  }
+  const auto from = resume->find(key);
+  if (from == resume->end())
+    throw std::runtime_error("cannot resume: the checkpoint records no " + key + " (run afresh, without --resume)");
+  std::error_code ec;
+  fs::resize_file(file_, from->second.bytes, ec);
+  if (ec) throw std::runtime_error("cannot resume " + file_.string() + ": " + ec.message());
+  crc_ = Crc32(from->second.crc);
+  out_.open(file_, std::ios::binary | std::ios::app);
+  check_stream(out_, file_);
+}
+
+void AppendFile::append(const char* data, std::size_t n) {
+  out_.write(data, std::streamsize(n));
+  check_stream(out_, file_);
+  crc_.add(data, n);
+}
+
+nlohmann::json AppendFile::record() {
+  out_.flush();
+  check_stream(out_, file_);
+  const auto bytes = std::uintmax_t(out_.tellp());
+  sync_file(file_);
+  return file_record(bytes, crc_.value());
+}
+
+void AppendFile::close() {
+  out_.close();
+  check_stream(out_, file_);
+}
+
 namespace {
 
-// A file the run appends to as it goes, which a checkpoint's byte count
-// (`key` in `resume`) takes up again where it left off.
-class AppendFile {
- public:
-  AppendFile(const fs::path& file, const nlohmann::json* resume, const char* key) : file_(file), resumed_(resume != nullptr) {
-    if (resumed_)
-      reopen_at(out_, file_, resume->value(key, std::uintmax_t(0)));
-    else
-      out_.open(file_, std::ios::binary | std::ios::trunc);
-    check_stream(out_, file_);
-  }
-  std::uintmax_t flush() {
-    out_.flush();
-    check_stream(out_, file_);
-    return std::uintmax_t(out_.tellp());
-  }
-  void close() {
-    out_.close();
-    check_stream(out_, file_);
-  }
-
- protected:
-  void write_buffer() { out_.write(buf_.data(), std::streamsize(buf_.size())); }
-  template <class T>
-  void append_bytes(const T* values, std::size_t count) {
-    buf_.append(reinterpret_cast<const char*>(values), sizeof(T) * count);
-  }
-  std::ofstream out_;
-  fs::path file_;
-  bool resumed_;
-  std::string buf_;
-};
+// Appends the bytes of `count` values to `buf`.
+template <class T>
+void append_bytes(std::string& buf, const T* values, std::size_t count) {
+  buf.append(reinterpret_cast<const char*>(values), sizeof(T) * count);
+}
 
 // Calls f(bytes) for every `size`-byte record of a side file, in file order, reading a block at a time.
 template <class F>
@@ -99,7 +114,7 @@ void read_fixed_records(const fs::path& file, std::size_t size, F&& f) {
 // id, step, failed_step, status, the three errors, q, p.
 class RecordFile : public AppendFile {
  public:
-  RecordFile(const fs::path& file, int dof, const nlohmann::json* resume, const char* key)
+  RecordFile(const fs::path& file, int dof, const VerifiedFiles* resume, const char* key)
       : AppendFile(file, resume, key), dof_(dof) {}
   static std::size_t record_bytes(int dof) { return sizeof(std::int64_t) * 4 + sizeof(Real) * (3 + 2 * std::size_t(dof)); }
 
@@ -107,15 +122,16 @@ class RecordFile : public AppendFile {
     buf_.clear();
     const std::int64_t head[4] = {r.id, r.step, r.failed_step, std::int64_t(r.status)};
     const Real errors[3] = {r.energy_error, r.constraint_violation, r.velocity_violation};
-    append_bytes(head, 4);
-    append_bytes(errors, 3);
-    append_bytes(r.q.data(), std::size_t(dof_));
-    append_bytes(r.p.data(), std::size_t(dof_));
-    write_buffer();
+    append_bytes(buf_, head, 4);
+    append_bytes(buf_, errors, 3);
+    append_bytes(buf_, r.q.data(), std::size_t(dof_));
+    append_bytes(buf_, r.p.data(), std::size_t(dof_));
+    append(buf_);
   }
 
  private:
   int dof_;
+  std::string buf_;
 };
 
 // Calls f(record) for every record of a side file, in file order.
@@ -131,6 +147,8 @@ void read_records(const fs::path& file, int dof, F&& f) {
     std::memcpy(errors, at + sizeof head, sizeof errors);
     std::memcpy(r.q.data(), at + sizeof head + sizeof errors, sizeof(Real) * n);
     std::memcpy(r.p.data(), at + sizeof head + sizeof errors + sizeof(Real) * n, sizeof(Real) * n);
+    if (head[3] < 0 || head[3] >= status_count)
+      throw std::runtime_error(file.string() + " is damaged (a record's status is " + std::to_string(head[3]) + ")");
     r.id = head[0], r.step = head[1], r.failed_step = head[2], r.status = Status(head[3]);
     r.energy_error = errors[0], r.constraint_violation = errors[1], r.velocity_violation = errors[2];
     f(r);
@@ -144,11 +162,11 @@ class TimeseriesFile : public AppendFile {
  public:
   static constexpr std::size_t row_bytes = 2 * sizeof(std::int64_t) + 5 * sizeof(Real);
 
-  TimeseriesFile(const fs::path& file, bool csv, const nlohmann::json* resume, const char* key)
+  TimeseriesFile(const fs::path& file, bool csv, const VerifiedFiles* resume, const char* key)
       : AppendFile(file, resume, key), csv_(csv) {
-    if (csv_ && !resumed_)
-      out_ << "step,time,live_trajectories,mean_relative_energy_error,max_relative_energy_error,"
-              "max_constraint_violation,max_velocity_constraint_violation\n";
+    if (csv_ && !resumed())
+      append("step,time,live_trajectories,mean_relative_energy_error,max_relative_energy_error,"
+             "max_constraint_violation,max_velocity_constraint_violation\n");
   }
 
   void put(const TimeseriesRow& t) {
@@ -169,14 +187,15 @@ class TimeseriesFile : public AppendFile {
       const std::int64_t head[2] = {t.step, t.live};
       const Real values[5] = {t.time, t.mean_energy_error, t.max_energy_error, t.max_constraint_violation,
                               t.max_velocity_constraint_violation};
-      append_bytes(head, 2);
-      append_bytes(values, 5);
+      append_bytes(buf_, head, 2);
+      append_bytes(buf_, values, 5);
     }
-    write_buffer();
+    append(buf_);
   }
 
  private:
   bool csv_;
+  std::string buf_;
 };
 
 // Calls f(row) for every row of a binary timeseries side file, in order.
@@ -239,8 +258,7 @@ void write_trajectories_csv(const fs::path& file, const std::vector<fs::path>& s
 }  // namespace
 
 struct RunFiles::Files {
-  std::ofstream final_csv;
-  fs::path final_csv_file;
+  std::unique_ptr<AppendFile> final_csv;
   std::unique_ptr<RecordFile> final_bin, snapshots;
   std::unique_ptr<TimeseriesFile> timeseries;  // not in a shard's folder: a merge adds up its rows
   std::string line;
@@ -253,19 +271,15 @@ const char* timeseries_name(const RunConfig& c) { return c.output_format == "csv
 
 }  // namespace
 
-RunFiles::RunFiles(OutputFolder& folder, const RunConfig& c, const nlohmann::json* resume)
+RunFiles::RunFiles(OutputFolder& folder, const RunConfig& c, const nlohmann::json* records)
     : folder_(folder), c_(c), files_(std::make_unique<Files>()) {
   Files& f = *files_;
   const int dof = system_dof(c);
+  const VerifiedFiles verified = records != nullptr ? verify_checkpoint_files(folder, *records) : VerifiedFiles{};
+  const VerifiedFiles* resume = records != nullptr ? &verified : nullptr;
   if (c.write_final_states && c.output_format == "csv") {
-    f.final_csv_file = folder.partial("final.csv");
-    if (resume != nullptr) {
-      reopen_at(f.final_csv, f.final_csv_file, resume->value("final.csv", std::uintmax_t(0)));
-    } else {
-      f.final_csv.open(f.final_csv_file, std::ios::binary | std::ios::trunc);
-      check_stream(f.final_csv, f.final_csv_file);
-      f.final_csv << csv_header(dof, false);
-    }
+    f.final_csv = std::make_unique<AppendFile>(folder.partial("final.csv"), resume, "final.csv");
+    if (!f.final_csv->resumed()) f.final_csv->append(csv_header(dof, false));
   }
   if (c.write_final_states && c.output_format == "netcdf")
     f.final_bin = std::make_unique<RecordFile>(folder.partial("final.bin"), dof, resume, "final.bin");
@@ -280,10 +294,10 @@ RunFiles::~RunFiles() = default;
 
 void RunFiles::write(const TrajectoryRecord& r) {
   Files& f = *files_;
-  if (f.final_csv.is_open()) {
+  if (f.final_csv) {
     f.line.clear();
     append_row(f.line, r, false, c_.dt);
-    f.final_csv << f.line;
+    f.final_csv->append(f.line);
   }
   if (f.final_bin) f.final_bin->put(r);
 }
@@ -297,28 +311,14 @@ void RunFiles::row(const TimeseriesRow& t) {
   files_->timeseries->put(t);
 }
 
-nlohmann::json RunFiles::checkpoint_sizes() {
+nlohmann::json RunFiles::file_records() {
   Files& f = *files_;
-  nlohmann::json sizes = nlohmann::json::object();
-  if (f.final_csv.is_open()) {
-    f.final_csv.flush();
-    check_stream(f.final_csv, f.final_csv_file);
-    sizes["final.csv"] = std::uintmax_t(f.final_csv.tellp());
-    sync_file(f.final_csv_file);
-  }
-  if (f.final_bin) {
-    sizes["final.bin"] = f.final_bin->flush();
-    sync_file(folder_.partial("final.bin"));
-  }
-  if (f.snapshots) {
-    sizes["trajectories.bin"] = f.snapshots->flush();
-    sync_file(folder_.partial("trajectories.bin"));
-  }
-  if (f.timeseries) {
-    sizes[timeseries_name(c_)] = f.timeseries->flush();
-    sync_file(folder_.partial(timeseries_name(c_)));
-  }
-  return sizes;
+  nlohmann::json records = nlohmann::json::object();
+  if (f.final_csv) records["final.csv"] = f.final_csv->record();
+  if (f.final_bin) records["final.bin"] = f.final_bin->record();
+  if (f.snapshots) records["trajectories.bin"] = f.snapshots->record();
+  if (f.timeseries) records[timeseries_name(c_)] = f.timeseries->record();
+  return records;
 }
 
 namespace {
@@ -350,10 +350,7 @@ void write_run_outputs(OutputFolder& folder, const RunConfig& c, const RunResult
 
 void RunFiles::close_all() {
   Files& f = *files_;
-  if (f.final_csv.is_open()) {
-    f.final_csv.close();
-    check_stream(f.final_csv, f.final_csv_file);
-  }
+  if (f.final_csv) f.final_csv->close();
   if (f.final_bin) f.final_bin->close();
   if (f.snapshots) f.snapshots->close();
   if (f.timeseries) f.timeseries->close();
@@ -367,46 +364,70 @@ void RunFiles::finish(const RunResult& r) {
   for (const char* side : {"final.bin", "trajectories.bin", "timeseries.bin"}) fs::remove(folder_.partial(side), ec);
 }
 
-void RunFiles::finish_shard(const RunResult& r, const nlohmann::json& header) {
+void RunFiles::finish_shard(const RunResult& r, nlohmann::json header) {
+  header["files"] = file_records();
   close_all();
-  const fs::path tally = folder_.partial("shard.tether");
-  {
-    std::ofstream out(tally, std::ios::binary);
-    check_stream(out, tally);
-    out << header.dump() << '\n';
-    out.write(r.tally.data(), std::streamsize(r.tally.size()));
-    out.close();
-    check_stream(out, tally);
-  }
+  write_shard_file(folder_, header, r.tally);
   const Files& f = *files_;
-  if (!f.final_csv_file.empty()) folder_.commit("final.csv");
+  if (f.final_csv) folder_.commit("final.csv");
   if (f.final_bin) folder_.commit("final.bin");
   if (f.snapshots) folder_.commit("trajectories.bin");
   folder_.commit("shard.tether");
 }
+
+void write_shard_file(OutputFolder& folder, const nlohmann::json& header, const std::string& body) {
+  const fs::path file = folder.partial("shard.tether");
+  std::ofstream out(file, std::ios::binary);
+  check_stream(out, file);
+  out << sealed(header.dump() + "\n" + body);
+  out.close();
+  check_stream(out, file);
+  sync_file(file);
+}
+
+fs::path ShardFolder::file(const std::string& name) const {
+  if (!header.at("files").contains(name))
+    throw ConfigError(dir.string(), "holds no " + name + " in its shard.tether's record: not a shard of this output");
+  return dir / name;
+}
+
+std::int64_t ShardFolder::lo() const { return header.at("ids")[0].get<std::int64_t>(); }
+std::int64_t ShardFolder::hi() const { return header.at("ids")[1].get<std::int64_t>(); }
 
 std::vector<ShardFolder> read_shard_folders(const std::vector<fs::path>& shards) {
   if (shards.empty()) throw ConfigError("shards", "none given");
   std::vector<ShardFolder> parts;
   for (const auto& dir : shards) {
     const fs::path file = dir / "shard.tether";
-    std::ifstream in(file, std::ios::binary);
-    if (!in)
-      throw ConfigError(dir.string(), "holds no shard.tether: not the folder of a finished `tether run --shard` "
-                                      "or `tether sample --shard`");
     ShardFolder s{dir, {}, {}};
-    std::string line;
-    std::getline(in, line);
-    try {
-      s.header = nlohmann::json::parse(line);
-    } catch (const nlohmann::json::exception&) {
-      throw ConfigError(file.string(), "is not a tether shard file");
+    switch (read_sealed_file(file, shard_format, s.header, s.tally)) {
+      case SealedRead::ok:
+        break;
+      case SealedRead::missing:
+        throw ConfigError(dir.string(), "holds no shard.tether: not the folder of a finished `tether run --shard` "
+                                        "or `tether sample --shard`");
+      case SealedRead::other_format:
+        throw ConfigError(file.string(), "is not a shard file of this version of tether: run the shard again");
+      case SealedRead::damaged:
+        throw ConfigError(file.string(), "is damaged (its bytes do not have the CRC-32 it was sealed with): run "
+                                         "the shard again");
     }
-    if (!s.header.is_object() || s.header.value("format", "") != "tether shard 1")
-      throw ConfigError(file.string(), "is not a tether shard file (or one of another version)");
-    std::stringstream rest;
-    rest << in.rdbuf();
-    s.tally = rest.str();
+    const nlohmann::json& ids = s.header["ids"];
+    if (!s.header["files"].is_object() || !ids.is_array() || ids.size() != 2 || !ids[0].is_number_integer() ||
+        !ids[1].is_number_integer() || ids[0].get<std::int64_t>() > ids[1].get<std::int64_t>())
+      throw ConfigError(file.string(), "is not a shard file of this version of tether: run the shard again");
+    // Every file the shard left, verified whole before any is used.
+    for (const auto& [name, record] : s.header["files"].items()) {
+      std::uint32_t crc = 0;
+      if (!matches_record(dir / name, record, crc))
+        throw ConfigError((dir / name).string(), fs::exists(dir / name)
+                                                     ? "is damaged (its bytes do not have the CRC-32 its shard.tether "
+                                                       "recorded): run the shard again"
+                                                     : "is missing: run the shard again");
+      std::error_code ec;
+      if (fs::file_size(dir / name, ec) != record["bytes"].get<std::uintmax_t>())
+        throw ConfigError((dir / name).string(), "is longer than its shard.tether recorded: run the shard again");
+    }
     parts.push_back(std::move(s));
   }
   // One command, config and backend; shards 0 .. K-1, each once.
@@ -427,13 +448,62 @@ std::vector<ShardFolder> read_shard_folders(const std::vector<fs::path>& shards)
     if (parts[std::size_t(k)].header.value("shard", -1) != k)
       throw ConfigError(parts[std::size_t(k)].dir.string(), "shard " + std::to_string(k) + " of " +
                                                                 std::to_string(count) + " is missing or given twice");
+  for (std::size_t k = 0; k < parts.size(); ++k)  // their ids one range, cut where the config cuts it
+    if (parts[k].lo() != (k == 0 ? 0 : parts[k - 1].hi()))
+      throw ConfigError(parts[k].dir.string(), "holds ids " + std::to_string(parts[k].lo()) + " to " +
+                                                   std::to_string(parts[k].hi()) + ", which do not follow shard " +
+                                                   std::to_string(k == 0 ? 0 : k - 1) + "'s");
   return parts;
 }
+
+namespace {
+
+// One row of a shard's final.csv (id, q, p, status) as its writer wrote it:
+// the id expected next, every number whole, a status by name, and finite
+// numbers where the status is ok (a trajectory whose numbers stop being
+// finite fails). What a checksum cannot vouch for, such as a shard written by a
+// faulty build, is still refused by name.
+void check_final_csv_row(const std::string& line, std::int64_t id, int dof, const fs::path& file) {
+  const auto bad = [&](const std::string& what) {
+    throw ConfigError(file.string(), "row of trajectory " + std::to_string(id) + ": " + what + ": run the shard again");
+  };
+  std::vector<std::string_view> fields;
+  for (std::size_t at = 0;;) {
+    const std::size_t comma = line.find(',', at);
+    fields.emplace_back(line.data() + at, (comma == std::string::npos ? line.size() : comma) - at);
+    if (comma == std::string::npos) break;
+    at = comma + 1;
+  }
+  if (fields.size() != 2 * std::size_t(dof) + 2)
+    bad(std::to_string(fields.size()) + " fields, not " + std::to_string(2 * dof + 2));
+  std::int64_t got = -1;
+  const auto [end, ec] = std::from_chars(fields[0].data(), fields[0].data() + fields[0].size(), got);
+  if (ec != std::errc() || end != fields[0].data() + fields[0].size() || got != id)
+    bad("its id is \"" + std::string(fields[0].substr(0, 24)) + "\"");
+  const std::string_view status = fields.back();
+  int which = -1;
+  for (int v = 0; v < status_count; ++v)
+    if (status == status_name(Status(v))) which = v;
+  if (which < 0) bad("its status \"" + std::string(status.substr(0, 24)) + "\" is none of tether's");
+  for (std::size_t k = 1; k + 1 < fields.size(); ++k) {
+    double x = 0;
+    const auto [e, err] = std::from_chars(fields[k].data(), fields[k].data() + fields[k].size(), x);
+    if (err != std::errc() || e != fields[k].data() + fields[k].size())
+      bad("field " + std::to_string(k) + " \"" + std::string(fields[k].substr(0, 24)) + "\" is not a number");
+    if (which == int(Status::ok) && !std::isfinite(x))
+      bad("field " + std::to_string(k) + " is " + std::string(fields[k]) + " in a trajectory whose status is ok");
+  }
+}
+
+}  // namespace
 
 void merge_run_shard_folders(OutputFolder& folder, const std::vector<ShardFolder>& parts) {
   const nlohmann::json& first = parts.front().header;
   // As the shards parsed it, without this machine's memory checks or the start draws (the merge needs neither).
   RunConfig c = parse_config_as_written(first["config"].dump(), "the shards' config");
+  if (parts.back().hi() != c.size)
+    throw ConfigError(parts.back().dir.string(), "ends at id " + std::to_string(parts.back().hi()) + ", not at the " +
+                                                     std::to_string(c.size) + " trajectories of its config");
   c.backend = first.value("backend", std::string());
   c.batch_size = first.value("batch_size", c.batch_size);
   std::vector<std::string> tallies;
@@ -445,37 +515,36 @@ void merge_run_shard_folders(OutputFolder& folder, const std::vector<ShardFolder
 
   std::vector<fs::path> finals_bin, snapshots;
   for (const auto& p : parts) {
-    if (c.output_format == "netcdf" && c.write_final_states) finals_bin.push_back(p.dir / "final.bin");
-    if (!c.track_ids.empty()) snapshots.push_back(p.dir / "trajectories.bin");
+    if (c.output_format == "netcdf" && c.write_final_states) finals_bin.push_back(p.file("final.bin"));
+    if (!c.track_ids.empty()) snapshots.push_back(p.file("trajectories.bin"));
   }
   const bool final_csv = c.output_format == "csv" && c.write_final_states;
-  if (final_csv) {  // the shards' rows in id order under one header, every one of them
+  if (final_csv) {  // the shards' rows in id order under one header, every one of them checked
     const fs::path out = folder.partial("final.csv");
     std::ofstream o(out, std::ios::binary);
     check_stream(o, out);
-    std::int64_t rows = 0;
-    std::vector<char> buf(std::size_t(1) << 20);
-    for (std::size_t k = 0; k < parts.size(); ++k) {
-      const fs::path part = parts[k].dir / "final.csv";
-      std::ifstream in(part, std::ios::binary);
-      if (!in) throw ConfigError(parts[k].dir.string(), "holds no final.csv");
-      std::string header;
-      std::getline(in, header);
-      if (k == 0) o << header << '\n';
-      while (in.read(buf.data(), std::streamsize(buf.size())) || in.gcount() > 0) {  // (an empty shard has no rows)
-        const auto n = std::size_t(in.gcount());
-        rows += std::count(buf.begin(), buf.begin() + std::ptrdiff_t(n), '\n');
-        o.write(buf.data(), std::streamsize(n));
+    const std::string header = csv_header(system_dof(c), false);
+    o << header;
+    for (const ShardFolder& part : parts) {
+      const fs::path file = part.file("final.csv");
+      std::ifstream in(file, std::ios::binary);
+      std::string line;
+      if (!std::getline(in, line) || line + '\n' != header)
+        throw ConfigError(file.string(), "does not start with the header of this config's final.csv");
+      std::int64_t id = part.lo();
+      for (; std::getline(in, line); ++id) {
+        check_final_csv_row(line, id, system_dof(c), file);
+        o << line << '\n';
       }
+      if (id != part.hi())
+        throw ConfigError(file.string(), "holds " + std::to_string(id - part.lo()) + " rows, not the " +
+                                             std::to_string(part.hi() - part.lo()) + " of its trajectories");
     }
     o.close();
     check_stream(o, out);
-    if (rows != c.size)
-      throw std::runtime_error("the shards' final.csv files hold " + std::to_string(rows) + " rows, not " +
-                               std::to_string(c.size) + ": a shard's final.csv is damaged");
   }
   {  // the merged rows, where a run of the config would have streamed them
-    TimeseriesFile rows(folder.partial(timeseries_name(c)), c.output_format == "csv", nullptr, nullptr);
+    TimeseriesFile rows(folder.partial(timeseries_name(c)), c.output_format == "csv", nullptr, "");
     for (const TimeseriesRow& t : r.timeseries) rows.put(t);
     rows.close();
   }
@@ -484,8 +553,9 @@ void merge_run_shard_folders(OutputFolder& folder, const std::vector<ShardFolder
   fs::remove(folder.partial("timeseries.bin"), ec);
 }
 
-void merge_shard_folders(OutputFolder& folder, const std::vector<fs::path>& shards) {
-  const std::vector<ShardFolder> parts = read_shard_folders(shards);
+void merge_shard_folders(const fs::path& out, const std::vector<fs::path>& shards) {
+  const std::vector<ShardFolder> parts = read_shard_folders(shards);  // before `out` is touched
+  OutputFolder folder(out);
   if (parts.front().header.value("command", "") == "sample")
     merge_sample_shard_folders(folder, parts);
   else
@@ -502,7 +572,7 @@ class Netcdf {
     ok(nc_create(file.c_str(), NC_CLOBBER | NC_NETCDF4, &id_), "create");
   }
   ~Netcdf() {
-    if (id_ >= 0) nc_close(id_);
+    if (id_ >= 0) netcdf_discard(id_);  // unfinished: the caller removes the partial file
   }
   void ok(int status, const std::string& what) const { netcdf_check(status, "write", what, file_); }
   int dim(const char* name, std::size_t n) {
@@ -521,8 +591,9 @@ class Netcdf {
     ok(nc_put_att_text(id_, var, key, value.size(), value.c_str()), key);
   }
   void close() {
-    ok(nc_close(id_), "close");
+    const int id = id_;
     id_ = -1;
+    netcdf_close(id, file_);
   }
   int id() const { return id_; }
 
@@ -708,6 +779,10 @@ void write_results_netcdf(const fs::path& file, const RunConfig& c, const RunRes
     std::int64_t expected = 0;
     for (const auto& part : finals) read_records(part, dof, [&](const TrajectoryRecord& t) {
       if (t.id != expected++) throw std::runtime_error(part.string() + " is not in trajectory order");
+      if (t.status == Status::ok && !(std::all_of(t.q.begin(), t.q.end(), [](Real x) { return std::isfinite(x); }) &&
+                                      std::all_of(t.p.begin(), t.p.end(), [](Real x) { return std::isfinite(x); })))
+        throw std::runtime_error(part.string() + " is damaged (trajectory " + std::to_string(t.id) +
+                                 " is ok but its state is not finite)");
       ids.push_back(t.id);
       q.insert(q.end(), t.q.begin(), t.q.end());
       p.insert(p.end(), t.p.begin(), t.p.end());

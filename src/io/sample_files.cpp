@@ -2,6 +2,7 @@
 // checkpoint counts and a shard leaves), draws.nc made from it at the end,
 // summary.json; and `tether merge` of sample shards.
 #include <algorithm>
+#include <cmath>
 #include <sstream>
 
 #include "engine/sample_tally.hpp"
@@ -25,13 +26,14 @@ struct BlockHead {
 };
 
 template <class T>
-void put(std::ofstream& out, const T* data, std::size_t n) {
-  out.write(reinterpret_cast<const char*>(data), std::streamsize(n * sizeof(T)));
+void put(std::string& out, const T* data, std::size_t n) {
+  out.append(reinterpret_cast<const char*>(data), n * sizeof(T));
 }
 
 // Hands every record of draws.bin, in file order, to `sink`; the number of
-// draws (chain x draw) they held.
-std::int64_t replay_draws(const fs::path& file, int dof, DrawSink& sink) {
+// draws (chain x draw) they held. Each block must lie within the sample's
+// chains and draws and hold finite positions (a draw is a state on N).
+std::int64_t replay_draws(const fs::path& file, const SampleSpec& spec, int dof, DrawSink& sink) {
   std::ifstream in(file, std::ios::binary);
   if (!in) throw std::runtime_error("cannot read " + file.string() + ": " + std::strerror(errno));
   std::vector<Real> q, potential, acceptance, energy, step_size;
@@ -48,9 +50,16 @@ std::int64_t replay_draws(const fs::path& file, int dof, DrawSink& sink) {
         double(h.chains) * double(h.draws) * double(dof) > 1e10)
       throw std::runtime_error(file.string() + " is damaged (a block of " + std::to_string(h.chains) + " chains x " +
                                std::to_string(h.draws) + " draws)");
+    if (h.first_chain < 0 || h.first_draw < 0 || h.first_chain + h.chains > spec.chains ||
+        h.first_draw + h.draws > spec.draws)
+      throw std::runtime_error(file.string() + " is damaged (a block of chains " + std::to_string(h.first_chain) +
+                               " + " + std::to_string(h.chains) + ", draws " + std::to_string(h.first_draw) + " + " +
+                               std::to_string(h.draws) + ", beyond the sample's)");
     const std::size_t n = std::size_t(h.chains * h.draws);
     get(q, n * std::size_t(dof)), get(potential, n), get(acceptance, n), get(energy, n), get(step_size, n);
     get(steps, n), get(outcome, n);
+    for (Real x : q)
+      if (!std::isfinite(x)) throw std::runtime_error(file.string() + " is damaged (a draw's position is not finite)");
     DrawBlock b;
     b.first_chain = h.first_chain, b.chains = h.chains, b.first_draw = h.first_draw, b.draws = h.draws, b.dof = dof;
     b.q = q.data(), b.potential = potential.data(), b.acceptance = acceptance.data(), b.energy = energy.data();
@@ -70,7 +79,7 @@ DrawsDiagnostics write_sample_outputs(OutputFolder& folder, const SampleConfig& 
   {
     NetcdfDraws nc(folder.partial("draws.nc"), c, dof);
     std::int64_t held = 0;
-    for (const auto& file : draws_bin) held += replay_draws(file, dof, nc);
+    for (const auto& file : draws_bin) held += replay_draws(file, c.sample, dof, nc);
     if (held != c.sample.chains * c.sample.draws)
       throw std::runtime_error("the draws files hold " + std::to_string(held) + " draws, not the " +
                                std::to_string(c.sample.chains) + " chains x " + std::to_string(c.sample.draws) +
@@ -87,66 +96,47 @@ DrawsDiagnostics write_sample_outputs(OutputFolder& folder, const SampleConfig& 
 }  // namespace
 
 struct SampleFiles::Files {
-  std::ofstream draws;
-  fs::path file;
+  Files(const OutputFolder& folder, const nlohmann::json* records)
+      : verified(records != nullptr ? verify_checkpoint_files(folder, *records) : VerifiedFiles{}),
+        draws(folder.partial("draws.bin"), records != nullptr ? &verified : nullptr, "draws.bin") {}
+  VerifiedFiles verified;
+  AppendFile draws;
+  std::string block;
 };
 
-SampleFiles::SampleFiles(OutputFolder& folder, const SampleConfig& c, const nlohmann::json* resume)
-    : folder_(folder), c_(c), files_(std::make_unique<Files>()) {
-  Files& f = *files_;
-  f.file = folder.partial("draws.bin");
-  if (resume != nullptr)
-    reopen_at(f.draws, f.file, resume->value("draws.bin", std::uintmax_t(0)));
-  else
-    f.draws.open(f.file, std::ios::binary | std::ios::trunc);
-  check_stream(f.draws, f.file);
-}
+SampleFiles::SampleFiles(OutputFolder& folder, const SampleConfig& c, const nlohmann::json* records)
+    : folder_(folder), c_(c), files_(std::make_unique<Files>(folder, records)) {}
 
 SampleFiles::~SampleFiles() = default;
 
 void SampleFiles::write(const DrawBlock& b) {
-  std::ofstream& out = files_->draws;
+  std::string& out = files_->block;
+  out.clear();
   const BlockHead h{b.first_chain, b.chains, b.first_draw, b.draws};
   const std::size_t n = std::size_t(b.chains * b.draws);
   put(out, &h, 1);
   put(out, b.q, n * std::size_t(b.dof)), put(out, b.potential, n), put(out, b.acceptance, n);
   put(out, b.energy, n), put(out, b.step_size, n), put(out, b.steps, n), put(out, b.outcome, n);
-  check_stream(out, files_->file);
+  files_->draws.append(out);
 }
 
-nlohmann::json SampleFiles::checkpoint_sizes() {
-  Files& f = *files_;
-  f.draws.flush();
-  check_stream(f.draws, f.file);
-  const auto bytes = std::uintmax_t(f.draws.tellp());
-  sync_file(f.file);
-  return {{"draws.bin", bytes}};
-}
+nlohmann::json SampleFiles::file_records() { return {{"draws.bin", files_->draws.record()}}; }
 
 DrawsDiagnostics SampleFiles::finish(const SampleResult& r) {
-  Files& f = *files_;
-  f.draws.close();
-  check_stream(f.draws, f.file);
-  const DrawsDiagnostics d = write_sample_outputs(folder_, c_, r, {f.file});
+  AppendFile& draws = files_->draws;
+  draws.close();
+  const DrawsDiagnostics d = write_sample_outputs(folder_, c_, r, {draws.file()});
   std::error_code ec;
-  fs::remove(f.file, ec);
+  fs::remove(draws.file(), ec);
   return d;
 }
 
-void SampleFiles::finish_shard(const SampleResult& r, const nlohmann::json& header) {
-  Files& f = *files_;
-  f.draws.close();
-  check_stream(f.draws, f.file);
-  const fs::path tally = folder_.partial("shard.tether");
-  {
-    std::ofstream out(tally, std::ios::binary);
-    check_stream(out, tally);
-    BlobWriter w;
-    save_sample_tally(w, r);
-    out << header.dump() << '\n' << w.bytes();
-    out.close();
-    check_stream(out, tally);
-  }
+void SampleFiles::finish_shard(const SampleResult& r, nlohmann::json header) {
+  header["files"] = file_records();
+  files_->draws.close();
+  BlobWriter w;
+  save_sample_tally(w, r);
+  write_shard_file(folder_, header, w.bytes());
   folder_.commit("draws.bin");
   folder_.commit("shard.tether");
 }
@@ -168,7 +158,7 @@ void merge_sample_shard_folders(OutputFolder& folder, const std::vector<ShardFol
       throw ConfigError((p.dir / "shard.tether").string(), "is damaged: its counts are cut short");
     }
     r.wall_seconds = std::max(r.wall_seconds, p.header.value("wall_seconds", 0.0));
-    draws_bin.push_back(p.dir / "draws.bin");
+    draws_bin.push_back(p.file("draws.bin"));
   }
   r.system = c.run.system_name;
   r.method = describe_method(c.run);

@@ -680,24 +680,15 @@ TEST(ExplicitStates, ProjectMovesStatesOntoTheManifold) {
   EXPECT_LT(o.result.max_velocity_constraint_violation, 1e-12);
 }
 
-// A state projection cannot fix is a failure at step 0, reported and kept;
-// the others run as usual.
-TEST(ExplicitStates, UnprojectableStateFailsAtStepZero) {
+// A state projection cannot fix (q = 0: no direction to project along) is
+// refused at its path before anything runs, not kept as a trajectory failed
+// at step 0 beside statistics that leave it out.
+TEST(ExplicitStates, UnprojectableStateIsRefusedAtItsPath) {
   json states = on_manifold_states();
-  states[1] = {{"q", {0.0, 0.0, 0.0}}, {"p", {0.0, 1.0, 0.0}}};  // no direction to project along
+  states[1] = {{"q", {0.0, 0.0, 0.0}}, {"p", {0.0, 1.0, 0.0}}};
   json cfg = states_config(states, "rattle", 0.01, 20, 50);
   cfg["ensemble"]["initial"]["project"] = true;
-  const Outcome o = run_cfg(cfg);
-  expect_ids_complete(o.sink, 3);
-  EXPECT_EQ(o.result.failed, 1);
-  ASSERT_EQ(o.result.failures.size(), 1u);
-  EXPECT_EQ(o.result.failures[0].id, 1);
-  EXPECT_EQ(o.result.failures[0].step, 0);
-  EXPECT_NE(o.result.failures[0].reason, Status::ok);
-  EXPECT_EQ(o.sink.rows[0].status, Status::ok);
-  EXPECT_EQ(o.sink.rows[2].status, Status::ok);
-  EXPECT_EQ(o.result.timeseries.front().live, 2);
-  EXPECT_LT(o.result.max_constraint_violation, 1e-12);
+  EXPECT_EQ(rejected_path(cfg), "ensemble.initial.states[1]");
 }
 
 TEST(ExplicitStates, SizeMustMatchTheStateList) {

@@ -107,6 +107,22 @@ set -e
 [ "$code" -eq 2 ] && [ "$(grep -c '^error: ' shoot_cp_3.err)" -eq 1 ] &&
   grep -q "^error: config error at --resume: the checkpoint was written by a team of 2: resume it with as many (mpirun -np 2), not 3" shoot_cp_3.err &&
   [ ! -e shoot_cp_3/shots.csv ] || { echo "3 ranks resumed 2 ranks' checkpoint (exit $code):"; cat shoot_cp_3.err; exit 1; }
+# A stopped `mpirun -np 2 tether run`: rank 0 says to go on with the same
+# mpirun and --resume (not with a shard's own folder), once, and that goes on
+# to one process's files.
+sed -e 's/"steps": 40}/"steps": 3000}/' -e 's/"output": {"every": 10,/"output": {"checkpoint": {"every": 50}, "every": 500,/' \
+    config.json > run_cp.json
+"$tether" run run_cp.json --out run_cp_single --quiet --threads 1
+"$mpirun" -np 2 "$tether" run run_cp.json --out run_cp --quiet --threads 1 2> run_cp.err & pid=$!
+for i in $(seq 600); do [ -e run_cp/.shards/0/checkpoint.tether ] || [ -e run_cp/summary.json ] && break; sleep 0.05; done
+pkill -TERM -f "^$tether run run_cp.json --out run_cp " || true
+wait $pid && { echo "mpirun -np 2 tether run: not stopped by SIGTERM (finished first?)"; exit 1; }
+[ "$(grep -c 'go on with `mpirun -np 2 tether run run_cp.json --out run_cp --resume`' run_cp.err)" -eq 1 ] &&
+  ! grep -q "\.shards" run_cp.err || { echo "a stopped mpirun tether run pointed elsewhere:"; cat run_cp.err; exit 1; }
+"$mpirun" -np 2 "$tether" run run_cp.json --out run_cp --quiet --threads 1 --resume
+for f in final.csv timeseries.csv trajectories.csv; do
+  cmp "run_cp_single/$f" "run_cp/$f" || { echo "mpirun -np 2, stopped and resumed: $f differs"; exit 1; }
+done
 # A bad config: exit 2, said once.
 echo '{"system": {"name": "spherical_pendulum"}}' > bad.json
 set +e

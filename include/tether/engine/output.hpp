@@ -15,6 +15,12 @@
 
 namespace tether {
 
+// The "format" of checkpoint.tether's and shard.tether's header line. Version 2
+// seals each file with the CRC-32 of its bytes and records the CRC-32 of
+// every file it goes on from; a file of version 1 is refused as another version's.
+inline const std::string checkpoint_format = "tether checkpoint 2";
+inline const std::string shard_format = "tether shard 2";
+
 // A run's output folder, held by one run at a time (an advisory lock on
 // DIR/.tether.lock, released when the process ends, however it ends).
 // A previous run's results stay untouched until this run has finished
@@ -23,6 +29,10 @@ namespace tether {
 // Files of a run that never commits (an exception, a signal) stay under
 // their .partial names and are removed by the next run in the folder, except
 // what a checkpoint needs (Start says).
+// A command refused or failed before it committed anything or wrote a
+// checkpoint leaves the folder as it found it (the lock and the folder
+// removed again if it made them). A symbolic link at DIR/.tether.lock is
+// refused (ConfigError at --out), never written through.
 // Throws std::runtime_error (with the OS's reason).
 class OutputFolder {
  public:
@@ -41,7 +51,7 @@ class OutputFolder {
   void commit(const std::string& name);
 
   // DIR/checkpoint.tether: a one-line JSON header, then the run's state
-  // bytes; written whole (write, fsync, rename, fsync of the folder), so a
+  // bytes, sealed by their CRC-32 (io/checksum.hpp); written whole (write, fsync, rename, fsync of the folder), so a
   // crash leaves the previous checkpoint or this one, never a torn one. Once
   // one is written, final.csv.partial outlives this object (a resume appends to it).
   void write_checkpoint(const nlohmann::json& header, const std::string& state);
@@ -49,14 +59,18 @@ class OutputFolder {
     nlohmann::json header;
     std::string state;
   };
-  // Throws std::runtime_error when there is none, or it is not a checkpoint.
+  // Throws std::runtime_error when there is none, it is damaged (its seal
+  // does not match) or not a checkpoint of this version.
   Checkpoint read_checkpoint() const;
 
   const std::filesystem::path& dir() const { return dir_; }
 
  private:
+  void take_lock();
   std::filesystem::path dir_;
   int lock_fd_ = -1;
+  std::filesystem::path created_top_;  // the outermost folder this command made, if any
+  bool created_lock_ = false;           // by this command: removed again (with the folders) if it leaves nothing
   bool retired_ = false;       // the previous run's results are gone
   bool checkpointed_ = false;  // final.csv.partial belongs to a checkpoint
 };
@@ -71,18 +85,21 @@ class OutputFolder {
 // summary.json last.
 class RunFiles final : public FinalStateSink, public TimeseriesSink {
  public:
-  // `resume`: the byte counts a checkpoint recorded (checkpoint_sizes); the files go on from there.
+  // `resume`: the file records a checkpoint holds (file_records); the files
+  // go on from there once their bytes are verified against them.
   RunFiles(OutputFolder& folder, const RunConfig& c, const nlohmann::json* resume = nullptr);
   ~RunFiles() override;
   void write(const TrajectoryRecord& r) override;
   void snapshot(const TrajectoryRecord& r) override;
   void row(const TimeseriesRow& t) override;
-  // Everything written so far handed to the OS; the byte count of each file, for a checkpoint.
-  nlohmann::json checkpoint_sizes();
+  // Everything written so far on disk; each file's byte count and CRC-32
+  // ({"final.csv": {"bytes": n, "crc32": c}, ...}), for a checkpoint or a shard.
+  nlohmann::json file_records();
   void finish(const RunResult& r);
   // A shard's folder instead: its final.csv (or final.bin), trajectories.bin,
-  // and last shard.tether (`header` as its first line, then the shard's tally).
-  void finish_shard(const RunResult& r, const nlohmann::json& header);
+  // and last shard.tether (`header` with the files' records as its first
+  // line, then the shard's tally, sealed by their CRC-32).
+  void finish_shard(const RunResult& r, nlohmann::json header);
 
  private:
   void close_all();
@@ -123,8 +140,10 @@ void write_results_netcdf(const std::filesystem::path& file, const RunConfig& c,
 // shard.tether a `tether run --shard k/K` or `tether sample --shard k/K`
 // committed last) into `folder`, as the files one run of the config writes:
 // byte for byte but for timings (draws.nc and results.nc: the same numbers).
-// Throws ConfigError naming the folder that does not belong.
-void merge_shard_folders(OutputFolder& folder, const std::vector<std::filesystem::path>& shards);
+// Every shard's files are verified (their CRC-32 against shard.tether's
+// record, shard.tether against its seal) before `out` is touched; throws
+// ConfigError naming the folder that does not belong or the file that is damaged.
+void merge_shard_folders(const std::filesystem::path& out, const std::vector<std::filesystem::path>& shards);
 
 // `tether shoot`: shots.csv (one row per target), geodesics.csv, summary.json.
 void write_shots(const std::filesystem::path& file, const ShootResult& r);
@@ -161,8 +180,15 @@ struct StartDraws {
 };
 StartDraws read_start_draws(const std::filesystem::path& file, std::int64_t count, int dof, const std::string& where);
 
-// What draws.nc will take on disk, uncompressed.
+// Whether writing a netCDF file failed in this process (a full disk): the
+// HDF5 library may then hold the file in a state its clean-up at exit
+// crashes on, so the command ends by std::_Exit once its own clean-up is done.
+bool netcdf_file_left_broken();
+
+// What draws.nc will take on disk at most (uncompressed, whole chunks, HDF5's metadata).
 std::int64_t draws_file_bytes(const SampleSpec& s, int dof);
+// What draws.bin will take at most for `chains` chains run in batches of `batch_size`.
+std::int64_t draws_side_file_bytes(const SampleSpec& s, std::int64_t chains, std::int64_t batch_size, int dof);
 // R-hat and ESS (VGSCB21) of every q component and of the potential in a
 // draws file, over its first chains_used chains: as many as keep
 // chains_used x draws within max_values (memory, and the sorts' time).
@@ -170,7 +196,8 @@ struct DrawsDiagnostics {
   std::int64_t chains_used = 0;
   std::vector<ChainDiagnostics> q;
   ChainDiagnostics potential;
-  // Over q and the potential, skipping NaN (a coordinate the constraints fix has none).
+  // Over q and the potential, skipping NaN (a coordinate the constraints fix
+  // has none); NaN (written as null) when none is defined, as with one chain.
   double max_rhat() const;
   double min_ess_bulk() const;
   double min_ess_tail() const;
@@ -188,14 +215,15 @@ nlohmann::ordered_json sample_summary(const SampleConfig& c, const SampleResult&
 // folder keeps draws.bin and shard.tether instead (finish_shard).
 class SampleFiles final : public DrawSink {
  public:
-  // `resume`: the byte counts a checkpoint recorded (checkpoint_sizes).
+  // `resume`: the file records a checkpoint holds (file_records).
   SampleFiles(OutputFolder& folder, const SampleConfig& c, const nlohmann::json* resume = nullptr);
   ~SampleFiles() override;
   void write(const DrawBlock& block) override;
-  nlohmann::json checkpoint_sizes();
+  nlohmann::json file_records();
   DrawsDiagnostics finish(const SampleResult& r);
-  // shard.tether: `header` as its first line, then the shard's counts and sums.
-  void finish_shard(const SampleResult& r, const nlohmann::json& header);
+  // shard.tether: `header` with draws.bin's record as its first line, then
+  // the shard's counts and sums, sealed.
+  void finish_shard(const SampleResult& r, nlohmann::json header);
 
  private:
   struct Files;

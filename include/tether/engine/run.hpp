@@ -32,7 +32,7 @@ struct RunResult {
   std::int64_t trajectories = 0, steps = 0;
   Real dt = 0;
   Real max_constraint_violation = 0, max_velocity_constraint_violation = 0, max_relative_energy_error = 0;
-  Real newton_mean = 0;
+  Real newton_mean = 0;  // per step attempted; NaN (null in summary.json) when none was
   int newton_max = 0;
   std::int64_t failed = 0;
   std::vector<Failure> failures;  // first `failure_report_cap` by id
