@@ -486,8 +486,8 @@ class SmallDisk {
   bool mounted_ = false;
 };
 
-// The up-front estimates are upper bounds of what a run or sample really
-// takes at its peak (a side file and the file made from it side by side):
+// The up-front estimates are upper bounds of what a run, sample or shoot
+// really takes at its peak (a side file and the file made from it side by side):
 // on a disk of any size around that peak, each command is either refused
 // before it starts (exit 2) or finishes (exit 0), never fails part-way.
 TEST_F(CliTest, DiskEstimatesBoundThePeak) {
@@ -502,7 +502,11 @@ TEST_F(CliTest, DiskEstimatesBoundThePeak) {
   netcdf["output"] = {{"every", 1}, {"format", "netcdf"}, {"trajectories", {{"ids", {0, 7, 49999}}, {"every", 1}}}};
   json csv = netcdf;
   csv["output"]["format"] = "csv";
-  for (const auto& [command, config] : {std::pair<std::string, json>{"sample", sample}, {"run", netcdf}, {"run", csv}}) {
+  json shoot = shoot_config();
+  shoot["shoot"]["targets"] = {{"grid", {{"min", {-0.5, -0.5, -0.1}}, {"max", {0.5, 0.5, 0.1}}, {"count", {20, 20, 5}}}}};
+  shoot["output"] = {{"geodesics", {{"every", 1}}}};
+  for (const auto& [command, config] : {std::pair<std::string, json>{"sample", sample}, {"run", netcdf}, {"run", csv},
+                                        {"shoot", shoot}}) {
     const fs::path cfg = write("config.json", config);
     const std::string what = command + " " + config.dump().substr(0, 80);
     std::uintmax_t kept = 0;  // what the finished folder holds
@@ -512,16 +516,23 @@ TEST_F(CliTest, DiskEstimatesBoundThePeak) {
       ASSERT_EQ(tether(command + " " + quote(cfg) + " --out " + quote(dir_ / "disk" / "o") + " --quiet").code, 0);
       for (const auto& e : fs::directory_iterator(dir_ / "disk" / "o")) kept += fs::file_size(e.path());
     }
-    std::set<int> seen;
-    for (double factor = 1.0; factor <= 3.0; factor += 0.05) {
-      const std::uintmax_t kib = std::uintmax_t(factor * double(kept) / 1024) + 64;
+    // The smallest disk the estimate lets the command start on, by bisection
+    // (to 16 KiB): the command must finish there, and on every larger disk tried.
+    const auto on_disk = [&](std::uintmax_t kib) {
       const SmallDisk disk(dir_ / "disk", kib);
       const Cli r = tether(command + " " + quote(cfg) + " --out " + quote(dir_ / "disk" / "o") + " --quiet");
       EXPECT_TRUE(r.code == 0 || r.code == 2) << what << " on " << kib << " KiB: exit " << r.code << ": " << r.err;
       if (r.code == 2) EXPECT_NE(r.err.find("free:"), std::string::npos) << r.err;
-      seen.insert(r.code);
+      return r.code;
+    };
+    std::uintmax_t refused = kept / 1024, started = 4 * kept / 1024 + 1024;
+    ASSERT_EQ(on_disk(refused), 2) << what << ": what the finished folder holds alone cannot be enough";
+    ASSERT_EQ(on_disk(started), 0) << what;
+    while (started - refused > 16) {
+      const std::uintmax_t mid = (refused + started) / 2;
+      (on_disk(mid) == 2 ? refused : started) = mid;
     }
-    EXPECT_EQ(seen, (std::set<int>{0, 2})) << what << ": the sizes tried should straddle the estimate";
+    EXPECT_LT(double(started), 3.0 * double(kept) / 1024) << what << ": an estimate far above the peak";
   }
 }
 
