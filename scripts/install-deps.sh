@@ -6,7 +6,7 @@
 # its examples use where present). The test command installs both, the
 # example command neither.
 set -euo pipefail
-packages=(cmake make ninja-build g++ ccache pkg-config libeigen3-dev nlohmann-json3-dev libcli11-dev libgtest-dev libnetcdf-dev zlib1g-dev)
+packages=(cmake make ninja-build g++ ccache pkg-config libeigen3-dev nlohmann-json3-dev libcli11-dev libgtest-dev libnetcdf-dev zlib1g-dev libginac-dev)
 python=0
 for option in "$@"; do
   case "$option" in

@@ -1,0 +1,453 @@
+#include "expr/declared_system.hpp"
+
+#include <ginac/ginac.h>
+
+#include <algorithm>
+#include <cctype>
+#include <cmath>
+#include <functional>
+#include <map>
+#include <set>
+#include <sstream>
+
+#include "tether/engine/config_error.hpp"
+
+namespace tether {
+
+const std::vector<std::string>& declared_functions() {
+  static const std::vector<std::string> f = {"sin",  "cos",  "tan", "asin", "acos", "atan", "atan2",
+                                             "sinh", "cosh", "tanh", "exp", "log",  "sqrt", "pow"};
+  return f;
+}
+
+struct DeclaredSystem::Symbolic {
+  std::vector<GiNaC::realsymbol> q;                       // printed as q[i]
+  std::vector<std::pair<GiNaC::realsymbol, Real>> prm;    // printed as prm.p_<name>
+  GiNaC::ex potential, length_scale, energy_scale;
+  std::vector<GiNaC::ex> gradient, constraints;
+  std::vector<std::vector<GiNaC::ex>> jacobian;           // dg_i/dq_j
+};
+
+namespace {
+
+bool is_identifier(const std::string& s) {
+  if (s.empty() || !(std::isalpha(static_cast<unsigned char>(s[0])) || s[0] == '_')) return false;
+  return std::all_of(s.begin(), s.end(), [](unsigned char c) { return std::isalnum(c) || c == '_'; });
+}
+
+// The declared names an expression may use, by kind.
+struct Names {
+  std::set<std::string> coordinates, parameters, definitions;
+  bool knows(const std::string& n) const {
+    return coordinates.count(n) || parameters.count(n) || definitions.count(n);
+  }
+};
+
+// Reads `text` token by token and refuses (ConfigError at `path`) the first
+// character or name outside the grammar, with its position (1-based).
+void check_tokens(const std::string& text, const Names& names, const std::string& path) {
+  const auto at = [&](std::size_t i) { return " at position " + std::to_string(i + 1); };
+  const auto& functions = declared_functions();
+  int depth = 0;
+  for (std::size_t i = 0; i < text.size();) {
+    const unsigned char c = static_cast<unsigned char>(text[i]);
+    if (std::isspace(c)) {
+      ++i;
+    } else if (std::isdigit(c) || (c == '.' && i + 1 < text.size() && std::isdigit(static_cast<unsigned char>(text[i + 1])))) {
+      while (i < text.size() && (std::isdigit(static_cast<unsigned char>(text[i])) || text[i] == '.')) ++i;
+      if (i < text.size() && (text[i] == 'e' || text[i] == 'E')) {
+        std::size_t j = i + 1;
+        if (j < text.size() && (text[j] == '+' || text[j] == '-')) ++j;
+        if (j < text.size() && std::isdigit(static_cast<unsigned char>(text[j]))) {
+          i = j;
+          while (i < text.size() && std::isdigit(static_cast<unsigned char>(text[i]))) ++i;
+        }
+      }
+    } else if (std::isalpha(c) || c == '_') {
+      const std::size_t start = i;
+      while (i < text.size() && (std::isalnum(static_cast<unsigned char>(text[i])) || text[i] == '_')) ++i;
+      const std::string name = text.substr(start, i - start);
+      std::size_t next = i;
+      while (next < text.size() && std::isspace(static_cast<unsigned char>(text[next]))) ++next;
+      const bool call = next < text.size() && text[next] == '(';
+      if (call && std::find(functions.begin(), functions.end(), name) == functions.end())
+        throw ConfigError(path, "unknown function \"" + name.substr(0, 40) + "\"" + at(start) + " (functions: " +
+                                    [&] {
+                                      std::string s;
+                                      for (const auto& f : functions) s += (s.empty() ? "" : ", ") + f;
+                                      return s;
+                                    }() + ")");
+      if (!call && !names.knows(name))
+        throw ConfigError(path, "unknown symbol \"" + name.substr(0, 40) + "\"" + at(start) +
+                                    ": not a coordinate, parameter or definition");
+    } else if (std::string("+-*/^(),").find(char(c)) != std::string::npos) {
+      depth += c == '(' ? 1 : c == ')' ? -1 : 0;
+      if (depth < 0) throw ConfigError(path, "a \")\" without its \"(\"" + at(i));
+      ++i;
+    } else {
+      throw ConfigError(path, "unexpected character " + nlohmann::json(std::string(1, char(c))).dump(
+                                  -1, ' ', true, nlohmann::json::error_handler_t::replace) + at(i));
+    }
+  }
+  if (depth > 0) throw ConfigError(path, "a \"(\" is not closed");
+}
+
+// The expression at `path`, its tokens checked, parsed against `table`.
+GiNaC::ex parse(const nlohmann::json& j, const std::string& path, const Names& names, const GiNaC::symtab& table) {
+  if (!j.is_string() && !j.is_number()) throw ConfigError(path, "must be an expression (a string) or a number");
+  if (j.is_number()) {
+    const double x = j.get<double>();
+    if (!std::isfinite(x)) throw ConfigError(path, "must be finite");
+    return GiNaC::ex(x);
+  }
+  const std::string text = j.get<std::string>();
+  if (text.size() > 100000) throw ConfigError(path, "is longer than 100000 characters");
+  if (text.find_first_not_of(" \t\n\r") == std::string::npos) throw ConfigError(path, "is empty");
+  check_tokens(text, names, path);
+  try {
+    GiNaC::parser reader(table, true);
+    return reader(text);
+  } catch (const std::exception& e) {
+    std::string why = e.what();
+    why = why.substr(0, why.find('\n'));
+    const std::string prefix = "GiNaC: ";
+    if (why.rfind(prefix, 0) == 0) why = why.substr(prefix.size());
+    const std::size_t line = why.find("parse error at line 0, column 0: ");  // GiNaC counts no positions
+    if (line != std::string::npos) why = why.substr(line + 33);
+    throw ConfigError(path, "is not an expression of the grammar: " + why.substr(0, 120));
+  }
+}
+
+// `e` as C source (GiNaC's printer: numbers, q[i], prm.p_<name>, the functions).
+std::string printed(const GiNaC::ex& e) {
+  std::ostringstream s;
+  e.print(GiNaC::print_csrc_double(s));
+  return s.str();
+}
+
+// Refuses (at `path`) an expression whose C source would name anything but
+// q, prm, a declared parameter and the C functions of the grammar: a
+// derivative GiNaC can only write with a function of its own (csgn, a
+// derivative of abs), and, defensively, anything the parser let through.
+void check_printable(const GiNaC::ex& e, const std::set<std::string>& parameters, const std::string& path,
+                     const std::string& what) {
+  static const std::set<std::string> allowed = {"q",    "prm",  "sin",  "cos",  "tan", "asin", "acos",  "atan",
+                                                "atan2", "sinh", "cosh", "tanh", "exp", "log",  "sqrt", "pow"};
+  const std::string text = printed(e);
+  for (std::size_t i = 0; i < text.size();) {
+    const unsigned char c = static_cast<unsigned char>(text[i]);
+    if (std::isdigit(c) || (c == '.' && i + 1 < text.size() && std::isdigit(static_cast<unsigned char>(text[i + 1])))) {
+      // a number, its exponent included
+      while (i < text.size() && (std::isalnum(static_cast<unsigned char>(text[i])) || text[i] == '.' ||
+                                 ((text[i] == '+' || text[i] == '-') && (text[i - 1] == 'e' || text[i - 1] == 'E'))))
+        ++i;
+    } else if (std::isalpha(c) || c == '_') {
+      const std::size_t start = i;
+      while (i < text.size() && (std::isalnum(static_cast<unsigned char>(text[i])) || text[i] == '_')) ++i;
+      std::string name = text.substr(start, i - start);
+      if (name == "prm" && i < text.size() && text[i] == '.') {  // prm.p_<a declared parameter>
+        const std::size_t member = ++i;
+        while (i < text.size() && (std::isalnum(static_cast<unsigned char>(text[i])) || text[i] == '_')) ++i;
+        name = text.substr(member, i - member);
+        if (name.rfind("p_", 0) == 0 && parameters.count(name.substr(2))) continue;
+      }
+      if (!allowed.count(name) || name == "prm")
+        throw ConfigError(path, "has " + what + " that C cannot compute (it needs \"" + name.substr(0, 40) +
+                                    "\"): write it without that construct");
+    } else if (std::string("+-*/()[], ").find(char(c)) != std::string::npos) {
+      ++i;
+    } else {
+      throw ConfigError(path, "has " + what + " that C cannot compute (\"" + std::string(1, char(c)) + "\")");
+    }
+  }
+}
+
+std::string number(Real x) {
+  std::ostringstream s;
+  s.precision(17);
+  s << x;
+  std::string t = s.str();
+  if (t.find_first_of(".eEn") == std::string::npos) t += ".0";
+  return t;
+}
+
+// The value of `e` at the symbols' values `at`.
+Real evaluate(const GiNaC::ex& e, const GiNaC::exmap& at) {
+  const GiNaC::ex v = GiNaC::evalf(e.subs(at));
+  if (!GiNaC::is_a<GiNaC::numeric>(v)) return NAN;
+  const GiNaC::numeric n = GiNaC::ex_to<GiNaC::numeric>(v);
+  if (!n.is_real()) return NAN;
+  return n.to_double();
+}
+
+}  // namespace
+
+DeclaredSystem parse_declared_system(const nlohmann::json& j, const std::string& path) {
+  if (!j.is_object()) throw ConfigError(path, "must be an object");
+  const auto key = [&](const std::string& k) { return path + "." + k; };
+  static const std::set<std::string> known = {"name",        "coordinates", "dof",          "mass",        "parameters",
+                                              "definitions", "potential",   "constraints", "length_scale", "energy_scale"};
+  for (const auto& [k, v] : j.items())
+    if (!known.count(k)) throw ConfigError(key(k), "unknown key (known: name, coordinates or dof, mass, parameters, "
+                                                   "definitions, potential, constraints, length_scale, energy_scale)");
+  DeclaredSystem d;
+  auto s = std::make_shared<DeclaredSystem::Symbolic>();
+
+  if (!j.contains("name") || !j["name"].is_string()) throw ConfigError(key("name"), "must be the system's name (a string)");
+  d.name = j["name"].get<std::string>();
+  if (d.name.empty() || d.name.size() > 64 || !std::islower(static_cast<unsigned char>(d.name[0])) ||
+      !std::all_of(d.name.begin(), d.name.end(),
+                   [](unsigned char c) { return std::islower(c) || std::isdigit(c) || c == '_'; }))
+    throw ConfigError(key("name"), "must be lower-case letters, digits and _, starting with a letter (at most 64)");
+
+  // Coordinates: named, or q0 .. q{dof-1}.
+  if (j.contains("coordinates") == j.contains("dof"))
+    throw ConfigError(key("coordinates"), "give the coordinates' names, or \"dof\" for q0, q1, ..., not both");
+  if (j.contains("coordinates")) {
+    const auto& c = j["coordinates"];
+    if (!c.is_array() || c.empty() || c.size() > 256)
+      throw ConfigError(key("coordinates"), "must be an array of 1 to 256 names");
+    for (std::size_t i = 0; i < c.size(); ++i) {
+      const std::string p = key("coordinates") + "[" + std::to_string(i) + "]";
+      if (!c[i].is_string() || !is_identifier(c[i].get<std::string>()) || c[i].get<std::string>().size() > 64)
+        throw ConfigError(p, "must be a name: letters, digits and _, not starting with a digit");
+      d.coordinates.push_back(c[i].get<std::string>());
+    }
+  } else {
+    if (!j["dof"].is_number_integer() || j["dof"].get<std::int64_t>() < 1 || j["dof"].get<std::int64_t>() > 256)
+      throw ConfigError(key("dof"), "must be an integer from 1 to 256");
+    for (std::int64_t i = 0; i < j["dof"].get<std::int64_t>(); ++i) {
+      std::string name = std::to_string(i);
+      d.coordinates.push_back(name.insert(0, 1, 'q'));
+    }
+  }
+  const std::size_t n = d.coordinates.size();
+
+  Names names;
+  GiNaC::symtab table;
+  for (std::size_t i = 0; i < n; ++i) {
+    if (names.coordinates.count(d.coordinates[i]) || std::find(declared_functions().begin(), declared_functions().end(),
+                                                               d.coordinates[i]) != declared_functions().end())
+      throw ConfigError(key("coordinates") + "[" + std::to_string(i) + "]", "is given twice, or is a function's name");
+    names.coordinates.insert(d.coordinates[i]);
+    s->q.emplace_back("q[" + std::to_string(i) + "]");
+    table[d.coordinates[i]] = s->q.back();
+  }
+
+  // Parameters, with their defaults.
+  if (j.contains("parameters")) {
+    const auto& p = j["parameters"];
+    if (!p.is_object()) throw ConfigError(key("parameters"), "must be an object of names and values");
+    for (const auto& [name, value] : p.items()) {
+      const std::string where = key("parameters") + "." + name;
+      if (!is_identifier(name) || name.size() > 64) throw ConfigError(where, "must be a name: letters, digits and _");
+      if (names.coordinates.count(name)) throw ConfigError(where, "is also a coordinate's name");
+      if (!value.is_number() || !std::isfinite(value.get<double>()))
+        throw ConfigError(where, "must be a finite number (its default value)");
+      names.parameters.insert(name);
+      s->prm.emplace_back(GiNaC::realsymbol("prm.p_" + name), value.get<double>());
+      table[name] = s->prm.back().first;
+      d.parameters.emplace_back(name, value.get<double>());
+    }
+  }
+
+  // Definitions: each parsed over every declared name, then substituted in
+  // turn (in any order; a cycle is refused).
+  std::map<std::string, GiNaC::realsymbol> placeholders;
+  std::map<std::string, GiNaC::ex> defined;
+  if (j.contains("definitions")) {
+    const auto& defs = j["definitions"];
+    if (!defs.is_object()) throw ConfigError(key("definitions"), "must be an object of names and expressions");
+    for (const auto& [name, value] : defs.items()) {
+      const std::string where = key("definitions") + "." + name;
+      if (!is_identifier(name) || name.size() > 64) throw ConfigError(where, "must be a name: letters, digits and _");
+      if (names.coordinates.count(name) || names.parameters.count(name))
+        throw ConfigError(where, "is also a coordinate's or parameter's name");
+      names.definitions.insert(name);
+      placeholders.emplace(name, GiNaC::realsymbol("definition_" + name));
+      table[name] = placeholders.at(name);
+    }
+    std::map<std::string, GiNaC::ex> raw;
+    for (const auto& [name, value] : defs.items())
+      raw[name] = parse(value, key("definitions") + "." + name, names, table);
+    std::map<std::string, int> state;  // 1: being resolved, 2: resolved
+    std::function<GiNaC::ex(const std::string&)> resolve = [&](const std::string& name) -> GiNaC::ex {
+      if (state[name] == 2) return defined.at(name);
+      if (state[name] == 1) throw ConfigError(key("definitions") + "." + name, "refers to itself through the definitions");
+      state[name] = 1;
+      GiNaC::exmap sub;
+      for (const auto& [other, symbol] : placeholders)
+        if (raw.at(name).has(symbol)) sub[symbol] = resolve(other);
+      defined[name] = raw.at(name).subs(sub);
+      state[name] = 2;
+      return defined[name];
+    };
+    for (const auto& [name, value] : raw) resolve(name);
+  }
+  GiNaC::exmap definitions;
+  for (const auto& [name, symbol] : placeholders) definitions[symbol] = defined.at(name);
+  const auto expression = [&](const nlohmann::json& v, const std::string& where) {
+    return parse(v, where, names, table).subs(definitions);
+  };
+
+  s->potential = j.contains("potential") ? expression(j["potential"], key("potential")) : GiNaC::ex(0);
+  if (!j.contains("constraints") || !j["constraints"].is_array() || j["constraints"].empty())
+    throw ConfigError(key("constraints"), "must be an array of at least one expression g_i(q) (= 0 on the manifold)");
+  if (j["constraints"].size() >= n)
+    throw ConfigError(key("constraints"), "holds " + std::to_string(j["constraints"].size()) + " constraints for " +
+                                              std::to_string(n) + " coordinates: fewer constraints than coordinates, "
+                                              "or nothing is left to move");
+  for (std::size_t i = 0; i < j["constraints"].size(); ++i)
+    s->constraints.push_back(expression(j["constraints"][i], key("constraints") + "[" + std::to_string(i) + "]"));
+
+  // Mass: a number or one per coordinate.
+  d.mass.assign(n, 1.0);
+  if (j.contains("mass")) {
+    const auto& m = j["mass"];
+    if (m.is_number()) {
+      d.mass.assign(n, m.get<double>());
+    } else if (m.is_array() && m.size() == n && std::all_of(m.begin(), m.end(), [](const auto& x) { return x.is_number(); })) {
+      for (std::size_t i = 0; i < n; ++i) d.mass[i] = m[i].get<double>();
+    } else {
+      throw ConfigError(key("mass"), "must be a number, or an array of " + std::to_string(n) + " (one per coordinate)");
+    }
+    for (Real x : d.mass)
+      if (!(x > 0) || !std::isfinite(x)) throw ConfigError(key("mass"), "must be positive and finite");
+  }
+
+  // Scales: expressions of the parameters, positive at their defaults.
+  Names prm_only;
+  prm_only.parameters = names.parameters;
+  GiNaC::symtab prm_table;
+  for (const auto& [symbol, value] : s->prm) prm_table[symbol.get_name().substr(6)] = symbol;
+  GiNaC::exmap defaults;
+  for (const auto& [symbol, value] : s->prm) defaults[symbol] = value;
+  for (const auto& [k, target, field] : {std::tuple{"length_scale", &s->length_scale, &d.length_scale},
+                                         std::tuple{"energy_scale", &s->energy_scale, &d.energy_scale}}) {
+    *target = j.contains(k) ? parse(j[k], key(k), prm_only, prm_table) : GiNaC::ex(1);
+    *field = evaluate(*target, defaults);
+    if (!(*field > 0) || !std::isfinite(*field))
+      throw ConfigError(key(k), "must be positive at the parameters' defaults, got " + number(*field));
+  }
+
+  // Exact derivatives.
+  for (std::size_t i = 0; i < n; ++i) s->gradient.push_back(s->potential.diff(s->q[i]));
+  for (const auto& g : s->constraints) {
+    std::vector<GiNaC::ex> row;
+    for (std::size_t i = 0; i < n; ++i) row.push_back(g.diff(s->q[i]));
+    s->jacobian.push_back(row);
+  }
+  std::set<std::string> parameter_names(names.parameters.begin(), names.parameters.end());
+  check_printable(s->potential, parameter_names, key("potential"), "a value");
+  for (std::size_t i = 0; i < n; ++i) check_printable(s->gradient[i], parameter_names, key("potential"), "a derivative");
+  for (std::size_t i = 0; i < s->constraints.size(); ++i) {
+    const std::string where = key("constraints") + "[" + std::to_string(i) + "]";
+    check_printable(s->constraints[i], parameter_names, where, "a value");
+    for (const auto& x : s->jacobian[i]) check_printable(x, parameter_names, where, "a derivative");
+  }
+  for (const auto& [k, e] : {std::pair{"length_scale", &s->length_scale}, std::pair{"energy_scale", &s->energy_scale}})
+    check_printable(*e, parameter_names, key(k), "a value");
+  d.potential = printed(s->potential);
+  for (const auto& g : s->constraints) d.constraints.push_back(printed(g));
+  d.symbolic = s;
+  return d;
+}
+
+std::string DeclaredSystem::source(const std::string& type_name) const {
+  const Symbolic& s = *symbolic;
+  const std::size_t n = coordinates.size(), k = s.constraints.size();
+  const std::string N = std::to_string(n), K = std::to_string(k);
+  std::ostringstream o;
+  o << "// Generated by tether from the declaration of \"" << name << "\" (src/expr/declared_system.cpp).\n"
+    << "#pragma once\n#include \"tether/core/parameters.hpp\"\n#include \"tether/core/small_solve.hpp\"\n#include <cmath>\n\n"
+    << "namespace tether {\n\n"
+    << "struct " << type_name << " {\n"
+    << "  static constexpr const char* name = \"" << name << "\";\n"
+    << "  static constexpr const char* description = \"a system declared in a config\";\n"
+    << "  static constexpr const char* citation = \"declared by its user\";\n"
+    << "  static constexpr int dof = " << N << ";\n"
+    << "  static constexpr int constraint_count = " << K << ";\n"
+    << "  using Gram = DenseMatrix<" << K << ">;\n\n"
+    << "  struct Parameters {\n";
+  for (const auto& [p, value] : parameters) o << "    Real p_" << p << " = " << number(value) << ";\n";
+  o << "    template <class V>\n    void describe(V& v) {\n";
+  for (const auto& [p, value] : parameters)
+    o << "      v.real(\"" << p << "\", p_" << p << ", Range::any(), \"a declared parameter\");\n";
+  o << "      (void)v;\n    }\n  };\n  Parameters prm;\n\n";
+  const auto body = [&](const GiNaC::ex& e) { return printed(e); };
+  o << "  TETHER_HD Real potential(const Vec<" << N << ">& q) const {\n    (void)q;\n    return " << body(s.potential)
+    << ";\n  }\n";
+  o << "  TETHER_HD Vec<" << N << "> potential_gradient(const Vec<" << N << ">& q) const {\n    (void)q;\n    Vec<" << N
+    << "> r;\n";
+  for (std::size_t i = 0; i < n; ++i) o << "    r[" << i << "] = " << body(s.gradient[i]) << ";\n";
+  o << "    return r;\n  }\n";
+  o << "  TETHER_HD Vec<" << K << "> constraints(const Vec<" << N << ">& q) const {\n    Vec<" << K << "> r;\n";
+  for (std::size_t i = 0; i < k; ++i) o << "    r[" << i << "] = " << body(s.constraints[i]) << ";\n";
+  o << "    return r;\n  }\n";
+  o << "  // G(q) = dg/dq, exact.\n  TETHER_HD Mat<" << K << ", " << N << "> jacobian(const Vec<" << N
+    << ">& q) const {\n    Mat<" << K << ", " << N << "> G;\n";
+  for (std::size_t i = 0; i < k; ++i)
+    for (std::size_t c = 0; c < n; ++c) o << "    G(" << i << ", " << c << ") = " << body(s.jacobian[i][c]) << ";\n";
+  o << "    return G;\n  }\n";
+  o << "  TETHER_HD Vec<" << K << "> constraint_jacobian_times(const Vec<" << N << ">& q, const Vec<" << N
+    << ">& v) const { return jacobian(q) * v; }\n";
+  o << "  TETHER_HD Vec<" << N << "> constraint_transpose_times(const Vec<" << N << ">& q, const Vec<" << K
+    << ">& lambda) const { return jacobian(q).transpose() * lambda; }\n";
+  o << "  // G(qa) M^-1 G(qb)^T.\n  TETHER_HD Gram gram(const Vec<" << N << ">& qa, const Vec<" << N
+    << ">& qb) const {\n    Gram m;\n    m.a = jacobian(qa) * inverse_mass().asDiagonal() * jacobian(qb).transpose();\n"
+    << "    return m;\n  }\n";
+  o << "  TETHER_HD static Vec<" << N << "> mass() {\n    Vec<" << N << "> m;\n";
+  for (std::size_t i = 0; i < n; ++i) o << "    m[" << i << "] = " << number(mass[i]) << ";\n";
+  o << "    return m;\n  }\n";
+  o << "  TETHER_HD static Vec<" << N << "> inverse_mass() { return mass().cwiseInverse(); }\n";
+  o << "  TETHER_HD Vec<" << N << "> mass_times(const Vec<" << N << ">& v) const { return mass().cwiseProduct(v); }\n";
+  o << "  TETHER_HD Vec<" << N << "> inverse_mass_times(const Vec<" << N
+    << ">& p) const { return inverse_mass().cwiseProduct(p); }\n";
+  o << "  TETHER_HD Vec<" << N << "> sqrt_mass_times(const Vec<" << N
+    << ">& v) const { return mass().cwiseSqrt().cwiseProduct(v); }\n";
+  o << "  TETHER_HD Real length_scale() const { return " << body(s.length_scale) << "; }\n";
+  o << "  TETHER_HD Real energy_scale() const { return " << body(s.energy_scale) << "; }\n";
+  o << "};\n\n}  // namespace tether\n";
+  return o.str();
+}
+
+namespace {
+
+GiNaC::exmap values_at(const DeclaredSystem::Symbolic& s, const std::vector<Real>& q) {
+  GiNaC::exmap at;
+  for (std::size_t i = 0; i < s.q.size(); ++i) at[s.q[i]] = q.at(i);
+  for (const auto& [symbol, value] : s.prm) at[symbol] = value;
+  return at;
+}
+
+}  // namespace
+
+Real DeclaredSystem::potential_at(const std::vector<Real>& q) const {
+  return evaluate(symbolic->potential, values_at(*symbolic, q));
+}
+
+std::vector<Real> DeclaredSystem::gradient_at(const std::vector<Real>& q) const {
+  const GiNaC::exmap at = values_at(*symbolic, q);
+  std::vector<Real> r;
+  for (const auto& e : symbolic->gradient) r.push_back(evaluate(e, at));
+  return r;
+}
+
+std::vector<Real> DeclaredSystem::constraints_at(const std::vector<Real>& q) const {
+  const GiNaC::exmap at = values_at(*symbolic, q);
+  std::vector<Real> r;
+  for (const auto& e : symbolic->constraints) r.push_back(evaluate(e, at));
+  return r;
+}
+
+std::vector<std::vector<Real>> DeclaredSystem::jacobian_at(const std::vector<Real>& q) const {
+  const GiNaC::exmap at = values_at(*symbolic, q);
+  std::vector<std::vector<Real>> r;
+  for (const auto& row : symbolic->jacobian) {
+    r.emplace_back();
+    for (const auto& e : row) r.back().push_back(evaluate(e, at));
+  }
+  return r;
+}
+
+}  // namespace tether

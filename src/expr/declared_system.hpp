@@ -1,0 +1,64 @@
+#pragma once
+// A holonomic system its user declares in a config instead of writing C++
+// (issue 45, first step): named coordinates, a constant mass, the potential
+// V(q) and the constraints g(q) as expressions over them and named
+// parameters, with intermediate definitions. GiNaC (a Debian package) parses
+// the expressions and differentiates them exactly; the result is the C++
+// source of a system type with the interface of the built-in ones
+// (core/families.hpp, HolonomicSystem), which a later step compiles when the
+// system is first used.
+//
+// Expressions are data, never code: every expression is first read by a
+// lexer that admits only the grammar's tokens (numbers, the declared names,
+// the functions below, + - * / ^ ( ) ,) and says where the first other one
+// is; names are identifiers that become C++ names only with a prefix, and the
+// source is printed from the parsed expressions, never copied from the text.
+#include <memory>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
+
+#include "tether/core/types.hpp"
+
+namespace tether {
+
+// The functions an expression may call, each of one argument but pow and atan2.
+const std::vector<std::string>& declared_functions();
+
+struct DeclaredSystem {
+  std::string name;                      // [a-z][a-z0-9_]*: the system's name in outputs
+  std::vector<std::string> coordinates;  // q_0 .. q_{n-1}'s names
+  std::vector<Real> mass;                // the diagonal of M, one per coordinate (> 0)
+  std::vector<std::pair<std::string, Real>> parameters;  // names and default values, in name order
+  // The expressions, with every definition substituted, as GiNaC prints them
+  // (for the cache key and for messages).
+  std::string potential;
+  std::vector<std::string> constraints;
+  Real length_scale = 1, energy_scale = 1;
+  // The C++ source of the system type (a struct named `type_name` in
+  // namespace tether), exact first derivatives included: potential,
+  // potential_gradient, constraints, constraint_jacobian_times,
+  // constraint_transpose_times, gram, mass_times, inverse_mass_times,
+  // sqrt_mass_times, length_scale, energy_scale, and its Parameters.
+  std::string source(const std::string& type_name) const;
+
+  // Evaluations at q with the default parameters (tests; checks of initial states).
+  Real potential_at(const std::vector<Real>& q) const;
+  std::vector<Real> gradient_at(const std::vector<Real>& q) const;
+  std::vector<Real> constraints_at(const std::vector<Real>& q) const;
+  std::vector<std::vector<Real>> jacobian_at(const std::vector<Real>& q) const;  // dg_i/dq_j
+
+  struct Symbolic;  // the GiNaC expressions (declared_system.cpp)
+  std::shared_ptr<const Symbolic> symbolic;
+};
+
+// system.declare of a config at `path`: {"name", "coordinates" (or "dof"),
+// "mass" (a number or one per coordinate; default 1), "parameters" {name:
+// value}, "definitions" {name: expression}, "potential" (default 0),
+// "constraints" [expressions], "length_scale" and "energy_scale" (numbers or
+// expressions of the parameters; default 1)}. Every error is a ConfigError at
+// the JSON path, with the character position in the expression where one is
+// at fault.
+DeclaredSystem parse_declared_system(const nlohmann::json& j, const std::string& path);
+
+}  // namespace tether

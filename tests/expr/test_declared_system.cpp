@@ -1,0 +1,228 @@
+// Systems declared as expressions (src/expr/declared_system.hpp): the
+// declaration's values and exact derivatives, its bad inputs (named by JSON
+// path and position, code never admitted), and the generated C++ type,
+// compiled here as tether will compile it when a system is first used.
+#include <gtest/gtest.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cmath>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <functional>
+#include <nlohmann/json.hpp>
+#include <random>
+#include <sstream>
+#include <string>
+
+#include "expr/declared_system.hpp"
+#include "tether/engine/config_error.hpp"
+#include "tether/systems/spherical_pendulum.hpp"
+
+namespace tether::test {
+namespace {
+
+namespace fs = std::filesystem;
+using nlohmann::json;
+
+// The spherical pendulum as its user would declare it.
+json pendulum() {
+  return json::parse(R"json({
+    "name": "my_pendulum",
+    "coordinates": ["x", "y", "z"],
+    "mass": 1.5,
+    "parameters": {"m": 1.5, "g": 9.81, "L": 0.7},
+    "definitions": {"r2": "x^2 + y^2 + z^2"},
+    "potential": "m * g * z",
+    "constraints": ["(r2 - L^2) / (2 * L)"],
+    "length_scale": "L",
+    "energy_scale": "m * g * L"})json");
+}
+
+SphericalPendulum builtin_pendulum() {
+  SphericalPendulum s;
+  s.prm.mass = 1.5, s.prm.gravity = 9.81, s.prm.length = 0.7;
+  return s;
+}
+
+TEST(DeclaredSystem, ThePendulumDeclaredIsTheBuiltInOne) {
+  const DeclaredSystem d = parse_declared_system(pendulum(), "system.declare");
+  const SphericalPendulum s = builtin_pendulum();
+  EXPECT_EQ(d.coordinates.size(), 3u);
+  EXPECT_EQ(d.constraints.size(), 1u);
+  EXPECT_DOUBLE_EQ(d.length_scale, 0.7);
+  EXPECT_DOUBLE_EQ(d.energy_scale, s.energy_scale());
+  std::mt19937_64 rng(3);
+  std::normal_distribution<Real> normal;
+  for (int k = 0; k < 20; ++k) {
+    const Vec<3> q(normal(rng), normal(rng), normal(rng));
+    const std::vector<Real> qv = {q[0], q[1], q[2]};
+    EXPECT_NEAR(d.potential_at(qv), s.potential(q), 1e-14 * (1 + std::abs(s.potential(q))));
+    const Vec<3> grad = s.potential_gradient(q);
+    for (int i = 0; i < 3; ++i) EXPECT_NEAR(d.gradient_at(qv)[i], grad[i], 1e-13);
+    EXPECT_NEAR(d.constraints_at(qv)[0], s.constraints(q)[0], 1e-13);
+    for (int i = 0; i < 3; ++i) {
+      const Vec<3> e = Vec<3>::Unit(i);
+      EXPECT_NEAR(d.jacobian_at(qv)[0][i], s.constraint_jacobian_times(q, e)[0], 1e-13);
+    }
+  }
+}
+
+// Exact derivatives of a set of expressions that uses every function of the
+// grammar, definitions within definitions and parameters, against central
+// differences of the values.
+TEST(DeclaredSystem, DerivativesAreTheExpressionsExactDerivatives) {
+  const json j = json::parse(R"json({
+    "name": "everything",
+    "coordinates": ["a", "b", "c", "d"],
+    "parameters": {"k": 2.5, "w": 0.3},
+    "definitions": {"s": "sin(w*a) + cosh(b)/3", "t": "s^2 + atan2(b, 1 + c^2)"},
+    "potential": "k*(a - b)^2/2 + t*exp(-d^2) + sqrt(1 + a^2 + b^2)*log(2 + cos(d)) + tanh(a)^3 + pow(b, 3)/(1 + c^2) + asin(w*c/(1+c^2)) + acos(w*d/(1+d^2)) + atan(a*b) + sinh(c/4) + tan(w*d)",
+    "constraints": ["a^2 + b^2 + c^2 + d^2 - 4", "a*b - c + t/10"]})json");
+  const DeclaredSystem d = parse_declared_system(j, "system.declare");
+  std::mt19937_64 rng(7);
+  std::uniform_real_distribution<Real> u(-1, 1);
+  const Real h = 1e-6;
+  for (int trial = 0; trial < 10; ++trial) {
+    std::vector<Real> q = {u(rng), u(rng), u(rng), u(rng)};
+    const std::vector<Real> grad = d.gradient_at(q);
+    const auto jac = d.jacobian_at(q);
+    for (std::size_t i = 0; i < 4; ++i) {
+      std::vector<Real> up = q, down = q;
+      up[i] += h, down[i] -= h;
+      const Real dv = (d.potential_at(up) - d.potential_at(down)) / (2 * h);
+      EXPECT_NEAR(grad[i], dv, 1e-7 * (1 + std::abs(dv))) << "dV/dq" << i;
+      for (std::size_t r = 0; r < 2; ++r) {
+        const Real dg = (d.constraints_at(up)[r] - d.constraints_at(down)[r]) / (2 * h);
+        EXPECT_NEAR(jac[r][i], dg, 1e-7 * (1 + std::abs(dg))) << "dg" << r << "/dq" << i;
+      }
+    }
+  }
+  // The test would see a wrong derivative: the gradient is not the values' own.
+  std::vector<Real> q = {0.3, -0.2, 0.5, 0.1}, up = q, down = q;
+  up[0] += h, down[0] -= h;
+  EXPECT_GT(std::abs(d.gradient_at(q)[1] - (d.potential_at(up) - d.potential_at(down)) / (2 * h)), 1e-3);
+}
+
+struct BadDeclaration {
+  std::string name;
+  std::function<void(json&)> edit;
+  std::string path, message;
+};
+
+// Every bad declaration is one ConfigError naming the JSON path and, in an
+// expression, the position; text that tries to be code never gets further.
+TEST(DeclaredSystem, BadDeclarationsNameThePathAndPosition) {
+  const std::vector<BadDeclaration> cases = {
+      {"unknown symbol", [](json& j) { j["potential"] = "m * g * zz"; }, "system.declare.potential",
+       "unknown symbol \"zz\" at position 9"},
+      {"unknown function", [](json& j) { j["potential"] = "m * gamma(z)"; }, "system.declare.potential",
+       "unknown function \"gamma\" at position 5"},
+      {"abs is not in the grammar", [](json& j) { j["potential"] = "abs(z)"; }, "system.declare.potential",
+       "unknown function \"abs\" at position 1"},
+      {"a statement", [](json& j) { j["potential"] = "z; system(\"rm -rf /\")"; }, "system.declare.potential",
+       "unexpected character \";\" at position 2"},
+      {"a string", [](json& j) { j["constraints"][0] = "x\"); exit(1); (\""; }, "system.declare.constraints[0]",
+       "unexpected character \"\\\"\" at position 2"},
+      {"a preprocessor line", [](json& j) { j["definitions"]["r2"] = "#include <cstdlib>"; },
+       "system.declare.definitions.r2", "unexpected character \"#\" at position 1"},
+      {"braces", [](json& j) { j["potential"] = "z}; int f() {return 0"; }, "system.declare.potential",
+       "unexpected character \"}\" at position 2"},
+      {"unbalanced", [](json& j) { j["potential"] = "(z + 1"; }, "system.declare.potential", "a \"(\" is not closed"},
+      {"closing first", [](json& j) { j["potential"] = "z) + (1"; }, "system.declare.potential",
+       "a \")\" without its \"(\" at position 2"},
+      {"syntax", [](json& j) { j["potential"] = "z * * 2"; }, "system.declare.potential",
+       "is not an expression of the grammar"},
+      {"empty", [](json& j) { j["potential"] = "  "; }, "system.declare.potential", "is empty"},
+      {"a parameter without a value", [](json& j) { j["parameters"]["g"] = "9.81"; }, "system.declare.parameters.g",
+       "must be a finite number"},
+      {"a parameter name that is code", [](json& j) { j["parameters"]["a;b"] = 1; },
+       "system.declare.parameters.a;b", "must be a name"},
+      {"a name that is code", [](json& j) { j["name"] = "p\"; int x; \""; }, "system.declare.name",
+       "must be lower-case letters"},
+      {"a coordinate twice", [](json& j) { j["coordinates"] = {"x", "y", "x"}; }, "system.declare.coordinates[2]",
+       "is given twice"},
+      {"a coordinate named as a function", [](json& j) { j["coordinates"] = {"x", "y", "sin"}; },
+       "system.declare.coordinates[2]", "is a function's name"},
+      {"as many constraints as coordinates", [](json& j) { j["constraints"] = {"x", "y", "z"}; },
+       "system.declare.constraints", "holds 3 constraints for 3 coordinates"},
+      {"no constraint", [](json& j) { j["constraints"] = json::array(); }, "system.declare.constraints",
+       "at least one expression"},
+      {"a definition through itself", [](json& j) { j["definitions"] = {{"a", "b + 1"}, {"b", "2 * a"}}; },
+       "system.declare.definitions.a", "refers to itself"},
+      {"a wrong mass", [](json& j) { j["mass"] = {1, 2}; }, "system.declare.mass", "an array of 3"},
+      {"a negative mass", [](json& j) { j["mass"] = -1; }, "system.declare.mass", "must be positive"},
+      {"a scale of the coordinates", [](json& j) { j["length_scale"] = "x"; }, "system.declare.length_scale",
+       "unknown symbol \"x\" at position 1"},
+      {"a scale that is not positive", [](json& j) { j["energy_scale"] = "-m"; }, "system.declare.energy_scale",
+       "must be positive at the parameters' defaults"},
+      {"an unknown key", [](json& j) { j["potentail"] = "z"; }, "system.declare.potentail", "unknown key"},
+      {"both dof and coordinates", [](json& j) { j["dof"] = 3; }, "system.declare.coordinates", "not both"},
+  };
+  for (const BadDeclaration& c : cases) {
+    json j = pendulum();
+    c.edit(j);
+    try {
+      parse_declared_system(j, "system.declare");
+      ADD_FAILURE() << c.name << ": accepted";
+    } catch (const ConfigError& e) {
+      EXPECT_EQ(e.path(), c.path) << c.name << ": " << e.what();
+      EXPECT_NE(std::string(e.what()).find(c.message), std::string::npos) << c.name << ": " << e.what();
+    }
+  }
+}
+
+// The generated type is a HolonomicSystem of tether's, compiled here with
+// the compiler and headers of this build, and equals the built-in pendulum.
+TEST(DeclaredSystem, TheGeneratedTypeCompilesAndIsTheBuiltInSystem) {
+  const DeclaredSystem d = parse_declared_system(pendulum(), "system.declare");
+  const fs::path dir = fs::temp_directory_path() / ("tether_declared_" + std::to_string(::getpid()));
+  fs::remove_all(dir);
+  fs::create_directories(dir);
+  std::ofstream(dir / "declared.hpp") << d.source("MyPendulum");
+  std::ofstream(dir / "main.cpp") << R"src(#include "declared.hpp"
+#include <cstdio>
+#include <random>
+#include "tether/core/families.hpp"
+#include "tether/systems/spherical_pendulum.hpp"
+using namespace tether;
+static_assert(HolonomicSystem<MyPendulum>, "the generated type is a holonomic system");
+int main() {
+  MyPendulum d;
+  SphericalPendulum s;
+  s.prm.mass = 1.5, s.prm.gravity = 9.81, s.prm.length = 0.7;
+  std::mt19937_64 rng(5);
+  std::normal_distribution<Real> n;
+  Real worst = 0;
+  for (int k = 0; k < 100; ++k) {
+    const Vec<3> q(n(rng), n(rng), n(rng)), v(n(rng), n(rng), n(rng)), w(n(rng), n(rng), n(rng));
+    const Vec<1> l(n(rng));
+    worst = std::max(worst, std::abs(d.potential(q) - s.potential(q)));
+    worst = std::max(worst, (d.potential_gradient(q) - s.potential_gradient(q)).cwiseAbs().maxCoeff());
+    worst = std::max(worst, std::abs(d.constraints(q)[0] - s.constraints(q)[0]));
+    worst = std::max(worst, std::abs(d.constraint_jacobian_times(q, v)[0] - s.constraint_jacobian_times(q, v)[0]));
+    worst = std::max(worst, (d.constraint_transpose_times(q, l) - s.constraint_transpose_times(q, l)).cwiseAbs().maxCoeff());
+    worst = std::max(worst, std::abs(d.gram(q, w).a(0, 0) - s.gram(q, w).a(0, 0)));
+    worst = std::max(worst, (d.mass_times(v) - s.mass_times(v)).cwiseAbs().maxCoeff());
+    worst = std::max(worst, (d.inverse_mass_times(v) - s.inverse_mass_times(v)).cwiseAbs().maxCoeff());
+  }
+  worst = std::max(worst, std::abs(d.length_scale() - s.length_scale()));
+  worst = std::max(worst, std::abs(d.energy_scale() - s.energy_scale()));
+  std::printf("%.3g\n", worst);
+  return worst < 1e-12 ? 0 : 1;
+}
+)src";
+  const std::string cmd = std::string(TETHER_CXX_COMPILER) + " -std=c++20 -O1 -I" + TETHER_SOURCE_DIR "/include -I" +
+                          TETHER_EIGEN_INCLUDE + " " + (dir / "main.cpp").string() + " -o " + (dir / "main").string() +
+                          " >" + (dir / "compile.log").string() + " 2>&1 && " + (dir / "main").string() + " >" +
+                          (dir / "run.log").string() + " 2>&1";
+  const int rc = std::system(cmd.c_str());
+  std::stringstream log;
+  log << std::ifstream(dir / "compile.log").rdbuf() << std::ifstream(dir / "run.log").rdbuf();
+  EXPECT_TRUE(rc != -1 && WIFEXITED(rc) && WEXITSTATUS(rc) == 0) << log.str() << "\n" << d.source("MyPendulum");
+  fs::remove_all(dir);
+}
+
+}  // namespace
+}  // namespace tether::test
