@@ -34,10 +34,25 @@ void sync_file(const fs::path& file) {
   ::close(fd);
 }
 
+namespace {
+
+// The files a checkpoint or a shard may record: no other name is read, let
+// alone truncated (a forged record cannot point outside the folder).
+bool recordable(const std::string& name) {
+  for (const char* known : {"final.csv", "final.bin", "trajectories.bin", "timeseries.csv", "timeseries.bin", "draws.bin"})
+    if (name == known) return true;
+  return false;
+}
+
+}  // namespace
+
 VerifiedFiles verify_checkpoint_files(const OutputFolder& folder, const nlohmann::json& records) {
   VerifiedFiles verified;
   if (!records.is_object()) return verified;
   for (const auto& [name, record] : records.items()) {
+    if (!recordable(name))
+      throw std::runtime_error("cannot resume: the checkpoint in " + folder.dir().string() + " records a file \"" +
+                               name.substr(0, 40) + "\" that tether does not write: run afresh, without --resume");
     const fs::path file = folder.partial(name);
     std::error_code ec;
     if (!fs::exists(file, ec))
@@ -418,6 +433,8 @@ std::vector<ShardFolder> read_shard_folders(const std::vector<fs::path>& shards)
       throw ConfigError(file.string(), "is not a shard file of this version of tether: run the shard again");
     // Every file the shard left, verified whole before any is used.
     for (const auto& [name, record] : s.header["files"].items()) {
+      if (!recordable(name))
+        throw ConfigError(file.string(), "records a file \"" + name.substr(0, 40) + "\" that tether does not write");
       std::uint32_t crc = 0;
       if (!matches_record(dir / name, record, crc))
         throw ConfigError((dir / name).string(), fs::exists(dir / name)

@@ -109,6 +109,27 @@ TEST_F(CliTest, ACheckpointOfAnotherVersionIsSaidToBeOne) {
   EXPECT_NE(one_error_line(r).find("is not a checkpoint of this version of tether"), std::string::npos) << r.err;
 }
 
+// A checkpoint forged to record a file outside the folder (its seal made
+// anew: a CRC is no signature) is refused; the file it names is never
+// truncated or read.
+TEST_F(CliTest, AForgedCheckpointTouchesNoFileOutsideTheFolder) {
+  const fs::path cfg = write("config.json", checkpointed_config()), out = dir_ / "out";
+  stop_at_checkpoint(dir_, "run", cfg, out, "KILL");
+  if (fs::exists(out / "summary.json")) GTEST_SKIP() << "the run finished before the signal: a faster machine";
+  const fs::path victim = write("victim.partial", std::string("a user's file\n"));
+  std::string bytes = read_file(out / "checkpoint.tether");
+  ASSERT_TRUE(unseal(bytes));
+  const std::size_t line = bytes.find('\n');
+  json header = json::parse(bytes.substr(0, line));
+  header["files"]["../victim"] = file_record(0, 0);
+  write("out/checkpoint.tether", sealed(header.dump() + bytes.substr(line)));
+  const Cli r = run(cfg, out, "--resume");
+  EXPECT_EQ(r.code, 1);
+  EXPECT_NE(one_error_line(r).find("records a file \"../victim\" that tether does not write"), std::string::npos)
+      << r.err;
+  EXPECT_EQ(read_file(victim), "a user's file\n");
+}
+
 // A sample's checkpoint and its draws.bin likewise.
 TEST_F(CliTest, ADamagedSampleCheckpointIsRefusedNotResumed) {
   const fs::path cfg = write("sample.json", checkpointed_sample_config()), out = dir_ / "out";
