@@ -31,3 +31,9 @@ cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=Release -DTETHER_ENABLE_CUDA=ON 
 grep "^-- tether:" "$log" || true  # says whether the cuda backend is built
 rm -f "$log"
 cmake --build build -j"$(nproc)" ${TETHER_TARGET:+--target "$TETHER_TARGET"}
+# Where the build made the Python package, say how to import it without installing it.
+if [ -z "${TETHER_TARGET:-}" ] && ls build/python/tether/_tether*.so >/dev/null 2>&1; then
+  py=python3
+  [ -x build-venv/bin/python ] && py=$PWD/build-venv/bin/python
+  echo "[tether] the Python package: PYTHONPATH=$PWD/build/python $py -c 'import tether'"
+fi

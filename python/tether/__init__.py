@@ -35,6 +35,12 @@ from ._tether import ConfigError
 __all__ = ["run", "shoot", "sample", "validate", "systems", "methods", "backends", "ConfigError"]
 __version__ = "0.1.0"
 
+
+def __dir__() -> list[str]:
+    """dir(tether) lists the API alone, not the modules it is written with (PEP 562)."""
+    return sorted(__all__ + ["__version__"])
+
+
 Config = Union[str, "os.PathLike[str]", dict]
 Progress = Union[bool, Callable[[float, float], Any]]
 

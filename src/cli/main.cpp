@@ -70,13 +70,15 @@ std::string statistic(double x, const char* why_none) {
 // list of keys this command does not know.
 void refuse_other_commands_config(const std::string& config_path, const std::string& command) {
   const struct {
-    const char *name, *kind;
+    const char *name, *kind, *key;  // the command, its kind of config, the key that marks it
     bool (*is)(const std::string&);
-  } others[] = {{"shoot", "shooting", tether::is_shoot_config_file}, {"sample", "sampling", tether::is_sample_config_file}};
+  } others[] = {{"run", "run", "ensemble", tether::is_run_config_file},
+                {"shoot", "shooting", "shoot", tether::is_shoot_config_file},
+                {"sample", "sampling", "sample", tether::is_sample_config_file}};
   for (const auto& o : others)
     if (command != o.name && o.is(config_path))
-      throw tether::ConfigError(o.name, std::string("this is a ") + o.kind + " config: run it with `tether " + o.name +
-                                            " " + config_path + " --out DIR`");
+      throw tether::ConfigError(o.key, std::string("this is a ") + o.kind + " config: run it with `tether " + o.name +
+                                           " " + config_path + " --out DIR`");
 }
 
 // A JSON pointer (/a/0/b) as the config path it names (a[0].b).
@@ -165,12 +167,31 @@ std::pair<std::string, nlohmann::json> matching_checkpoint(const tether::OutputF
     if (k == "build")
       throw std::runtime_error("cannot resume: the checkpoint in " + where + " was written by another build of tether (" +
                                ck.header[key].dump() + "), whose results differ in the last bits");
-    const nlohmann::json diff = nlohmann::json::diff(ck.header[key], identity[key]);
-    const std::string option = k == "backend" ? "--backend" : k == "batch_size" ? "--batch-size" : "--shard";
-    throw tether::ConfigError(k == "config" && !diff.empty() ? config_path_of(diff[0].value("path", std::string()))
-                                                             : option,
-                              "differs from what wrote the checkpoint in " + where +
-                                  ": resume with the same config and options, or run afresh without --resume");
+    // Both values, this command's and the checkpoint's, where the first difference is.
+    const auto shown = [](const nlohmann::json* v) {
+      const std::string s = v == nullptr ? "absent" : v->dump();
+      return s.size() > 60 ? s.substr(0, 57) + "..." : s;
+    };
+    std::string path, now, then;
+    if (k == "config") {
+      const nlohmann::json diff = nlohmann::json::diff(ck.header[key], identity[key]);
+      const std::string pointer = diff.empty() ? "" : diff[0].value("path", std::string());
+      const nlohmann::json::json_pointer at(pointer);
+      path = config_path_of(pointer);
+      now = shown(identity[key].contains(at) ? &identity[key][at] : nullptr);
+      then = shown(ck.header[key].contains(at) ? &ck.header[key][at] : nullptr);
+    } else {
+      path = k == "backend" ? "--backend" : k == "batch_size" ? "--batch-size" : "--shard";
+      const bool shard = k == "shard" || k == "shards";
+      const auto slice = [](const nlohmann::json& h) {
+        return h.value("shards", 1) > 1 ? std::to_string(h.value("shard", 0)) + "/" + std::to_string(h.value("shards", 1))
+                                        : std::string("none");
+      };
+      now = shard ? slice(identity) : shown(&identity[key]);
+      then = shard ? slice(ck.header) : shown(&ck.header[key]);
+    }
+    throw tether::ConfigError(path, "is " + now + " here but " + then + " in what wrote the checkpoint in " + where +
+                                        ": resume with the same config and options, or run afresh without --resume");
   }
   return {std::move(ck.state), ck.header.value("files", nlohmann::json::object())};
 }
@@ -489,7 +510,8 @@ int do_sample(const std::string& config_path, const std::string& out, const std:
                 (long long)r.warmup, (long long)r.thin, r.wall_seconds,
                 r.sampling_seconds > 0 ? r.chain_iterations / r.sampling_seconds : 0.0,
                 proposals > 0 ? double(r.outcomes[0]) / proposals : 0.0, (long long)r.outcomes[1],
-                (long long)r.outcomes[2], (long long)r.outcomes[3], statistic(diagnostics.max_rhat(), "fewer than 2 chains or 4 draws").c_str(),
+                (long long)r.outcomes[2], (long long)r.outcomes[3],
+                statistic(diagnostics.max_rhat(), "fewer than 2 chains or 4 draws").c_str(),
                 statistic(diagnostics.min_ess_bulk(), "fewer than 4 draws").c_str(),
                 (long long)diagnostics.chains_used,
                 folder.dir().string().c_str());

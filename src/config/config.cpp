@@ -603,6 +603,9 @@ ShootConfig parse_shoot_config(const std::string& text, const std::string& sourc
     g.only({"every", "targets"});
     s.geodesic_every = g.integer("every", 1, INT64_MAX);  // beyond the steps: the two ends only
     s.geodesic_targets = g.integer("targets", 1, INT64_MAX, std::int64_t(s.targets.size()));
+    if (s.geodesic_targets > std::int64_t(s.targets.size()))  // a count larger than what it counts
+      throw ConfigError(g.at("targets"), "is " + std::to_string(s.geodesic_targets) + ", more than the " +
+                                             std::to_string(s.targets.size()) + " targets of shoot.targets");
   }
 
   static const std::string dbl = "double";
@@ -735,5 +738,8 @@ std::string config_command(const std::string& text, const std::string& source) {
 
 bool is_shoot_config_file(const std::string& path) { return has_top_level_key(path, "shoot"); }
 bool is_sample_config_file(const std::string& path) { return has_top_level_key(path, "sample"); }
+bool is_run_config_file(const std::string& path) {
+  return has_top_level_key(path, "ensemble") && !is_shoot_config_file(path) && !is_sample_config_file(path);
+}
 
 }  // namespace tether

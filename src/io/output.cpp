@@ -436,8 +436,8 @@ nlohmann::ordered_json shoot_summary(const ShootConfig& c, const ShootResult& r)
     j["converged_residual"] = {{"max", nullptr}, {"median", nullptr}};
   else
     j["converged_residual"] = {{"max", res_ok.back()}, {"median", res_ok[res_ok.size() / 2]}};
-  if (converged < std::int64_t(r.targets.size()))
-    j["not_converged_residual"] = {{"min", statistic(best_left)}, {"max", statistic(worst_left)}};
+  // (null where every target converged, or none left a finite residual)
+  j["not_converged_residual"] = {{"min", statistic(best_left)}, {"max", statistic(worst_left)}};
   j["conjugate_point_crossed"] = conjugate;
   j["near_cut_locus"] = near_cut;
   j["cut_locus_margin"] = c.shoot.cut_locus_margin;

@@ -975,11 +975,16 @@ TEST_F(CliTest, ResumeRefusesAnotherConfigAndAFolderWithoutCheckpoint) {
   const Cli r = run(write("other.json", other), out, "--resume");
   EXPECT_EQ(r.code, 2) << r.err;
   std::string line = one_error_line(r);
-  EXPECT_NE(line.find("method.dt: differs from what wrote the checkpoint"), std::string::npos) << line;
+  EXPECT_NE(line.find("method.dt: is 0.001 here but 0.002 in what wrote the checkpoint"), std::string::npos) << line;
   const Cli b = run(cfg, out, "--resume --batch-size 64");
   EXPECT_EQ(b.code, 2) << b.err;
   line = one_error_line(b);
-  EXPECT_NE(line.find("--batch-size"), std::string::npos) << line;
+  EXPECT_NE(line.find("--batch-size: is 64 here but 128 in what wrote the checkpoint"), std::string::npos) << line;
+  const Cli k = run(cfg, out, "--resume --backend reference");
+  EXPECT_EQ(k.code, 2) << k.err;
+  line = one_error_line(k);
+  EXPECT_NE(line.find("--backend: is \"reference\" here but \"cpu\" in what wrote the checkpoint"), std::string::npos)
+      << line;
   EXPECT_TRUE(fs::exists(out / "checkpoint.tether"));
   EXPECT_TRUE(fs::exists(out / "final.csv.partial"));
   // Another command refused in that folder leaves the checkpoint and what it goes on from.
@@ -1305,6 +1310,8 @@ TEST_F(CliTest, ShootBadInputNamesThePathAndWritesNothing) {
       {[](json& j) { j["method"]["dt"] = 0.3; j["method"].erase("steps"); }, "method.dt"},
       {[](json& j) { j["shoot"]["newton"] = {{"tolerence", 1e-9}}; }, "shoot.newton.tolerence"},
       {[](json& j) { j["shoot"]["cut_locus"] = {{"margin", -0.1}}; }, "shoot.cut_locus.margin"},
+      {[](json& j) { j["output"] = {{"geodesics", {{"every", 1}, {"targets", 4}}}}; },
+       "output.geodesics.targets: is 4, more than the 3 targets"},
   };
   for (const Case& c : cases) {
     json j = shoot_config();
@@ -1333,13 +1340,24 @@ TEST_F(CliTest, ValidateDescribesAccuracyAndNodes) {
 }
 
 // Each kind of config goes to its own command.
-TEST_F(CliTest, RunRefusesAShootingConfigAndSaysWhich) {
-  const fs::path cfg = write("shoot.json", shoot_config());
-  const Cli r = run(cfg, dir_ / "never");
-  EXPECT_EQ(r.code, 2);
-  EXPECT_NE(one_error_line(r).find("tether shoot"), std::string::npos) << r.err;
-  EXPECT_FALSE(fs::exists(dir_ / "never"));
-  const Cli v = tether("validate " + quote(cfg));
+// Each command given another command's config says which command takes it,
+// naming the key that marks that kind, and touches no folder.
+TEST_F(CliTest, ACommandGivenAnotherCommandsConfigSaysWhichTakesIt) {
+  const fs::path run_cfg = write("run.json", base_config()), shoot_cfg = write("shoot.json", shoot_config()),
+                 sample_cfg = write("sample.json", sample_config());
+  for (const auto& [command, cfg, expect] :
+       {std::tuple<std::string, fs::path, std::string>{"run", shoot_cfg, "shoot: this is a shooting config: run it with `tether shoot"},
+        {"run", sample_cfg, "sample: this is a sampling config: run it with `tether sample"},
+        {"shoot", run_cfg, "ensemble: this is a run config: run it with `tether run"},
+        {"shoot", sample_cfg, "sample: this is a sampling config: run it with `tether sample"},
+        {"sample", run_cfg, "ensemble: this is a run config: run it with `tether run"},
+        {"sample", shoot_cfg, "shoot: this is a shooting config: run it with `tether shoot"}}) {
+    const Cli r = tether(command + " " + quote(cfg) + " --out " + quote(dir_ / "never") + " --quiet");
+    EXPECT_EQ(r.code, 2) << command << " " << cfg;
+    EXPECT_NE(one_error_line(r).find(expect), std::string::npos) << command << ": " << r.err;
+    EXPECT_FALSE(fs::exists(dir_ / "never"));
+  }
+  const Cli v = tether("validate " + quote(shoot_cfg));
   EXPECT_EQ(v.code, 0) << v.err;
   EXPECT_NE(v.out.find("shoot: heisenberg"), std::string::npos) << v.out;
 }
@@ -1492,7 +1510,8 @@ TEST_F(CliTest, AStoppedSampleResumesToTheSameDraws) {
       other["sample"]["seed"] = 4;
       const Cli r = sample(write("other.json", other), out, "--resume");
       EXPECT_EQ(r.code, 2);
-      EXPECT_NE(one_error_line(r).find("sample.seed: differs from what wrote the checkpoint"), std::string::npos) << r.err;
+      EXPECT_NE(one_error_line(r).find("sample.seed: is 4 here but 3 in what wrote the checkpoint"), std::string::npos)
+          << r.err;
       const Cli w = run(write("run.json", base_config()), out, "--resume");
       EXPECT_EQ(w.code, 2);
       EXPECT_NE(one_error_line(w).find("was written by `tether sample`, not `tether run`"), std::string::npos) << w.err;

@@ -222,3 +222,13 @@ def test_gil_is_released_while_integrating(pendulum):
     worker.join()
     assert seconds > 0.2, "the run was too short to tell"
     assert count > 10000 * seconds  # a held GIL would leave this thread a few switch intervals (5 ms) at most
+
+
+def test_the_namespace_is_the_api(pendulum, double_pendulum_sample):
+    """dir(tether) shows what __all__ promises, not json, np or typing's names;
+    validate is part of it and says which command a config is for."""
+    assert set(dir(tether)) == set(tether.__all__) | {"__version__"}
+    for name in ["run", "shoot", "sample", "validate", "systems", "methods", "backends"]:
+        assert getattr(tether, name).__doc__, name
+    assert tether.validate(pendulum) == "run"
+    assert tether.validate(double_pendulum_sample) == "sample"

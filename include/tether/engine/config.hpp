@@ -189,5 +189,7 @@ ShootConfig load_shoot_config_file(const std::string& path);
 // Whether a config file is a shooting config (it has a top-level "shoot"),
 // so that `tether validate` checks each kind by its own rules.
 bool is_shoot_config_file(const std::string& path);
+// A run config: "ensemble" at the top level, and neither "shoot" nor "sample".
+bool is_run_config_file(const std::string& path);
 
 }  // namespace tether
