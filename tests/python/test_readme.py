@@ -1,5 +1,6 @@
-"""The README shows configs as they are: every JSON config it shows is the
-file in configs/ that its caption names, key for key."""
+"""The README says what is: every JSON config it shows is the file in configs/
+that its caption names, key for key, and every field of a command's
+summary.json is named in the section that documents it."""
 import json
 import pathlib
 import re
