@@ -131,8 +131,11 @@ std::string printed(const GiNaC::ex& e) {
 // derivative of abs), and, defensively, anything the parser let through.
 void check_printable(const GiNaC::ex& e, const std::set<std::string>& parameters, const std::string& path,
                      const std::string& what) {
-  static const std::set<std::string> allowed = {"q",    "prm",  "sin",  "cos",  "tan", "asin", "acos",  "atan",
-                                                "atan2", "sinh", "cosh", "tanh", "exp", "log",  "sqrt", "pow"};
+  static const std::set<std::string> allowed = [] {
+    std::set<std::string> names(declared_functions().begin(), declared_functions().end());
+    names.insert({"q", "prm"});
+    return names;
+  }();
   const std::string text = printed(e);
   for (std::size_t i = 0; i < text.size();) {
     const unsigned char c = static_cast<unsigned char>(text[i]);

@@ -1,6 +1,6 @@
 #pragma once
 // A holonomic system its user declares in a config instead of writing C++
-// (issue 45, first step): named coordinates, a constant mass, the potential
+// (a first step: the engine does not compile these yet): named coordinates, a constant mass, the potential
 // V(q) and the constraints g(q) as expressions over them and named
 // parameters, with intermediate definitions. GiNaC (a Debian package) parses
 // the expressions and differentiates them exactly; the result is the C++

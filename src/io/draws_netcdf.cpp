@@ -214,9 +214,7 @@ double fold(const DrawsDiagnostics& d, double start, F&& pick) {
 }  // namespace
 
 double DrawsDiagnostics::max_rhat() const {  // NaN where no R-hat is defined (one chain): none, not 0
-  return fold(*this, NAN, [](double r, const ChainDiagnostics& x) {
-    return std::isfinite(x.rhat) ? (std::isnan(r) ? x.rhat : std::max(r, x.rhat)) : r;
-  });
+  return fold(*this, NAN, [](double r, const ChainDiagnostics& x) { return std::isfinite(x.rhat) ? std::fmax(r, x.rhat) : r; });
 }
 double DrawsDiagnostics::min_ess_bulk() const {
   return fold(*this, INFINITY, [](double r, const ChainDiagnostics& x) {
@@ -308,13 +306,11 @@ StartDraws read_start_draws(const std::filesystem::path& file, std::int64_t coun
 }
 
 std::int64_t draws_file_bytes(const SampleSpec& s, int dof) {
-  const auto whole_chunks = [](std::int64_t n) {  // an edge chunk is stored whole
-    const std::int64_t chunk = std::min<std::int64_t>(n, draws_chunk);
-    return (n + chunk - 1) / chunk * chunk;
-  };
-  const std::int64_t chunks = (whole_chunks(s.chains) / std::min<std::int64_t>(s.chains, draws_chunk)) *
-                              (whole_chunks(s.draws) / std::min<std::int64_t>(s.draws, draws_chunk));
-  return whole_chunks(s.chains) * whole_chunks(s.draws) * (std::int64_t(dof + 4) * 8 + 4 + 2) +
+  // Chunks of chain_chunk x draw_chunk draws, an edge chunk stored whole.
+  const std::int64_t chain_chunk = std::min<std::int64_t>(s.chains, draws_chunk),
+                     draw_chunk = std::min<std::int64_t>(s.draws, draws_chunk);
+  const std::int64_t chunks = (s.chains + chain_chunk - 1) / chain_chunk * ((s.draws + draw_chunk - 1) / draw_chunk);
+  return chunks * chain_chunk * draw_chunk * (std::int64_t(dof + 4) * 8 + 4 + 2) +
          (std::int64_t(1) << 20) + chunks * 8 * 64;  // the header, and each of 8 variables' index entry per chunk
 }
 

@@ -424,8 +424,8 @@ nlohmann::ordered_json shoot_summary(const ShootConfig& c, const ShootResult& r)
       if (k.conjugate_point(r.time())) ++conjugate;
       if (k.near_cut_locus) ++near_cut;
     } else if (std::isfinite(k.residual)) {
-      worst_left = std::isnan(worst_left) ? k.residual : std::max(worst_left, k.residual);
-      best_left = std::isnan(best_left) ? k.residual : std::min(best_left, k.residual);
+      worst_left = std::fmax(worst_left, k.residual);  // (fmax and fmin skip the NaN they start from)
+      best_left = std::fmin(best_left, k.residual);
     }
   }
   std::sort(res_ok.begin(), res_ok.end());
@@ -445,7 +445,7 @@ nlohmann::ordered_json shoot_summary(const ShootConfig& c, const ShootResult& r)
     Real worst = NAN;  // none: no converged target has an estimate
     for (const auto& k : r.targets)
       if (k.status == ShotStatus::converged && !std::isnan(k.error_estimate))
-        worst = std::isnan(worst) ? k.error_estimate : std::max(worst, k.error_estimate);
+        worst = std::fmax(worst, k.error_estimate);
     j["accuracy"] = {{"requested", c.shoot.accuracy},
                      {"reached", r.accuracy_reached},
                      {"steps", r.steps},
@@ -520,10 +520,9 @@ nlohmann::ordered_json sample_summary(const SampleConfig& c, const SampleResult&
   if (diagnostics != nullptr) {  // of the written file (a caller holding the draws in memory has its own)
     const DrawsDiagnostics& d = *diagnostics;
     // NaN (fewer than 4 draws, or one chain for R-hat) is written as null.
-    const auto number = statistic;
     auto one = [&](const ChainDiagnostics& x) {
-      return nlohmann::ordered_json{{"mean", number(x.mean)}, {"sd", number(x.sd)}, {"rhat", number(x.rhat)},
-                                    {"ess_bulk", number(x.ess_bulk)}, {"ess_tail", number(x.ess_tail)}};
+      return nlohmann::ordered_json{{"mean", statistic(x.mean)}, {"sd", statistic(x.sd)}, {"rhat", statistic(x.rhat)},
+                                    {"ess_bulk", statistic(x.ess_bulk)}, {"ess_tail", statistic(x.ess_tail)}};
     };
     nlohmann::ordered_json q = nlohmann::ordered_json::array();
     for (const auto& x : d.q) q.push_back(one(x));
@@ -532,10 +531,10 @@ nlohmann::ordered_json sample_summary(const SampleConfig& c, const SampleResult&
         {"chains_used", d.chains_used},
         {"q", q},
         {"potential", one(d.potential)},
-        {"max_rhat", number(d.max_rhat())},
-        {"min_ess_bulk", number(d.min_ess_bulk())},
-        {"min_ess_tail", number(d.min_ess_tail())},
-        {"min_ess_bulk_per_second", number(r.sampling_seconds > 0 ? d.min_ess_bulk() * scale / r.sampling_seconds : NAN)},
+        {"max_rhat", statistic(d.max_rhat())},
+        {"min_ess_bulk", statistic(d.min_ess_bulk())},
+        {"min_ess_tail", statistic(d.min_ess_tail())},
+        {"min_ess_bulk_per_second", statistic(r.sampling_seconds > 0 ? d.min_ess_bulk() * scale / r.sampling_seconds : NAN)},
         {"definition", "rank-normalised split R-hat and bulk/tail ESS (VGSCB21), as ArviZ computes them, over the "
                        "first chains_used chains; ESS per second scales the minimum bulk ESS of q and V to all "
                        "chains (they are independent) and divides by the sampling seconds"}};
