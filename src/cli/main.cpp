@@ -18,6 +18,7 @@
 #endif
 
 #include "cli/mpi_run.hpp"
+#include "expr/declared_system.hpp"
 #include "tether/engine.hpp"
 
 
@@ -309,7 +310,7 @@ int do_run(const std::string& config_path, const std::string& out, const std::st
   if (threads > 0) omp_set_num_threads(int(threads));
 #endif
   tether::check_config(cfg);
-  cfg.backend = tether::resolve_backend(cfg.backend, cfg.size);
+  cfg.backend = tether::resolve_backend(cfg, cfg.size);
   if (!resume) tether::check_room_for_run(cfg, out);
 
   const nlohmann::json identity = identity_of("run", config_path, cfg);
@@ -468,7 +469,7 @@ int do_sample(const std::string& config_path, const std::string& out, const std:
 #ifdef _OPENMP
   if (threads > 0) omp_set_num_threads(int(threads));
 #endif
-  cfg.run.backend = tether::resolve_backend(cfg.run.backend, cfg.sample.chains);
+  cfg.run.backend = tether::resolve_backend(cfg.run, cfg.sample.chains);
   tether::check_sample_config(cfg);
   if (!resume) tether::check_room_for_sample(cfg, out);
 
@@ -646,6 +647,18 @@ void do_list(bool as_json) {
       head += "; " + s.variant.key + " " + values;
     }
     std::printf("  %-22s %s: %s  [%s]\n", s.name.c_str(), head.c_str(), s.description.c_str(), s.citation.c_str());
+  }
+  {
+    std::vector<std::string> names;
+    for (int m : tether::declared_system_info("", 0, {}).methods)
+      if (std::find(names.begin(), names.end(), method_infos()[std::size_t(m)].name) == names.end())
+        names.push_back(method_infos()[std::size_t(m)].name);
+    std::string functions, methods;
+    for (const auto& f : tether::declared_functions()) functions += (functions.empty() ? "" : ", ") + f;
+    for (const auto& n : names) methods += (methods.empty() ? "" : ", ") + n;
+    std::printf("  %-22s holonomic, yours: coordinates, mass, V(q) and g(q) as expressions of numbers, parameters, "
+                "+ - * / ^ and %s, compiled when first used (README, \"Your own system\"); methods: %s\n",
+                "system.declare", functions.c_str(), methods.c_str());
   }
   for (const tether::Family family : tether::all_families) {
     std::printf("methods for %s systems:\n", tether::family_name(family));

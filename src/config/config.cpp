@@ -14,6 +14,7 @@
 
 #include "config/json_node.hpp"
 #include "config/resources.hpp"
+#include "expr/declared_system.hpp"
 #include "registry/catalog.hpp"
 #include "tether/core/random.hpp"
 #include "tether/engine/output.hpp"
@@ -87,8 +88,7 @@ ExplicitState parse_state(const Node& s) {
 
 // The family decides what applies: index-1 systems take any (q, p), so no
 // thermal sampler, and without holonomic constraints nothing to project.
-InitialSpec parse_initial(const Node& ini, int system, const InMemoryRun* in_memory = nullptr) {
-  const SystemInfo& info = system_infos()[std::size_t(system)];
+InitialSpec parse_initial(const Node& ini, const SystemInfo& info, const InMemoryRun* in_memory = nullptr) {
   const std::string& system_name = info.name;
   const bool mixed = info.family == Family::mixed;
   const bool nonholonomic = mixed || info.family == Family::nonholonomic;
@@ -124,6 +124,13 @@ InitialSpec parse_initial(const Node& ini, int system, const InMemoryRun* in_mem
       throw ConfigError(ini.at(key), what + " applies to the systems tether sample can sample (holonomic, reversed by "
                                      "p -> -p); for " + system_name + " use \"around\" or explicit states");
   };
+  // The thermal and canonical starts draw positions by the system's own sampler.
+  const auto needs_own_configurations = [&](const std::string& key, const std::string& what) {
+    if (!info.samples_configurations)
+      throw ConfigError(ini.at(key), what + " draws positions by a system's own sampler of its manifold, which " +
+                                         system_name + ", a declared system, does not have: start from \"around\" "
+                                         "(a cloud about one state, projected onto the manifold) or explicit states");
+  };
   if (ini.has("draws")) {
     ini.only({"draws"});
     needs_sampler("draws", "a start from draws");
@@ -138,6 +145,7 @@ InitialSpec parse_initial(const Node& ini, int system, const InMemoryRun* in_mem
                                              " use \"around\" or explicit states");
   if (sampler == "canonical") {
     needs_sampler("sampler", "\"canonical\"");
+    needs_own_configurations("sampler", "\"canonical\"");
     ini.only({"sampler", "temperature", "warmup", "steps", "dt", "target_acceptance"});
     spec.kind = InitialSpec::Kind::canonical;
     spec.temperature = ini.positive("temperature");
@@ -148,6 +156,7 @@ InitialSpec parse_initial(const Node& ini, int system, const InMemoryRun* in_mem
     if (!(spec.target_acceptance < 1))
       throw ConfigError(ini.at("target_acceptance"), "must be in (0, 1), got " + show(json(spec.target_acceptance)));
   } else if (sampler == "thermal") {
+    needs_own_configurations("sampler", "\"thermal\"");
     ini.only({"sampler", "temperature"});
     spec.kind = InitialSpec::Kind::thermal;
     spec.temperature = ini.non_negative("temperature");
@@ -166,14 +175,14 @@ InitialSpec parse_initial(const Node& ini, int system, const InMemoryRun* in_mem
 void load_start_draws(RunConfig& c) {
   const std::string where = c.initial.path + ".draws";
   // Held in memory until the run ends, as explicit states are: refused up front beyond 2 GiB.
-  const int dof = system_infos()[std::size_t(c.system)].dof;
+  const int dof = system_dof(c);
   if (double(c.size) * dof * sizeof(Real) > double(std::int64_t(1) << 31))
     throw ConfigError(where, "would hold " + std::to_string(c.size) + " x " + std::to_string(dof) +
                                  " start positions in memory, over 2 GiB: run fewer trajectories per run");
   StartDraws d = read_start_draws(c.initial.draws_file, c.size, dof, where);
   if (d.system != c.system_name)
     throw ConfigError(where, "holds draws of " + d.system + ", not of " + c.system_name);
-  const json own = system_parameter_values(c.system, c.system_parameters);
+  const json own = system_parameter_values(system_info(c), c.system_parameters);
   if (d.system_parameters != own)
     throw ConfigError(where, "was sampled with system parameters " + d.system_parameters.dump() + "; this run's are " +
                                  own.dump());
@@ -183,7 +192,7 @@ void load_start_draws(RunConfig& c) {
 
 // method.name (among the system's methods), its variant and parameters, newton.
 void parse_method(const Node& m, RunConfig& c, const std::set<std::string>& common) {
-  c.method = choose_method(m, c.system, common, c.method_parameters);
+  c.method = choose_method(m, system_info(c), common, c.method_parameters);
   const MethodInfo& info = method_infos()[std::size_t(c.method)];
   c.method_name = info.name;
   c.method_config = m.json();
@@ -195,6 +204,18 @@ void parse_method(const Node& m, RunConfig& c, const std::set<std::string>& comm
 }
 
 void parse_system(const Node& sys, RunConfig& c) {
+  if (sys.has("declare")) {
+    if (sys.has("name"))
+      throw ConfigError(sys.at("name"), "names a built-in system, and system.declare declares one: give one of them");
+    sys.only({"declare", "parameters"});
+    c.declared = declare_system(sys.object("declare"));
+    c.system = -1;
+    c.system_name = c.declared->name;
+    const Node prm = sys.object_or_empty("parameters");
+    read_declared_parameters(*c.declared, prm);
+    c.system_parameters = prm.json();
+    return;
+  }
   c.system = choose_system(sys);
   c.system_name = system_infos()[std::size_t(c.system)].name;
   c.system_parameters = sys.has("parameters") ? sys.raw("parameters") : json::object();
@@ -269,7 +290,7 @@ RunConfig parse_run_config(const std::string& text, const std::string& source, b
 
   const Node ens = top.object("ensemble");
   ens.only({"size", "seed", "batch_size", "initial"});
-  c.initial = parse_initial(ens.object("initial"), c.system, in_memory);
+  c.initial = parse_initial(ens.object("initial"), system_info(c), in_memory);
   if (c.initial.kind == InitialSpec::Kind::states) {
     const auto n = static_cast<std::int64_t>(c.initial.states.size());
     c.size = ens.integer("size", 1, INT64_MAX, n);
@@ -360,7 +381,11 @@ std::string read_config_file(const std::string& path) {
   return text;
 }
 
-int system_dof(const RunConfig& c) { return system_infos()[std::size_t(c.system)].dof; }
+const SystemInfo& system_info(const RunConfig& c) {
+  return c.declared ? c.declared->info : system_infos()[std::size_t(c.system)];
+}
+
+int system_dof(const RunConfig& c) { return system_info(c).dof; }
 
 std::int64_t timeseries_rows(const RunConfig& c) { return (c.steps + c.output_every - 1) / c.output_every + 1; }
 
@@ -519,7 +544,7 @@ ShootConfig parse_shoot_config(const std::string& text, const std::string& sourc
 
   const Node sys = top.object("system");
   parse_system(sys, c);
-  if (system_infos()[std::size_t(c.system)].family != Family::nonholonomic) {
+  if (system_info(c).family != Family::nonholonomic) {
     std::string allowed;
     for (const auto& info : system_infos())
       if (info.family == Family::nonholonomic) allowed += (allowed.empty() ? "" : ", ") + info.name;
@@ -632,7 +657,7 @@ SampleConfig parse_sample_config(const std::string& text, const std::string& sou
 
   const Node sys = top.object("system");
   parse_system(sys, c);
-  const SystemInfo& info = system_infos()[std::size_t(c.system)];
+  const SystemInfo& info = system_info(c);
   if (!can_sample(info)) {
     std::vector<std::string> allowed;  // names, once each (chain has three variants)
     for (const auto& other : system_infos())
@@ -689,11 +714,15 @@ SampleConfig parse_sample_config(const std::string& text, const std::string& sou
   c.seed = static_cast<std::uint64_t>(sm.integer("seed", 0, INT64_MAX, 0));
   c.batch_size = sm.integer("batch_size", 1, std::int64_t(1) << 30, c.batch_size);
   if (sm.has("initial")) {
-    c.initial = parse_initial(sm.object("initial"), c.system);
+    c.initial = parse_initial(sm.object("initial"), info);
     if (c.initial.kind == InitialSpec::Kind::canonical || c.initial.kind == InitialSpec::Kind::draws)
       throw ConfigError(sm.at("initial"), "starts tether run from a sample; tether sample itself starts from "
                                           "\"thermal\", \"around\" or explicit states and runs its own warm-up");
   } else {
+    if (!info.samples_configurations)
+      throw ConfigError(sm.at("initial"), "is missing: " + c.system_name + ", a declared system, has no sampler of its "
+                                          "own manifold to start the chains from; give {\"sampler\": \"around\", "
+                                          "\"q\": [...], \"p\": [...]} (projected onto the manifold) or explicit states");
     c.initial.kind = InitialSpec::Kind::thermal;
     c.initial.temperature = s.temperature;
     c.initial.path = "sample";  // the start's temperature is sample.temperature

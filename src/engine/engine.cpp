@@ -6,6 +6,7 @@
 #include "backends/backend.hpp"
 #include "engine/tally.hpp"
 #include "engine/pair_entry.hpp"
+#include "expr/compiled_pair.hpp"
 #include "tether/registry.hpp"
 #ifdef TETHER_HAVE_CUDA
 #include "backends/cuda/device_count.hpp"
@@ -97,29 +98,22 @@ std::string resolve_backend(const std::string& requested, std::int64_t ensemble,
   return requested == "auto" && backend == "cuda" && ensemble < cuda_from ? "cpu" : backend;
 }
 
+std::string resolve_backend(const RunConfig& c, std::int64_t ensemble, std::int64_t cuda_from) {
+  const std::string backend = resolve_backend(c.backend, ensemble, cuda_from);
+  if (!c.declared || backend != "cuda") return backend;
+  if (c.backend == "auto") return "cpu";
+  throw ConfigError("backend", "\"cuda\" does not run declared systems yet: use \"cpu\" (or \"auto\")");
+}
+
 std::string resolve_shoot_backend(const ShootConfig& c) {
-  return resolve_backend(c.run.backend, std::int64_t(c.shoot.targets.size()) * c.shoot.guesses_per_target(),
+  return resolve_backend(c.run, std::int64_t(c.shoot.targets.size()) * c.shoot.guesses_per_target(),
                          auto_cuda_min_shots);
 }
 
 namespace {
 
-// Each (system, method) pair's entry points, by registry indices (defined in
-// the generated per-method units); null where the registry does not pair them.
-struct PairEntry {
-  RunResult (*run)(const RunConfig&, const RunOptions&, const std::string&) = nullptr;
-  ShootResult (*shoot)(const ShootConfig&, const ShootOptions&, const std::string&) = nullptr;
-  SampleResult (*sample)(const SampleConfig&, const SampleOptions&, const std::string&) = nullptr;
-};
-
-template <class S, class M>
-constexpr PairEntry pair_entry() {
-  if constexpr (MethodFor<M, S>)
-    return {&run_pair<S, M>, &shoot_pair<S, M>, &sample_pair<S, M>};
-  else
-    return {};
-}
-
+// Each built-in (system, method) pair's entry points, by registry indices
+// (defined in the generated per-method units).
 template <class S, class... M>
 constexpr std::array<PairEntry, sizeof...(M)> row(TypeList<M...>) {
   return {pair_entry<S, M>()...};
@@ -141,15 +135,23 @@ static_assert(Methods::size == TETHER_METHOD_COUNT,
               "CMake counted a different number of methods in tether/registry.hpp: keep one per line there");
 #endif
 
-const PairEntry& entry_for(const RunConfig& c) { return entry(Systems{}, c.system, c.method); }
+// A declared system's pair is compiled when first used (expr/compiled_pair.hpp).
+const PairEntry& entry_for(const RunConfig& c) {
+  return c.declared ? declared_pair(*c.declared, c.method).entry : entry(Systems{}, c.system, c.method);
+}
 
 }  // namespace
 
-void check_config(const RunConfig& c) { check_system(c); }
+void check_config(const RunConfig& c) {
+  if (c.declared)
+    declared_pair(*c.declared, c.method).check(c);
+  else
+    check_system(c);
+}
 
 RunResult run(const RunConfig& c, const RunOptions& opt) {
   check_config(c);
-  return entry_for(c).run(c, opt, resolve_backend(c.backend, c.size));
+  return entry_for(c).run(c, opt, resolve_backend(c, c.size));
 }
 
 RunResult merge_shards(const RunConfig& c, const std::vector<std::string>& tallies) {
@@ -189,7 +191,7 @@ ShootResult shoot(const ShootConfig& c, const ShootOptions& opt) {
 
 SampleResult sample(const SampleConfig& c, const SampleOptions& opt) {
   const auto start = std::chrono::steady_clock::now();
-  const std::string backend = resolve_backend(c.run.backend, c.sample.chains);
+  const std::string backend = resolve_backend(c.run, c.sample.chains);
   SampleResult r = entry_for(c.run).sample(c, opt, backend);
   r.wall_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   return r;

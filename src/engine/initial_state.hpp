@@ -84,8 +84,8 @@ Status canonical_momentum(const S& sys, Real kT, CounterRng& rng, PhaseState<S>&
 // measure on T*N invariant (LRS19), so the chain's (q, p) is the state.
 template <class S>
 Status canonical_state(const S& sys, const RunConfig& c, std::int64_t id, PhaseState<S>& s) {
-  if constexpr (!SamplerMethodFor<Rattle, S>) {
-    throw std::logic_error(c.system_name + " cannot be sampled");  // the config parser refuses it
+  if constexpr (!SamplerMethodFor<Rattle, S> || !SamplesConfigurations<S>) {
+    throw std::logic_error(c.system_name + " has no canonical start");  // the config parser refuses it
   } else {
     constexpr int n = S::dof;
     const InitialSpec& ini = c.initial;
@@ -162,8 +162,12 @@ Status initial_state(const S& sys, const RunConfig& c, std::int64_t id, PhaseSta
     if (ini.kind == InitialSpec::Kind::thermal) {
       // Positions: the system's thermal configuration on N (see each system
       // for how far it follows the Boltzmann weight).
-      s.q = sys.thermal_configuration(rng, ini.temperature);
-      return canonical_momentum(sys, ini.temperature, rng, s);
+      if constexpr (SamplesConfigurations<S>) {
+        s.q = sys.thermal_configuration(rng, ini.temperature);
+        return canonical_momentum(sys, ini.temperature, rng, s);
+      } else {
+        throw std::logic_error(c.system_name + " has no thermal start");  // the config parser refuses it
+      }
     }
     if (ini.kind == InitialSpec::Kind::canonical) return canonical_state(sys, c, id, s);
     if (ini.kind == InitialSpec::Kind::draws) {

@@ -8,6 +8,7 @@
 // engine.cpp dispatches to them by the config's registry indices.
 #include <string>
 
+#include "tether/core/families.hpp"
 #include "tether/engine/run.hpp"
 #include "tether/engine/sample.hpp"
 #include "tether/engine/shooting.hpp"
@@ -26,5 +27,22 @@ template <class S, class M>
 ShootResult shoot_pair(const ShootConfig& c, const ShootOptions& opt, const std::string& backend);
 template <class S, class M>
 SampleResult sample_pair(const SampleConfig& c, const SampleOptions& opt, const std::string& backend);
+
+// A pair's entry points, which engine.cpp calls: the built-in pairs' by
+// registry indices, a declared system's from the library compiled for it
+// (src/expr/compiled_pair.hpp). Null where the pair does not exist.
+struct PairEntry {
+  RunResult (*run)(const RunConfig&, const RunOptions&, const std::string&) = nullptr;
+  ShootResult (*shoot)(const ShootConfig&, const ShootOptions&, const std::string&) = nullptr;
+  SampleResult (*sample)(const SampleConfig&, const SampleOptions&, const std::string&) = nullptr;
+};
+
+template <class S, class M>
+constexpr PairEntry pair_entry() {
+  if constexpr (MethodFor<M, S>)
+    return {&run_pair<S, M>, &shoot_pair<S, M>, &sample_pair<S, M>};
+  else
+    return {};
+}
 
 }  // namespace tether

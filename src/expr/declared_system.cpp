@@ -10,6 +10,7 @@
 #include <set>
 #include <sstream>
 
+#include "registry/parameter_io.hpp"
 #include "tether/engine/config_error.hpp"
 
 namespace tether {
@@ -19,6 +20,20 @@ const std::vector<std::string>& declared_functions() {
                                              "sinh", "cosh", "tanh", "exp", "log",  "sqrt", "pow"};
   return f;
 }
+
+namespace {
+
+// The declared parameters as a Parameters declaration (core/parameters.hpp),
+// read, written and listed by registry/parameter_io.hpp as a built-in one's.
+struct ParameterList {
+  std::vector<std::pair<std::string, Real>> values;
+  template <class V>
+  void describe(V& v) {
+    for (auto& [name, x] : values) v.real(name.c_str(), x, Range::any(), "a declared parameter");
+  }
+};
+
+}  // namespace
 
 struct DeclaredSystem::Symbolic {
   std::vector<GiNaC::realsymbol> q;                       // printed as q[i]
@@ -118,12 +133,83 @@ GiNaC::ex parse(const nlohmann::json& j, const std::string& path, const Names& n
   }
 }
 
-// `e` as C source (GiNaC's printer: numbers, q[i], prm.p_<name>, the functions).
-std::string printed(const GiNaC::ex& e) {
+// `e` as C source: numbers, q[i], prm.p_<name>, the functions. GiNaC orders
+// the terms of a sum or product by hashes that depend on addresses (so on
+// the process), and with them the sign it leaves on a sum: x - L or
+// -(L - x). Here terms and factors are ordered by their own text and each sum
+// carries the sign that makes its text the smaller, so that a declaration
+// prints one source (one cache key, one rounding) in every process.
+struct Signed {
+  bool negative = false;
+  std::string text;  // of the magnitude
+};
+
+std::string with_sign(const Signed& s) { return s.negative ? "(-" + s.text + ")" : s.text; }
+
+Signed canonical(const GiNaC::ex& e) {
+  using namespace GiNaC;
+  if (is_a<add>(e)) {
+    std::vector<std::string> plus, minus;
+    for (std::size_t i = 0; i < e.nops(); ++i) {
+      Signed t = canonical(e.op(i));
+      plus.push_back(with_sign(t));
+      t.negative = !t.negative;
+      minus.push_back(with_sign(t));
+    }
+    std::sort(plus.begin(), plus.end());
+    std::sort(minus.begin(), minus.end());
+    const auto joined = [](const std::vector<std::string>& v) {
+      std::string s = "(" + v[0];
+      for (std::size_t i = 1; i < v.size(); ++i) s += "+" + v[i];
+      return s + ")";
+    };
+    const std::string a = joined(plus), b = joined(minus);
+    return a <= b ? Signed{false, a} : Signed{true, b};
+  }
+  if (is_a<mul>(e)) {
+    bool negative = false;
+    std::vector<std::string> parts;
+    for (std::size_t i = 0; i < e.nops(); ++i) {
+      const Signed f = canonical(e.op(i));
+      negative = negative != f.negative;
+      if (f.text != "1.0") parts.push_back(f.text);
+    }
+    std::sort(parts.begin(), parts.end());
+    if (parts.empty()) return {negative, "1.0"};
+    if (parts.size() == 1) return {negative, parts[0]};  // -x prints as x, negative
+    std::string s = "(" + parts[0];
+    for (std::size_t i = 1; i < parts.size(); ++i) s += "*" + parts[i];
+    return {negative, s + ")"};
+  }
+  if (is_a<power>(e)) {
+    const ex exponent = e.op(1);
+    if (exponent.is_equal(numeric(1, 2))) return {false, "sqrt(" + with_sign(canonical(e.op(0))) + ")"};
+    if (exponent.is_equal(numeric(-1, 2))) return {false, "(1.0/sqrt(" + with_sign(canonical(e.op(0))) + "))"};
+    if (is_a<numeric>(exponent) && ex_to<numeric>(exponent).is_integer()) {
+      const long n = ex_to<numeric>(exponent).to_long();
+      const Signed base = canonical(e.op(0));
+      const bool negative = base.negative && n % 2 != 0;
+      if (n >= -4 && n <= 4 && n != 0) {
+        std::string product = base.text;
+        for (long k = 1; k < std::labs(n); ++k) product += "*" + base.text;
+        return {negative, n > 0 ? "(" + product + ")" : "(1.0/(" + product + "))"};
+      }
+      return {negative, "pow(" + base.text + "," + std::to_string(n) + ".0)"};
+    }
+    return {false, "pow(" + with_sign(canonical(e.op(0))) + "," + with_sign(canonical(exponent)) + ")"};
+  }
+  if (is_a<function>(e)) {
+    std::string s = ex_to<function>(e).get_name() + "(";
+    for (std::size_t i = 0; i < e.nops(); ++i) s += (i ? "," : "") + with_sign(canonical(e.op(i)));
+    return {false, s + ")"};
+  }
+  const bool negative = is_a<numeric>(e) && ex_to<numeric>(e).is_negative();
   std::ostringstream s;
-  e.print(GiNaC::print_csrc_double(s));
-  return s.str();
+  (negative ? ex(-e) : e).print(print_csrc_double(s));
+  return {negative, s.str()};
 }
+
+std::string printed(const GiNaC::ex& e) { return with_sign(canonical(e)); }
 
 // Refuses (at `path`) an expression whose C source would name anything but
 // q, prm, a declared parameter and the C functions of the grammar: a
@@ -183,6 +269,10 @@ Real evaluate(const GiNaC::ex& e, const GiNaC::exmap& at) {
   return n.to_double();
 }
 
+bool is_function(const std::string& name) {
+  return std::find(declared_functions().begin(), declared_functions().end(), name) != declared_functions().end();
+}
+
 }  // namespace
 
 DeclaredSystem parse_declared_system(const nlohmann::json& j, const std::string& path) {
@@ -229,8 +319,7 @@ DeclaredSystem parse_declared_system(const nlohmann::json& j, const std::string&
   Names names;
   GiNaC::symtab table;
   for (std::size_t i = 0; i < n; ++i) {
-    if (names.coordinates.count(d.coordinates[i]) || std::find(declared_functions().begin(), declared_functions().end(),
-                                                               d.coordinates[i]) != declared_functions().end())
+    if (names.coordinates.count(d.coordinates[i]) || is_function(d.coordinates[i]))
       throw ConfigError(key("coordinates") + "[" + std::to_string(i) + "]", "is given twice, or is a function's name");
     names.coordinates.insert(d.coordinates[i]);
     s->q.emplace_back("q[" + std::to_string(i) + "]");
@@ -244,7 +333,8 @@ DeclaredSystem parse_declared_system(const nlohmann::json& j, const std::string&
     for (const auto& [name, value] : p.items()) {
       const std::string where = key("parameters") + "." + name;
       if (!is_identifier(name) || name.size() > 64) throw ConfigError(where, "must be a name: letters, digits and _");
-      if (names.coordinates.count(name)) throw ConfigError(where, "is also a coordinate's name");
+      if (names.coordinates.count(name) || is_function(name))
+        throw ConfigError(where, "is also a coordinate's or a function's name");
       if (!value.is_number() || !std::isfinite(value.get<double>()))
         throw ConfigError(where, "must be a finite number (its default value)");
       names.parameters.insert(name);
@@ -264,8 +354,8 @@ DeclaredSystem parse_declared_system(const nlohmann::json& j, const std::string&
     for (const auto& [name, value] : defs.items()) {
       const std::string where = key("definitions") + "." + name;
       if (!is_identifier(name) || name.size() > 64) throw ConfigError(where, "must be a name: letters, digits and _");
-      if (names.coordinates.count(name) || names.parameters.count(name))
-        throw ConfigError(where, "is also a coordinate's or parameter's name");
+      if (names.coordinates.count(name) || names.parameters.count(name) || is_function(name))
+        throw ConfigError(where, "is also a coordinate's, a parameter's or a function's name");
       names.definitions.insert(name);
       placeholders.emplace(name, GiNaC::realsymbol("definition_" + name));
       table[name] = placeholders.at(name);
@@ -353,7 +443,23 @@ DeclaredSystem parse_declared_system(const nlohmann::json& j, const std::string&
   d.potential = printed(s->potential);
   for (const auto& g : s->constraints) d.constraints.push_back(printed(g));
   d.symbolic = s;
+  ListParameters schema;
+  ParameterList{d.parameters}.describe(schema);
+  d.info = declared_system_info(d.name, int(n), schema.out);
   return d;
+}
+
+std::shared_ptr<const DeclaredSystem> declare_system(const Node& declare) {
+  return std::make_shared<const DeclaredSystem>(parse_declared_system(declare.json(), declare.path()));
+}
+
+void read_declared_parameters(const DeclaredSystem& d, const Node& parameters) {
+  std::set<std::string> names;
+  for (const auto& [name, value] : d.parameters) names.insert(name);
+  parameters.only(names);
+  ParameterList list{d.parameters};
+  ReadParameters read(parameters);
+  list.describe(read);
 }
 
 std::string DeclaredSystem::source(const std::string& type_name) const {
@@ -362,7 +468,7 @@ std::string DeclaredSystem::source(const std::string& type_name) const {
   const std::string N = std::to_string(n), K = std::to_string(k);
   std::ostringstream o;
   o << "// Generated by tether from the declaration of \"" << name << "\" (src/expr/declared_system.cpp).\n"
-    << "#pragma once\n#include \"tether/core/parameters.hpp\"\n#include \"tether/core/small_solve.hpp\"\n#include <cmath>\n\n"
+    << "#include \"tether/core/parameters.hpp\"\n#include \"tether/core/small_solve.hpp\"\n#include <cmath>\n\n"
     << "namespace tether {\n\n"
     << "struct " << type_name << " {\n"
     << "  static constexpr const char* name = \"" << name << "\";\n"
@@ -378,34 +484,82 @@ std::string DeclaredSystem::source(const std::string& type_name) const {
     o << "      v.real(\"" << p << "\", p_" << p << ", Range::any(), \"a declared parameter\");\n";
   o << "      (void)v;\n    }\n  };\n  Parameters prm;\n\n";
   const auto body = [&](const GiNaC::ex& e) { return printed(e); };
+  // The step functions take any scalar T (Real, or Lanes<W> on the cpu
+  // backend, core/lanes.hpp) where the Gram matrix allows it; each value is
+  // made a T, so that expressions of the parameters alone fit too.
+  const std::string VecN = "Vec<" + N + ", typename X::Scalar>", VecK = "Vec<" + K + ", typename X::Scalar>";
+  const std::string scalar = "    using T = typename X::Scalar;\n";
+  o << "  static constexpr bool runs_in_lanes = " << (k == 1 ? "true" : "false")
+    << ";  // a pivoted LU solves larger Gram matrices one trajectory at a time\n\n";
   o << "  TETHER_HD Real potential(const Vec<" << N << ">& q) const {\n    (void)q;\n    return " << body(s.potential)
     << ";\n  }\n";
-  o << "  TETHER_HD Vec<" << N << "> potential_gradient(const Vec<" << N << ">& q) const {\n    (void)q;\n    Vec<" << N
-    << "> r;\n";
-  for (std::size_t i = 0; i < n; ++i) o << "    r[" << i << "] = " << body(s.gradient[i]) << ";\n";
+  o << "  template <class X>\n  TETHER_HD " << VecN << " potential_gradient(const Eigen::MatrixBase<X>& q) const {\n"
+    << scalar << "    (void)q;\n    " << VecN << " r;\n";
+  for (std::size_t i = 0; i < n; ++i) o << "    r[" << i << "] = T(" << body(s.gradient[i]) << ");\n";
   o << "    return r;\n  }\n";
-  o << "  TETHER_HD Vec<" << K << "> constraints(const Vec<" << N << ">& q) const {\n    Vec<" << K << "> r;\n";
-  for (std::size_t i = 0; i < k; ++i) o << "    r[" << i << "] = " << body(s.constraints[i]) << ";\n";
+  o << "  template <class X>\n  TETHER_HD " << VecK << " constraints(const Eigen::MatrixBase<X>& q) const {\n" << scalar
+    << "    " << VecK << " r;\n";
+  for (std::size_t i = 0; i < k; ++i) o << "    r[" << i << "] = T(" << body(s.constraints[i]) << ");\n";
   o << "    return r;\n  }\n";
-  o << "  // G(q) = dg/dq, exact.\n  TETHER_HD Mat<" << K << ", " << N << "> jacobian(const Vec<" << N
-    << ">& q) const {\n    Mat<" << K << ", " << N << "> G;\n";
+  o << "  // G(q) = dg/dq, exact.\n  template <class X>\n  TETHER_HD Mat<" << K << ", " << N
+    << ", typename X::Scalar> jacobian(const Eigen::MatrixBase<X>& q) const {\n" << scalar << "    (void)q;\n    Mat<"
+    << K << ", " << N << ", T> G;\n";
   for (std::size_t i = 0; i < k; ++i)
-    for (std::size_t c = 0; c < n; ++c) o << "    G(" << i << ", " << c << ") = " << body(s.jacobian[i][c]) << ";\n";
+    for (std::size_t c = 0; c < n; ++c) o << "    G(" << i << ", " << c << ") = T(" << body(s.jacobian[i][c]) << ");\n";
   o << "    return G;\n  }\n";
-  o << "  TETHER_HD Vec<" << K << "> constraint_jacobian_times(const Vec<" << N << ">& q, const Vec<" << N
-    << ">& v) const { return jacobian(q) * v; }\n";
-  o << "  TETHER_HD Vec<" << N << "> constraint_transpose_times(const Vec<" << N << ">& q, const Vec<" << K
-    << ">& lambda) const { return jacobian(q).transpose() * lambda; }\n";
-  o << "  // G(qa) M^-1 G(qb)^T.\n  TETHER_HD Gram gram(const Vec<" << N << ">& qa, const Vec<" << N
-    << ">& qb) const {\n    Gram m;\n    m.a = jacobian(qa) * inverse_mass().asDiagonal() * jacobian(qb).transpose();\n"
-    << "    return m;\n  }\n";
+  // The products with G and the Gram matrix sum over G's structural
+  // non-zeros only (a chain's bond touches two beads of N): known exactly here.
+  const auto nonzero = [&](std::size_t i, std::size_t c) { return !s.jacobian[i][c].is_zero(); };
+  const auto sum = [](const std::vector<std::string>& terms) {
+    if (terms.empty()) return std::string("T(0.0)");
+    std::string t = terms[0];
+    for (std::size_t x = 1; x < terms.size(); ++x) t += " + " + terms[x];
+    return t;
+  };
+  o << "  template <class X, class Y>\n  TETHER_HD " << VecK
+    << " constraint_jacobian_times(const Eigen::MatrixBase<X>& q, const Eigen::MatrixBase<Y>& v) const {\n" << scalar
+    << "    const auto G = jacobian(q);\n    " << VecK << " r;\n";
+  for (std::size_t i = 0; i < k; ++i) {
+    std::vector<std::string> terms;
+    for (std::size_t c = 0; c < n; ++c)
+      if (nonzero(i, c)) terms.push_back("G(" + std::to_string(i) + ", " + std::to_string(c) + ") * v[" + std::to_string(c) + "]");
+    o << "    r[" << i << "] = " << sum(terms) << ";\n";
+  }
+  o << "    return r;\n  }\n";
+  o << "  template <class X, class Y>\n  TETHER_HD " << VecN
+    << " constraint_transpose_times(const Eigen::MatrixBase<X>& q, const Eigen::MatrixBase<Y>& lambda) const {\n"
+    << scalar << "    const auto G = jacobian(q);\n    " << VecN << " r;\n";
+  for (std::size_t c = 0; c < n; ++c) {
+    std::vector<std::string> terms;
+    for (std::size_t i = 0; i < k; ++i)
+      if (nonzero(i, c)) terms.push_back("G(" + std::to_string(i) + ", " + std::to_string(c) + ") * lambda[" + std::to_string(i) + "]");
+    o << "    r[" << c << "] = " << sum(terms) << ";\n";
+  }
+  o << "    return r;\n  }\n";
+  o << "  // G(qa) M^-1 G(qb)^T.\n  template <class X, class Y>\n  TETHER_HD DenseMatrix<" << K
+    << ", typename X::Scalar> gram(const Eigen::MatrixBase<X>& qa, const Eigen::MatrixBase<Y>& qb) const {\n"
+    << scalar << "    const auto Ga = jacobian(qa);\n    const auto Gb = jacobian(qb);\n    const Vec<" << N
+    << "> w = inverse_mass();\n    DenseMatrix<" << K << ", T> m;\n";
+  for (std::size_t i = 0; i < k; ++i)
+    for (std::size_t j2 = 0; j2 < k; ++j2) {
+      std::vector<std::string> terms;
+      for (std::size_t c = 0; c < n; ++c)
+        if (nonzero(i, c) && nonzero(j2, c))
+          terms.push_back("Ga(" + std::to_string(i) + ", " + std::to_string(c) + ") * w[" + std::to_string(c) + "] * Gb(" +
+                          std::to_string(j2) + ", " + std::to_string(c) + ")");
+      o << "    m.a(" << i << ", " << j2 << ") = " << sum(terms) << ";\n";
+    }
+  o << "    return m;\n  }\n";
   o << "  TETHER_HD static Vec<" << N << "> mass() {\n    Vec<" << N << "> m;\n";
   for (std::size_t i = 0; i < n; ++i) o << "    m[" << i << "] = " << number(mass[i]) << ";\n";
   o << "    return m;\n  }\n";
   o << "  TETHER_HD static Vec<" << N << "> inverse_mass() { return mass().cwiseInverse(); }\n";
-  o << "  TETHER_HD Vec<" << N << "> mass_times(const Vec<" << N << ">& v) const { return mass().cwiseProduct(v); }\n";
-  o << "  TETHER_HD Vec<" << N << "> inverse_mass_times(const Vec<" << N
-    << ">& p) const { return inverse_mass().cwiseProduct(p); }\n";
+  o << "  template <class X>\n  TETHER_HD " << VecN << " mass_times(const Eigen::MatrixBase<X>& v) const {\n"
+    << "    const Vec<" << N << "> m = mass();\n    " << VecN << " r;\n    for (int c = 0; c < " << N
+    << "; ++c) r[c] = v[c] * m[c];\n    return r;\n  }\n";
+  o << "  template <class X>\n  TETHER_HD " << VecN << " inverse_mass_times(const Eigen::MatrixBase<X>& p) const {\n"
+    << "    const Vec<" << N << "> m = mass();\n    " << VecN << " r;\n    for (int c = 0; c < " << N
+    << "; ++c) r[c] = p[c] / m[c];\n    return r;\n  }\n";
   o << "  TETHER_HD Vec<" << N << "> sqrt_mass_times(const Vec<" << N
     << ">& v) const { return mass().cwiseSqrt().cwiseProduct(v); }\n";
   o << "  TETHER_HD Real length_scale() const { return " << body(s.length_scale) << "; }\n";

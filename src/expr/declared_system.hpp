@@ -1,6 +1,6 @@
 #pragma once
-// A holonomic system its user declares in a config instead of writing C++
-// (a first step: the engine does not compile these yet): named coordinates, a constant mass, the potential
+// A holonomic system its user declares in a config instead of writing C++:
+// named coordinates, a constant mass, the potential
 // V(q) and the constraints g(q) as expressions over them and named
 // parameters, with intermediate definitions. GiNaC (a Debian package) parses
 // the expressions and differentiates them exactly; the result is the C++
@@ -13,12 +13,16 @@
 // the functions below, + - * / ^ ( ) ,) and says where the first other one
 // is; names are identifiers that become C++ names only with a prefix, and the
 // source is printed from the parsed expressions, never copied from the text.
+// Where this build has no GiNaC, declared_system_unavailable.cpp refuses
+// every declaration with what to install.
 #include <memory>
 #include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
 
+#include "config/json_node.hpp"
 #include "tether/core/types.hpp"
+#include "tether/engine/catalog.hpp"
 
 namespace tether {
 
@@ -35,6 +39,7 @@ struct DeclaredSystem {
   std::string potential;
   std::vector<std::string> constraints;
   Real length_scale = 1, energy_scale = 1;
+  SystemInfo info;  // as the registry lists it (declared_system_info)
   // The C++ source of the system type (a struct named `type_name` in
   // namespace tether), exact first derivatives included: potential,
   // potential_gradient, constraints, constraint_jacobian_times,
@@ -60,5 +65,11 @@ struct DeclaredSystem {
 // the JSON path, with the character position in the expression where one is
 // at fault.
 DeclaredSystem parse_declared_system(const nlohmann::json& j, const std::string& path);
+
+// system.declare, for the config parser.
+std::shared_ptr<const DeclaredSystem> declare_system(const Node& declare);
+
+// system.parameters of a declared system: only its declared names, each a number.
+void read_declared_parameters(const DeclaredSystem& d, const Node& parameters);
 
 }  // namespace tether

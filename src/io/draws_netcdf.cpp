@@ -110,7 +110,7 @@ NetcdfDraws::NetcdfDraws(const std::filesystem::path& file, const SampleConfig& 
                                    std::pair<const char*, const std::string*>{"method", &c.run.method_name}})
     ok(nc_put_att_text(id.posterior, NC_GLOBAL, key, value->size(), value->c_str()), key);
   // What a run starting from these draws checks and needs (read_start_draws).
-  const std::string parameters = system_parameter_values(c.run.system, c.run.system_parameters).dump();
+  const std::string parameters = system_parameter_values(system_info(c.run), c.run.system_parameters).dump();
   ok(nc_put_att_text(id.posterior, NC_GLOBAL, "system_parameters", parameters.size(), parameters.c_str()),
      "system_parameters");
   ok(nc_put_att_double(id.posterior, NC_GLOBAL, "temperature", NC_DOUBLE, 1, &c.sample.temperature), "temperature");

@@ -185,7 +185,7 @@ nb::dict run(const std::string& text, const std::string& source, std::optional<A
   if (!backend.empty()) c.backend = backend;
   Threads scope(threads);
   tether::check_config(c);
-  c.backend = tether::resolve_backend(c.backend, c.size);
+  c.backend = tether::resolve_backend(c, c.size);
   const int dof = tether::system_dof(c);
   ArraySink sink(c, dof);
   Progress bar(std::move(progress));
@@ -304,7 +304,7 @@ nb::dict sample(const std::string& text, const std::string& source, const std::s
   tether::SampleConfig c = tether::parse_sample_config(text, source);
   if (!backend.empty()) c.run.backend = backend;
   Threads scope(threads);
-  c.run.backend = tether::resolve_backend(c.run.backend, c.sample.chains);
+  c.run.backend = tether::resolve_backend(c.run, c.sample.chains);
   tether::check_sample_config(c);
   tether::check_memory_for_draws(c);
   const int dof = tether::system_dof(c.run);
@@ -325,7 +325,7 @@ nb::dict sample(const std::string& text, const std::string& source, const std::s
   out["step_size"] = hand_over(std::move(draws.step_size), {chains, n});
   out["n_steps"] = hand_over(std::move(draws.n_steps), {chains, n});
   out["outcome"] = hand_over(std::move(draws.outcome), {chains, n});
-  out["system_parameters"] = tether::system_parameter_values(c.run.system, c.run.system_parameters).dump();
+  out["system_parameters"] = tether::system_parameter_values(tether::system_info(c.run), c.run.system_parameters).dump();
   out["temperature"] = c.sample.temperature;
   return out;
 }

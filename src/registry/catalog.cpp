@@ -4,6 +4,8 @@
 #include <climits>
 #include <sstream>
 
+#include "expr/declared_interface.hpp"
+#include "expr/declared_system.hpp"
 #include "registry/parameter_io.hpp"
 #include "tether/registry.hpp"
 
@@ -60,13 +62,21 @@ struct Tables {
     for_each_type(Systems{}, [&](auto s, int) {
       using S = typename decltype(s)::type;
       SystemInfo info{S::name,   S::description,    S::citation, family_of<S>(), S::dof,
-                      reversed_by_momentum_flip<S>(), variant_info<S>(), schema<S>(), {}};
-      for_each_type(Methods{}, [&](auto m, int j) {
-        if constexpr (MethodFor<typename decltype(m)::type, S>) info.methods.push_back(j);
-      });
+                      reversed_by_momentum_flip<S>(), !HolonomicSystem<S> || SamplesConfigurations<S>,
+                      variant_info<S>(), schema<S>(), {}};
+      info.methods = methods_of<S>();
       systems.push_back(std::move(info));
       read_system.push_back(&read_values<S>);
     });
+  }
+
+  template <class S>
+  static std::vector<int> methods_of() {
+    std::vector<int> v;
+    for_each_type(Methods{}, [&](auto m, int j) {
+      if constexpr (MethodFor<typename decltype(m)::type, S>) v.push_back(j);
+    });
+    return v;
   }
 };
 
@@ -143,8 +153,7 @@ std::vector<std::string> unique_method_names() {
   return v;
 }
 
-nlohmann::json system_parameter_values(int system, const nlohmann::json& given) {
-  const SystemInfo& info = system_infos()[std::size_t(system)];
+nlohmann::json system_parameter_values(const SystemInfo& info, const nlohmann::json& given) {
   nlohmann::json values = nlohmann::json::object();
   if (!info.variant.key.empty()) values[info.variant.key] = info.variant.value;
   for (const auto& p : info.parameters) {
@@ -152,6 +161,21 @@ nlohmann::json system_parameter_values(int system, const nlohmann::json& given) 
     values[name] = given.contains(name) ? given.at(name) : p.value("default", nlohmann::json());
   }
   return values;
+}
+
+SystemInfo declared_system_info(const std::string& name, int dof, const nlohmann::ordered_json& parameters) {
+  static const std::vector<int> methods = Tables::methods_of<DeclaredInterface>();
+  SystemInfo info;
+  info.name = name;
+  info.description = "a system declared in the config";
+  info.citation = "declared by its user";
+  info.family = Family::holonomic;
+  info.dof = dof;
+  info.reversed_by_momentum_flip = true;  // H = p^T M^-1 p / 2 + V(q)
+  info.samples_configurations = false;
+  info.parameters = parameters;
+  info.methods = methods;
+  return info;
 }
 
 int choose_system(const Node& sys) {
@@ -173,10 +197,9 @@ int choose_system(const Node& sys) {
   return index;
 }
 
-int choose_method(const Node& m, int system, const std::set<std::string>& common,
+int choose_method(const Node& m, const SystemInfo& sys, const std::set<std::string>& common,
                   nlohmann::ordered_json& parameters) {
   const std::string name = m.string("name", unique_method_names());
-  const SystemInfo& sys = system_infos()[std::size_t(system)];
   const auto& all = method_infos();
   std::vector<int> candidates;
   std::vector<std::string> own;  // the system's method names
@@ -260,6 +283,16 @@ nlohmann::ordered_json catalog_json() {
     }
     j["systems"].push_back(e);
   }
+  // What a config may declare (system.declare; README, "Your own system").
+  nlohmann::ordered_json declared;
+  declared["family"] = family_name(Family::holonomic);
+  declared["functions"] = declared_functions();
+  declared["methods"] = nlohmann::ordered_json::array();
+  for (int m : declared_system_info("", 0, {}).methods) {
+    const MethodInfo& mi = method_infos()[std::size_t(m)];
+    declared["methods"].push_back(mi.variant.key.empty() ? mi.name : mi.name + " " + mi.variant.label());
+  }
+  j["declared"] = declared;
   j["methods"] = nlohmann::ordered_json::array();
   for (const auto& m : method_infos()) {
     nlohmann::ordered_json e;

@@ -20,7 +20,7 @@ int choose_system(const Node& system);
 // `system`; `common` are the keys every method object may have (name, dt,
 // ...). Its parameters are validated and their values written to
 // `parameters`, in declaration order. Throws ConfigError.
-int choose_method(const Node& method, int system, const std::set<std::string>& common,
+int choose_method(const Node& method, const SystemInfo& system, const std::set<std::string>& common,
                   nlohmann::ordered_json& parameters);
 
 }  // namespace tether

@@ -76,6 +76,8 @@ class CliTest : public ::testing::Test {
     dir_ = fs::temp_directory_path() / ("tether_cli_" + name + "_" + std::to_string(::getpid()));
     fs::remove_all(dir_);
     fs::create_directories(dir_);
+    // Declared systems compile into the suite's cache, not the user's.
+    ::setenv("TETHER_CACHE_DIR", TETHER_TEST_CACHE, 1);
   }
   void TearDown() override {
     std::error_code ec;

@@ -16,6 +16,7 @@
 #include <sstream>
 #include <string>
 
+#include "declared_toolchain.hpp"
 #include "expr/declared_system.hpp"
 #include "tether/engine/config_error.hpp"
 #include "tether/systems/spherical_pendulum.hpp"
@@ -152,6 +153,10 @@ TEST(DeclaredSystem, BadDeclarationsNameThePathAndPosition) {
       {"a definition through itself", [](json& j) { j["definitions"] = {{"a", "b + 1"}, {"b", "2 * a"}}; },
        "system.declare.definitions.a", "refers to itself"},
       {"a wrong mass", [](json& j) { j["mass"] = {1, 2}; }, "system.declare.mass", "an array of 3"},
+      {"a parameter named as a function", [](json& j) { j["parameters"]["sin"] = 1; }, "system.declare.parameters.sin",
+       "a function's name"},
+      {"a definition named as a function", [](json& j) { j["definitions"]["exp"] = "x"; },
+       "system.declare.definitions.exp", "a function's name"},
       {"a negative mass", [](json& j) { j["mass"] = -1; }, "system.declare.mass", "must be positive"},
       {"a scale of the coordinates", [](json& j) { j["length_scale"] = "x"; }, "system.declare.length_scale",
        "unknown symbol \"x\" at position 1"},
@@ -174,7 +179,9 @@ TEST(DeclaredSystem, BadDeclarationsNameThePathAndPosition) {
 }
 
 // The generated type is a HolonomicSystem of tether's, compiled here with
-// the compiler and headers of this build, and equals the built-in pendulum.
+// the compiler, flags and headers tether compiles it with, equals the
+// built-in pendulum, and pairs with the methods the registry lists for
+// declared systems (expr/declared_interface.hpp).
 TEST(DeclaredSystem, TheGeneratedTypeCompilesAndIsTheBuiltInSystem) {
   const DeclaredSystem d = parse_declared_system(pendulum(), "system.declare");
   const fs::path dir = fs::temp_directory_path() / ("tether_declared_" + std::to_string(::getpid()));
@@ -184,10 +191,15 @@ TEST(DeclaredSystem, TheGeneratedTypeCompilesAndIsTheBuiltInSystem) {
   std::ofstream(dir / "main.cpp") << R"src(#include "declared.hpp"
 #include <cstdio>
 #include <random>
-#include "tether/core/families.hpp"
-#include "tether/systems/spherical_pendulum.hpp"
+#include "expr/declared_interface.hpp"
+#include "tether/registry.hpp"
 using namespace tether;
 static_assert(HolonomicSystem<MyPendulum>, "the generated type is a holonomic system");
+template <class... M>
+constexpr bool same_methods(TypeList<M...>) {
+  return ((MethodFor<M, MyPendulum> == MethodFor<M, DeclaredInterface>) && ...);
+}
+static_assert(same_methods(Methods{}), "a declared type pairs with the methods DeclaredInterface pairs with");
 int main() {
   MyPendulum d;
   SphericalPendulum s;
@@ -213,8 +225,10 @@ int main() {
   return worst < 1e-12 ? 0 : 1;
 }
 )src";
-  const std::string cmd = std::string(TETHER_CXX_COMPILER) + " -std=c++20 -O1 -I" + TETHER_SOURCE_DIR "/include -I" +
-                          TETHER_EIGEN_INCLUDE + " " + (dir / "main.cpp").string() + " -o " + (dir / "main").string() +
+  std::string cmd = declared_toolchain::compiler;
+  for (const std::string f : declared_toolchain::flags)
+    if (f != "-shared") cmd += " '" + f + "'";
+  cmd += " " + (dir / "main.cpp").string() + " -o " + (dir / "main").string() +
                           " >" + (dir / "compile.log").string() + " 2>&1 && " + (dir / "main").string() + " >" +
                           (dir / "run.log").string() + " 2>&1";
   const int rc = std::system(cmd.c_str());

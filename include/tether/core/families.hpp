@@ -8,6 +8,7 @@
 
 #include "tether/core/family.hpp"
 #include "tether/core/parameters.hpp"
+#include "tether/core/random.hpp"
 #include "tether/systems/generalized_hamiltonian.hpp"
 
 namespace tether {
@@ -80,6 +81,14 @@ constexpr bool reversed_by_momentum_flip() {
   if constexpr (requires { S::reversed_by_momentum_flip; }) return S::reversed_by_momentum_flip;
   else return true;
 }
+
+// Whether a holonomic system draws its own configurations on N (the thermal
+// and canonical starts need it): built-in systems do; a system declared as
+// expressions starts from given states.
+template <class S>
+concept SamplesConfigurations = requires(const S& s, CounterRng& rng) {
+  { s.thermal_configuration(rng, Real(1)) } -> std::convertible_to<Vec<S::dof>>;
+};
 
 template <class S>
 constexpr Family family_of() {

@@ -120,6 +120,45 @@ template <int W>
 Lanes<W> abs(const Lanes<W>& a) {
   return fabs(a);
 }
+// The functions a declared system's expressions may call
+// (src/expr/declared_system.hpp), lane by lane.
+#define TETHER_LANES_FUNCTION(f)                                     \
+  template <int W>                                                   \
+  Lanes<W> f(const Lanes<W>& a) {                                    \
+    Lanes<W> r;                                                      \
+    for (int l = 0; l < W; ++l) r.v[l] = __builtin_##f(a.v[l]);      \
+    return r;                                                        \
+  }
+TETHER_LANES_FUNCTION(sin)
+TETHER_LANES_FUNCTION(cos)
+TETHER_LANES_FUNCTION(tan)
+TETHER_LANES_FUNCTION(asin)
+TETHER_LANES_FUNCTION(acos)
+TETHER_LANES_FUNCTION(atan)
+TETHER_LANES_FUNCTION(sinh)
+TETHER_LANES_FUNCTION(cosh)
+TETHER_LANES_FUNCTION(tanh)
+TETHER_LANES_FUNCTION(exp)
+TETHER_LANES_FUNCTION(log)
+#undef TETHER_LANES_FUNCTION
+#define TETHER_LANES_FUNCTION2(f)                                               \
+  template <int W>                                                              \
+  Lanes<W> f(const Lanes<W>& a, const Lanes<W>& b) {                            \
+    Lanes<W> r;                                                                 \
+    for (int l = 0; l < W; ++l) r.v[l] = __builtin_##f(a.v[l], b.v[l]);         \
+    return r;                                                                   \
+  }                                                                             \
+  template <int W>                                                              \
+  Lanes<W> f(const Lanes<W>& a, Real b) {                                       \
+    return f(a, Lanes<W>(b));                                                   \
+  }                                                                             \
+  template <int W>                                                              \
+  Lanes<W> f(Real a, const Lanes<W>& b) {                                       \
+    return f(Lanes<W>(a), b);                                                   \
+  }
+TETHER_LANES_FUNCTION2(pow)
+TETHER_LANES_FUNCTION2(atan2)
+#undef TETHER_LANES_FUNCTION2
 
 }  // namespace simd
 using simd::LaneMask;

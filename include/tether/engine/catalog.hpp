@@ -25,6 +25,7 @@ struct SystemInfo {
   Family family = Family::holonomic;
   int dof = 0;
   bool reversed_by_momentum_flip = true;  // (q, p) -> (q, -p) reverses the flow
+  bool samples_configurations = true;     // holonomic: draws its own q on N (thermal and canonical starts)
   VariantInfo variant;
   nlohmann::ordered_json parameters;  // schema: name, type, default, bounds, meaning
   std::vector<int> methods;           // indices of the methods that pair with it
@@ -55,7 +56,12 @@ std::vector<std::string> unique_method_names();
 // the given value, else the default; with the variant's key. Two configs with
 // equal values describe the same system (draws.nc keeps them, so that a run
 // starting from a sample's draws can check it is of the same system).
-nlohmann::json system_parameter_values(int system, const nlohmann::json& given);
+nlohmann::json system_parameter_values(const SystemInfo& system, const nlohmann::json& given);
+
+// The registry entry of a holonomic system declared as expressions
+// (src/expr/declared_system.hpp): its methods are those that pair with any
+// holonomic system (no sphere, no rigid bodies); parameters are real numbers.
+SystemInfo declared_system_info(const std::string& name, int dof, const nlohmann::ordered_json& parameters);
 
 // "composition (base rattle, scheme kahan_li8)": a method with its variant and parameters.
 std::string describe_method(int method, const nlohmann::ordered_json& parameters);

@@ -1,6 +1,7 @@
 #pragma once
 // JSON config -> typed run description. Every error names the JSON path.
 #include <cstdint>
+#include <memory>
 #include <stdexcept>
 #include <string>
 #include <variant>
@@ -12,6 +13,9 @@
 #include "tether/core/newton.hpp"
 
 namespace tether {
+
+struct DeclaredSystem;  // a system written as expressions in the config (src/expr/declared_system.hpp)
+struct SystemInfo;      // tether/engine/catalog.hpp
 
 struct ExplicitState {
   std::vector<Real> q, p;
@@ -47,7 +51,8 @@ struct RunConfig {
   // src/registry/catalog.hpp) and their config objects as given, which the
   // engine reads into the system and method objects (already validated).
   std::string system_name;
-  int system = 0;
+  int system = 0;  // -1: the system declared in the config, `declared`
+  std::shared_ptr<const DeclaredSystem> declared;
   nlohmann::json system_parameters = nlohmann::json::object();
   std::string method_name;
   int method = 0;
@@ -127,7 +132,8 @@ const std::vector<std::string>& backend_names();
 // "composition (base rattle, scheme kahan_li8)": the method with its parameters, for messages and summaries.
 std::string describe_method(const RunConfig& c);
 
-// Dimension of q for the configured system.
+// The configured system's registry entry (or its declaration's), and the dimension of its q.
+const SystemInfo& system_info(const RunConfig& c);
 int system_dof(const RunConfig& c);
 
 // Rows of a run's timeseries: step 0, then every output.every steps, and the last step.

@@ -1,0 +1,163 @@
+#!/usr/bin/env python3
+"""Systems declared as expressions (README, "Your own system") beside the built-in systems
+they spell out, on the cpu backend, in one run.
+
+    bench/declared_peers.py --tether build/tether          # saves bench/results/<date>-<host>-declared.json
+    bench/declared_peers.py --tether build/tether --quick  # a smaller run, not saved
+
+Cases: the spherical pendulum (10^5 trajectories, dt 0.01, 1000 steps) and the united-atom
+chain of configs/chain16.json with 8 beads (10^4 trajectories, dt 0.002, 1000 steps: bonds
+held, bending and Ryckaert-Bellemans torsion, written out bond by bond as chain.hpp computes
+them), RATTLE, Newton tolerance 1e-13, the same "around" start for both (a declared system
+has no thermal sampler). For each: trajectory-steps per second of both (their own
+integration_seconds, best of --repeats interleaved runs) and the ratio; the largest
+difference of their final q and p; the first-use compile (wall seconds of a tiny run with an
+empty cache, minus the same run cached) and what a cached start adds to a tiny run against
+the built-in system's.
+"""
+import argparse
+import json
+import math
+import os
+import subprocess
+import sys
+import tempfile
+import time
+
+import numpy as np
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from run_shoot_bench import ROOT, build_of, provenance, save_result  # noqa: E402
+
+TOL, MAX_IT = 1e-13, 50
+
+
+def declared_pendulum():
+    return {"declare": {"name": "declared_pendulum", "coordinates": ["x", "y", "z"],
+                        "parameters": {"m": 1.0, "g": 9.81, "L": 1.0}, "mass": 1.0,
+                        "potential": "m * g * z", "constraints": ["(x^2 + y^2 + z^2 - L^2) / (2 * L)"],
+                        "length_scale": "L", "energy_scale": "m * g * L"}}
+
+
+def builtin_pendulum():
+    return {"name": "spherical_pendulum", "parameters": {"mass": 1.0, "length": 1.0, "gravity": 9.81}}
+
+
+def declared_chain(beads, p):
+    """tether's chain (include/tether/systems/chain.hpp) as expressions: bonds d_i = r_{i+1} - r_i,
+    g_i = (|d_i|^2 - b^2) / (2b), k/2 (cos theta - cos theta0)^2 with cos theta = -d_i.d_{i+1} /
+    (|d_i||d_{i+1}|), and sum_n c_n cos^n psi with cos psi = -cos phi, cos phi = n1.n2 / (|n1||n2|)."""
+    coords = [f"{a}{i}" for i in range(beads) for a in "xyz"]
+    d = {}
+    for i in range(beads - 1):
+        for a in "xyz":
+            d[f"d{a}{i}"] = f"{a}{i + 1} - {a}{i}"
+    for i in range(beads - 2):  # bending
+        dot = " + ".join(f"d{a}{i}*d{a}{i + 1}" for a in "xyz")
+        d[f"cb{i}"] = f"-({dot}) / sqrt((dx{i}^2 + dy{i}^2 + dz{i}^2) * (dx{i + 1}^2 + dy{i + 1}^2 + dz{i + 1}^2))"
+    for i in range(beads - 3):  # torsion: n1 = d_i x d_{i+1}, n2 = d_{i+1} x d_{i+2}
+        for j, (u, v) in enumerate([(i, i + 1), (i + 1, i + 2)]):
+            d[f"n{j}x{i}"] = f"dy{u}*dz{v} - dz{u}*dy{v}"
+            d[f"n{j}y{i}"] = f"dz{u}*dx{v} - dx{u}*dz{v}"
+            d[f"n{j}z{i}"] = f"dx{u}*dy{v} - dy{u}*dx{v}"
+        dot = " + ".join(f"n0{a}{i}*n1{a}{i}" for a in "xyz")
+        d[f"cp{i}"] = (f"-({dot}) / sqrt((n0x{i}^2 + n0y{i}^2 + n0z{i}^2) * (n1x{i}^2 + n1y{i}^2 + n1z{i}^2))")
+    c = p["torsion"]
+    bend = " + ".join(f"(cb{i} - c0)^2" for i in range(beads - 2))
+    torsion = " + ".join(" + ".join(f"t{n} * cp{i}^{n}" if n else "t0" for n in range(6)) for i in range(beads - 3))
+    params = {"k": p["bend_stiffness"], "c0": math.cos(math.radians(p["bend_angle_degrees"])), "b": p["bond_length"]}
+    params.update({f"t{n}": c[n] for n in range(6)})
+    energy_scale = (beads - 2) * p["bend_stiffness"] + (beads - 3) * sum(abs(x) for x in c)
+    return {"declare": {
+        "name": f"declared_chain{beads}", "coordinates": coords, "mass": p["mass"], "parameters": params,
+        "definitions": d, "potential": f"k / 2 * ({bend}) + {torsion}",
+        "constraints": [f"(dx{i}^2 + dy{i}^2 + dz{i}^2 - b^2) / (2 * b)" for i in range(beads - 1)],
+        "length_scale": "b", "energy_scale": repr(energy_scale)}}
+
+
+def zigzag(beads, p):
+    """A chain state on the manifold: bonds of length b in the x-y plane at the rest angle."""
+    half = math.radians(p["bend_angle_degrees"]) / 2
+    q = []
+    for i in range(beads):
+        q += [i * p["bond_length"] * math.sin(half), (i % 2) * p["bond_length"] * math.cos(half), 0.0]
+    return q
+
+
+def cases(quick):
+    with open(os.path.join(ROOT, "configs", "chain16.json")) as f:
+        chain = json.load(f)["system"]["parameters"]
+    k = 10 if quick else 1
+    pendulum_start = {"sampler": "around", "q": [0.6, 0.0, -0.8], "p": [0.0, 1.0, 0.0],
+                      "position_spread": 0.1, "momentum_spread": 0.5}
+    chain_start = {"sampler": "around", "q": zigzag(8, chain), "p": [0.0] * 24,
+                   "position_spread": 0.02, "momentum_spread": 1.0}
+    return [("spherical_pendulum", declared_pendulum(), builtin_pendulum(), pendulum_start, 100000 // k, 0.01, 1000),
+            ("chain8", declared_chain(8, chain), {"name": "chain", "parameters": dict(chain, beads=8)}, chain_start,
+             10000 // k, 0.002, 1000 // k)]
+
+
+def run(binary, system, start, size, dt, steps, threads, cache):
+    """`tether run` with this system: (summary, final q and p, wall seconds of the command)."""
+    config = {"system": system, "backend": "cpu",
+              "method": {"name": "rattle", "dt": dt, "steps": steps, "newton": {"tolerance": TOL, "max_iterations": MAX_IT}},
+              "ensemble": {"size": size, "seed": 5, "initial": start},
+              "output": {"every": max(steps, 1), "final_states": True}}
+    with tempfile.TemporaryDirectory() as tmp:
+        path = os.path.join(tmp, "config.json")
+        with open(path, "w") as f:
+            json.dump(config, f)
+        out = os.path.join(tmp, "out")
+        began = time.perf_counter()
+        subprocess.run([binary, "run", path, "--out", out, "--threads", str(threads), "--quiet"], check=True,
+                       env=dict(os.environ, TETHER_CACHE_DIR=cache), stderr=subprocess.DEVNULL)
+        wall = time.perf_counter() - began
+        with open(os.path.join(out, "summary.json")) as f:
+            summary = json.load(f)
+        table = np.genfromtxt(os.path.join(out, "final.csv"), delimiter=",", names=True, dtype=None, encoding="ascii")
+    dof = sum(1 for name in table.dtype.names if name.startswith("q"))
+    state = np.stack([table[f"{v}{c}"] for v in "qp" for c in range(dof)], axis=1).astype(np.float64)
+    return summary, state, wall
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--tether", default=os.path.join(ROOT, "build", "tether"))
+    ap.add_argument("--threads", type=int, default=os.cpu_count())
+    ap.add_argument("--repeats", type=int, default=3)
+    ap.add_argument("--quick", action="store_true")
+    args = ap.parse_args()
+    results = []
+    with tempfile.TemporaryDirectory() as cache:
+        for name, declared, builtin, start, size, dt, steps in cases(args.quick):
+            # First use: a tiny run compiles the pair; the same run again loads it.
+            first = run(args.tether, declared, start, 8, dt, 1, 1, cache)[2]
+            cached = min(run(args.tether, declared, start, 8, dt, 1, 1, cache)[2] for _ in range(3))
+            builtin_tiny = min(run(args.tether, builtin, start, 8, dt, 1, 1, cache)[2] for _ in range(3))
+            rates = {"declared": [], "builtin": []}
+            for _ in range(args.repeats):
+                for kind, system in (("declared", declared), ("builtin", builtin)):
+                    summary, state, _ = run(args.tether, system, start, size, dt, steps, args.threads, cache)
+                    rates[kind].append(summary["trajectory_steps_per_second"])
+                    if kind == "declared":
+                        mine = state
+                    else:
+                        theirs = state
+            best = {k: max(v) for k, v in rates.items()}
+            row = {"case": name, "trajectories": size, "steps": steps, "dt": dt,
+                   "declared_steps_per_second": best["declared"], "builtin_steps_per_second": best["builtin"],
+                   "builtin_over_declared": best["builtin"] / best["declared"],
+                   "max_final_state_difference": float(np.max(np.abs(mine - theirs))),
+                   "first_use_compile_seconds": first - cached, "cached_start_adds_seconds": cached - builtin_tiny}
+            results.append(row)
+            print(f"{name}: declared {best['declared']:.3g} vs built-in {best['builtin']:.3g} trajectory-steps/s "
+                  f"(built-in / declared {row['builtin_over_declared']:.2f}); final states differ by "
+                  f"{row['max_final_state_difference']:.2g}; first use compiles in {row['first_use_compile_seconds']:.1f} s, "
+                  f"a cached start adds {row['cached_start_adds_seconds'] * 1000:.0f} ms")
+    if not args.quick:
+        save_result(json.dumps({**provenance(), "build": build_of(args.tether), "threads": args.threads,
+                                "results": results}, indent=1), "declared")
+
+
+if __name__ == "__main__":
+    main()

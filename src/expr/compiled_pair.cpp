@@ -1,0 +1,260 @@
+#include "expr/compiled_pair.hpp"
+
+#include <dlfcn.h>
+#include <fcntl.h>
+#include <spawn.h>
+#include <sys/file.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <mutex>
+#include <sstream>
+
+#include "declared_toolchain.hpp"
+#include "io/checksum.hpp"
+#include "tether/engine/catalog.hpp"
+
+extern char** environ;
+
+namespace tether {
+
+namespace fs = std::filesystem;
+
+namespace {
+
+constexpr const char* entry_symbol = "tether_declared_pair";
+constexpr const char* where = "system.declare";
+
+std::string read_text(const fs::path& file) {
+  std::ifstream in(file, std::ios::binary);
+  std::stringstream s;
+  s << in.rdbuf();
+  return s.str();
+}
+
+void write_text(const fs::path& file, const std::string& text) {
+  std::ofstream out(file, std::ios::binary | std::ios::trunc);
+  out << text;
+  out.close();
+  if (!out) throw ConfigError(where, "cannot write " + file.string() + " (the cache of compiled systems)");
+}
+
+// The file of the tether binary (the command, or the Python module) whose
+// engine the library calls: its path, size and time of change key the cache,
+// so that a rebuilt tether never loads a library built for another.
+std::string host_identity(std::string& path) {
+  Dl_info info{};
+  if (dladdr(reinterpret_cast<const void*>(&declared_pair), &info) == 0 || info.dli_fname == nullptr)
+    throw std::runtime_error("dladdr cannot name the binary that holds tether's engine");
+  // The command's own name may be relative, or only what PATH found: then /proc/self/exe.
+  std::error_code ec;
+  path = fs::canonical(info.dli_fname, ec).string();
+  if (ec) path = fs::canonical("/proc/self/exe").string();
+  struct stat st {};
+  if (::stat(path.c_str(), &st) != 0) throw std::runtime_error("cannot stat " + path + ", tether's own binary");
+  return path + " " + std::to_string(st.st_size) + " " + std::to_string(st.st_mtim.tv_sec) + "." +
+         std::to_string(st.st_mtim.tv_nsec);
+}
+
+fs::path cache_folder() {
+  if (const char* d = std::getenv("TETHER_CACHE_DIR"); d != nullptr && *d != 0) return fs::path(d) / "declared";
+  if (const char* d = std::getenv("XDG_CACHE_HOME"); d != nullptr && *d != 0) return fs::path(d) / "tether" / "declared";
+  if (const char* d = std::getenv("HOME"); d != nullptr && *d != 0) return fs::path(d) / ".cache" / "tether" / "declared";
+  throw ConfigError(where, "has nowhere to keep its compiled library: set TETHER_CACHE_DIR (or HOME)");
+}
+
+// 64-bit FNV-1a, as 16 hex digits: the entry's folder name. The entry also
+// keeps the whole key, compared before use, so that two keys of one hash
+// never share a library.
+std::string hash_hex(const std::string& text) {
+  std::uint64_t h = 14695981039346656037ull;
+  for (unsigned char c : text) h = (h ^ c) * 1099511628211ull;
+  char buf[17];
+  std::snprintf(buf, sizeof buf, "%016llx", static_cast<unsigned long long>(h));
+  return buf;
+}
+
+// Runs the compiler (argv only: no shell sees anything), its output into `log`.
+int compile(const std::vector<std::string>& args, const fs::path& log) {
+  std::vector<char*> argv;
+  for (const auto& a : args) argv.push_back(const_cast<char*>(a.c_str()));
+  argv.push_back(nullptr);
+  posix_spawn_file_actions_t actions;
+  posix_spawn_file_actions_init(&actions);
+  posix_spawn_file_actions_addopen(&actions, 1, log.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+  posix_spawn_file_actions_adddup2(&actions, 1, 2);
+  pid_t pid = 0;
+  const int err = posix_spawn(&pid, argv[0], &actions, nullptr, argv.data(), environ);
+  posix_spawn_file_actions_destroy(&actions);
+  if (err != 0) return -1;
+  int status = 0;
+  while (::waitpid(pid, &status, 0) < 0 && errno == EINTR) {
+  }
+  return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + (WIFSIGNALED(status) ? WTERMSIG(status) : 0);
+}
+
+// The first lines of the compiler's messages that say "error".
+std::string first_errors(const fs::path& log) {
+  std::ifstream in(log);
+  std::string line, out;
+  int n = 0;
+  while (n < 5 && std::getline(in, line))
+    if (line.find("error") != std::string::npos) out += "\n  " + line, ++n;
+  return out;
+}
+
+// An exclusive flock on `file`, released when it goes out of scope.
+class EntryLock {
+ public:
+  explicit EntryLock(const fs::path& file) {
+    fd_ = ::open(file.c_str(), O_RDWR | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0644);
+    if (fd_ < 0)
+      throw ConfigError(where, "cannot open " + file.string() + " (the cache's lock): " + std::strerror(errno));
+    while (::flock(fd_, LOCK_EX) != 0)
+      if (errno != EINTR) throw ConfigError(where, "cannot lock " + file.string() + ": " + std::strerror(errno));
+  }
+  ~EntryLock() { ::close(fd_); }
+  EntryLock(const EntryLock&) = delete;
+  EntryLock& operator=(const EntryLock&) = delete;
+
+ private:
+  int fd_ = -1;
+};
+
+// The library `so`, whose seal `seal` records its bytes and CRC-32, loaded;
+// null (and `why` says why) when it fails its seal or does not load.
+const DeclaredPair* load(const fs::path& so, const fs::path& seal, std::string& why) {
+  std::uint32_t crc = 0;
+  nlohmann::json record;
+  try {
+    record = nlohmann::json::parse(read_text(seal));
+  } catch (const nlohmann::json::exception&) {
+    why = "its seal is missing or damaged";
+    return nullptr;
+  }
+  if (!matches_record(so, record, crc) || fs::file_size(so) != record.value("bytes", std::uintmax_t(0))) {
+    why = "it does not match its seal";
+    return nullptr;
+  }
+  void* handle = ::dlopen(so.c_str(), RTLD_NOW | RTLD_LOCAL);
+  if (handle == nullptr) {
+    why = std::string("it does not load: ") + ::dlerror();
+    return nullptr;
+  }
+  using Entry = const DeclaredPair* (*)();
+  const auto f = reinterpret_cast<Entry>(::dlsym(handle, entry_symbol));
+  if (f == nullptr) {
+    why = std::string("it has no ") + entry_symbol;
+    ::dlclose(handle);
+    return nullptr;
+  }
+  return f();  // the handle stays open: the engine calls into it until the process ends
+}
+
+}  // namespace
+
+std::string declared_pair_source(const DeclaredSystem& d, int method) {
+  const MethodInfo& m = method_infos().at(std::size_t(method));
+  std::ostringstream o;
+  o << "// Generated by tether: the declared system \"" << d.name << "\" with " << m.name
+    << ", compiled when first used (src/expr/compiled_pair.hpp).\n"
+    << "#include \"" << declared_toolchain::method_headers[method] << "\"\n"
+    << "#include \"engine/for_pair.hpp\"\n"
+    << "#include \"engine/initial_state.hpp\"\n"
+    << "#include \"expr/compiled_pair.hpp\"\n\n"
+    << d.source("UserSystem") << "\n"
+    << "namespace tether {\n"
+    << "using DeclaredMethod = " << declared_toolchain::method_types[method] << ";\n"
+    << "static_assert(MethodFor<DeclaredMethod, UserSystem>, \"the registry pairs this method with declared systems\");\n"
+    << "namespace {\n"
+    << "void check(const RunConfig& c) {\n"
+    << "  check_initial_states(configured<UserSystem>(c.system_parameters, \"system.parameters\"), c);\n"
+    << "}\n"
+    << "const DeclaredPair pair{pair_entry<UserSystem, DeclaredMethod>(), &check};\n"
+    << "}  // namespace\n"
+    << "}  // namespace tether\n\n"
+    << "extern \"C\" const tether::DeclaredPair* " << entry_symbol << "() { return &tether::pair; }\n";
+  return o.str();
+}
+
+const DeclaredPair& declared_pair(const DeclaredSystem& d, int method) {
+  static std::mutex mutex;
+  static std::map<std::string, const DeclaredPair*> loaded;  // by key, for the life of the process
+  const std::lock_guard<std::mutex> guard(mutex);
+
+  const std::string source = declared_pair_source(d, method);
+  std::string host_path;
+  std::string key = source + "\n// compiler: " + declared_toolchain::compiler;
+  for (const char* f : declared_toolchain::flags) key += std::string(" ") + f;
+  key += "\n// for: " + host_identity(host_path) + "\n";
+  if (const auto it = loaded.find(key); it != loaded.end()) return *it->second;
+
+  // The library resolves the engine's symbols in the binary that loads it;
+  // a Python module is loaded with its symbols private, so they are made
+  // global first (the tether command exports its own).
+  ::dlopen(host_path.c_str(), RTLD_NOW | RTLD_NOLOAD | RTLD_GLOBAL);
+
+  const fs::path root = cache_folder();
+  std::error_code ec;
+  fs::create_directories(root, ec);
+  if (ec) throw ConfigError(where, "cannot make " + root.string() + " (the cache of compiled systems): " + ec.message());
+  const std::string name = hash_hex(key);
+  const fs::path entry = root / name, so = entry / "pair.so", seal = entry / "pair.so.seal",
+                 cpp = entry / "pair.cpp", log = entry / "compile.log", key_file = entry / "key.txt";
+  const EntryLock lock(root / (name + ".lock"));
+
+  std::string why;
+  if (fs::exists(key_file) && read_text(key_file) == key)
+    if (const DeclaredPair* p = load(so, seal, why)) return *(loaded[key] = p);
+
+  // Not here (or stale, damaged, another key's): compiled anew, in a fresh folder.
+  fs::remove_all(entry, ec);
+  fs::create_directories(entry, ec);
+  if (ec) throw ConfigError(where, "cannot make " + entry.string() + ": " + ec.message());
+  if (!fs::exists(fs::path(declared_toolchain::build_dir) / "generated" / "declared_toolchain.hpp") ||
+      !fs::exists(fs::path(declared_toolchain::source_dir) / "src" / "engine" / "for_pair.hpp"))
+    throw ConfigError(where, std::string("a declared system is compiled against the sources and build folder tether "
+                                         "was built from, ") + declared_toolchain::source_dir + " and " +
+                                 declared_toolchain::build_dir + ", which are not here (an installed tether): run "
+                                 "the tether of a build folder (scripts/build.sh), or its Python package "
+                                 "(PYTHONPATH=build/python)");
+  if (::access(declared_toolchain::compiler, X_OK) != 0)
+    throw ConfigError(where, std::string("a declared system is compiled when first used, with ") +
+                                 declared_toolchain::compiler + ", the compiler tether was built with, which is not "
+                                 "here: install it (Debian: apt-get install g++) or rebuild tether");
+  write_text(cpp, source);
+  std::vector<std::string> args{declared_toolchain::compiler};
+  for (const char* f : declared_toolchain::flags) args.emplace_back(f);
+  const fs::path partial = entry / "pair.so.partial";
+  args.insert(args.end(), {"-o", partial.string(), cpp.string()});
+  std::fprintf(stderr, "tether: compiling %s with %s (first use; kept in %s)\n", d.name.c_str(),
+               method_infos().at(std::size_t(method)).name.c_str(), entry.c_str());
+  const auto start = std::chrono::steady_clock::now();
+  const int rc = compile(args, log);
+  if (rc != 0)
+    throw ConfigError(where, "the compiler failed (exit " + std::to_string(rc) + ") on the source generated from "
+                             "this declaration, kept with its messages in " + entry.string() +
+                             " (pair.cpp, compile.log):" + first_errors(log));
+  std::uint32_t crc = 0;
+  const std::uintmax_t bytes = fs::file_size(partial);
+  file_crc32(partial, bytes, crc);
+  fs::rename(partial, so);
+  write_text(seal, file_record(bytes, crc).dump());
+  write_text(key_file, key);
+  std::fprintf(stderr, "tether: compiled in %.1f s\n",
+               std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
+  const DeclaredPair* p = load(so, seal, why);
+  if (p == nullptr) throw ConfigError(where, "the library compiled for it, " + so.string() + ", " + why);
+  return *(loaded[key] = p);
+}
+
+}  // namespace tether

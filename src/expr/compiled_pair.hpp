@@ -1,0 +1,35 @@
+#pragma once
+// A declared system (expr/declared_system.hpp) with one method, compiled
+// when first used into a shared library that the engine calls as it calls a
+// built-in pair. The library is built with the compiler and flags this build
+// used (generated/declared_toolchain.hpp) and kept in a cache folder
+// ($TETHER_CACHE_DIR, else $XDG_CACHE_HOME/tether, else ~/.cache/tether),
+// keyed by a hash of everything it was built from: the generated source, the
+// compiler and its flags, and the identity of the tether binary it was built
+// for, whose symbols it uses (the tether command exports them). A second run
+// loads it without compiling. An entry whose library fails its seal or does
+// not load is rebuilt; runs that compile the same pair at once take turns on
+// the entry's lock, so it is compiled once.
+#include <string>
+
+#include "engine/pair_entry.hpp"
+#include "expr/declared_system.hpp"
+
+namespace tether {
+
+// What the library compiled for one (declared system, method) pair exports.
+struct DeclaredPair {
+  PairEntry entry;
+  void (*check)(const RunConfig&) = nullptr;  // explicit states against the manifold (engine/pair_entry.hpp's check_system)
+};
+
+// The pair's library: loaded from the cache, or compiled first. Errors are
+// ConfigErrors at system.declare: no compiler, a compiler failure (the
+// generated source and the compiler's messages are kept; the message says
+// where), a library that does not load.
+const DeclaredPair& declared_pair(const DeclaredSystem& d, int method);
+
+// The source compiled for the pair (tests; `tether` keeps it beside the library).
+std::string declared_pair_source(const DeclaredSystem& d, int method);
+
+}  // namespace tether

@@ -1,0 +1,212 @@
+// Systems declared in a config, through the tether command: compiled when
+// first used (src/expr/compiled_pair.hpp), the same trajectories as the
+// built-in system they spell out, a cache that a second run loads, that a
+// damaged entry does not fool and that two runs at once fill once, and bad
+// declarations refused before anything is compiled or written.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstdlib>
+#include <future>
+
+#include "cli/cli_fixture.hpp"
+
+namespace tether::test {
+namespace {
+
+// The spherical pendulum written as expressions, with its built-in twin.
+json declared_pendulum() {
+  return json::parse(R"json({
+    "declare": {
+      "name": "my_pendulum",
+      "coordinates": ["x", "y", "z"],
+      "mass": 1.5,
+      "parameters": {"m": 1.5, "g": 9.81, "L": 0.7},
+      "definitions": {"r2": "x^2 + y^2 + z^2"},
+      "potential": "m * g * z",
+      "constraints": ["(r2 - L^2) / (2 * L)"],
+      "length_scale": "L",
+      "energy_scale": "m * g * L"},
+    "parameters": {"g": 3.7}})json");
+}
+
+json pendulum_run(const json& system, const std::string& backend) {
+  json c = base_config();
+  c["system"] = system;
+  c["method"]["steps"] = 200;
+  c["ensemble"] = json::parse(R"json({"size": 64, "seed": 3, "initial": {"sampler": "around", "q": [0.42, 0, -0.56],
+                                   "p": [0, 1, 0.2], "position_spread": 0.05, "momentum_spread": 0.3}})json");
+  c["backend"] = backend;
+  return c;
+}
+
+json builtin_pendulum() {
+  return {{"name", "spherical_pendulum"}, {"parameters", {{"mass", 1.5}, {"gravity", 3.7}, {"length", 0.7}}}};
+}
+
+// The largest difference between two final.csv files of the same ids and
+// statuses, relative to the value where it is above 1 (momenta of 50).
+double max_difference(const std::string& a, const std::string& b) {
+  const auto la = lines(a), lb = lines(b);
+  EXPECT_EQ(la.size(), lb.size());
+  EXPECT_EQ(la.at(0), lb.at(0));
+  double worst = 0;
+  for (std::size_t i = 1; i < std::min(la.size(), lb.size()); ++i) {
+    const auto ra = split(la[i], ','), rb = split(lb[i], ',');
+    EXPECT_EQ(ra.back(), rb.back()) << "status of row " << i;
+    for (std::size_t k = 0; k + 1 < ra.size(); ++k) {
+      const double x = std::stod(ra[k]), y = std::stod(rb[k]);
+      worst = std::max(worst, std::abs(x - y) / std::max(1.0, std::abs(x)));
+    }
+  }
+  return worst;
+}
+
+// The suite's cache (CliTest), unless a test needs its own.
+class Declared : public CliTest {
+ protected:
+  bool compiled(const Cli& r) const { return r.err.find("tether: compiling") != std::string::npos; }
+};
+
+TEST_F(Declared, ThePendulumDeclaredRunsAsTheBuiltInOneOnEveryHostBackend) {
+  for (const std::string backend : {"cpu", "reference"}) {
+    const Cli mine = run(write("mine.json", pendulum_run(declared_pendulum(), backend)), dir_ / ("mine_" + backend));
+    ASSERT_EQ(mine.code, 0) << mine.err;
+    const Cli theirs = run(write("theirs.json", pendulum_run(builtin_pendulum(), backend)), dir_ / ("theirs_" + backend));
+    ASSERT_EQ(theirs.code, 0) << theirs.err;
+    EXPECT_LT(max_difference(read_file(dir_ / ("mine_" + backend) / "final.csv"),
+                             read_file(dir_ / ("theirs_" + backend) / "final.csv")),
+              1e-12)
+        << backend;
+    const json s = json::parse(read_file(dir_ / ("mine_" + backend) / "summary.json"));
+    EXPECT_EQ(s["system"], "my_pendulum");
+    EXPECT_LT(s["max_constraint_violation"].get<double>(), 1e-10);
+  }
+}
+
+TEST_F(Declared, ASecondRunLoadsTheCompiledPairAndADamagedOneIsRebuilt) {
+  ::setenv("TETHER_CACHE_DIR", (dir_ / "cache").c_str(), 1);
+  const fs::path cfg = write("c.json", pendulum_run(declared_pendulum(), "cpu"));
+  const Cli first = run(cfg, dir_ / "a");
+  ASSERT_EQ(first.code, 0) << first.err;
+  EXPECT_TRUE(compiled(first)) << first.err;
+  const Cli second = run(cfg, dir_ / "b");
+  ASSERT_EQ(second.code, 0) << second.err;
+  EXPECT_FALSE(compiled(second)) << second.err;
+  EXPECT_EQ(read_file(dir_ / "a" / "final.csv"), read_file(dir_ / "b" / "final.csv"));
+  // Every process prints the same source (GiNaC's term order varies with
+  // addresses, tether's does not): none compiles again.
+  for (int k = 0; k < 6; ++k) {
+    const Cli again = run(cfg, dir_ / ("again" + std::to_string(k)));
+    ASSERT_EQ(again.code, 0) << again.err;
+    EXPECT_FALSE(compiled(again)) << "process " << k << " printed another source: " << again.err;
+  }
+
+  // One flipped byte in the library: its seal fails, it is compiled again.
+  fs::path so;
+  for (const auto& e : fs::recursive_directory_iterator(dir_ / "cache"))
+    if (e.path().filename() == "pair.so") so = e.path();
+  ASSERT_FALSE(so.empty());
+  std::string bytes = read_file(so);
+  bytes[bytes.size() / 2] ^= 0x10;
+  std::ofstream(so, std::ios::binary) << bytes;
+  const Cli third = run(cfg, dir_ / "c");
+  ASSERT_EQ(third.code, 0) << third.err;
+  EXPECT_TRUE(compiled(third)) << third.err;
+  EXPECT_EQ(read_file(dir_ / "a" / "final.csv"), read_file(dir_ / "c" / "final.csv"));
+}
+
+TEST_F(Declared, TwoRunsAtOnceCompileThePairOnceAndBothSucceed) {
+  ::setenv("TETHER_CACHE_DIR", (dir_ / "cache").c_str(), 1);
+  json c = pendulum_run(declared_pendulum(), "cpu");
+  c["method"]["name"] = "shake";  // a pair no other test compiles in this cache
+  const fs::path cfg = write("c.json", c);
+  const auto one = [&](const std::string& name) {
+    const fs::path err = dir_ / (name + ".stderr");
+    const std::string cmd = quote(TETHER_BINARY) + " run " + quote(cfg) + " --out " + quote(dir_ / name) +
+                            " --quiet 2>" + quote(err);
+    const int rc = std::system(cmd.c_str());
+    return std::pair{rc != -1 && WIFEXITED(rc) ? WEXITSTATUS(rc) : -1, read_file(err)};
+  };
+  auto a = std::async(std::launch::async, one, "a");
+  auto b = std::async(std::launch::async, one, "b");
+  const auto [code_a, err_a] = a.get();
+  const auto [code_b, err_b] = b.get();
+  EXPECT_EQ(code_a, 0) << err_a;
+  EXPECT_EQ(code_b, 0) << err_b;
+  const int compiles = int(err_a.find("tether: compiling") != std::string::npos) +
+                       int(err_b.find("tether: compiling") != std::string::npos);
+  EXPECT_EQ(compiles, 1) << err_a << "\n" << err_b;
+  EXPECT_EQ(read_file(dir_ / "a" / "final.csv"), read_file(dir_ / "b" / "final.csv"));
+}
+
+// A molecule no built-in system covers, configs/water.json: a rigid
+// three-site water (three distances held) turning in a field.
+TEST_F(Declared, TheRigidWaterOfTheExampleKeepsItsDistancesOnEveryBackend) {
+  json c = json::parse(read_file(fs::path(TETHER_SOURCE_DIR) / "configs" / "water.json"));
+  c["method"]["steps"] = 500;
+  c["ensemble"]["size"] = 16;
+  for (const std::string backend : {"cpu", "reference"}) {
+    c["backend"] = backend;
+    const Cli r = run(write("water.json", c), dir_ / backend);
+    ASSERT_EQ(r.code, 0) << r.err;
+    const json s = json::parse(read_file(dir_ / backend / "summary.json"));
+    EXPECT_EQ(s["system"], "water");
+    EXPECT_LT(s["max_constraint_violation"].get<double>(), 1e-10) << backend;
+    EXPECT_LT(s["max_relative_energy_error"].get<double>(), 1e-3) << backend;
+  }
+  // The reference backend solves each step by its own Newton on the residual,
+  // to the tolerance: the bound of the built-in pairs' agreement (test_backends).
+  EXPECT_LT(max_difference(read_file(dir_ / "cpu" / "final.csv"), read_file(dir_ / "reference" / "final.csv")), 1e-10);
+}
+
+// Bad declarations: one line naming the JSON path (and the position in the
+// expression), exit 2, nothing compiled and nothing written.
+TEST_F(Declared, BadDeclarationsAreRefusedBeforeAnythingIsCompiledOrWritten) {
+  ::setenv("TETHER_CACHE_DIR", (dir_ / "cache").c_str(), 1);
+  struct Bad {
+    std::string name;
+    std::function<void(json&)> edit;
+    std::string message;
+  };
+  const std::vector<Bad> cases = {
+      {"a syntax error", [](json& c) { c["system"]["declare"]["potential"] = "m * g * (z"; },
+       "config error at system.declare.potential"},
+      {"an unknown symbol", [](json& c) { c["system"]["declare"]["potential"] = "m * h * z"; },
+       "system.declare.potential: unknown symbol \"h\" at position 5"},
+      {"code in an expression",
+       [](json& c) { c["system"]["declare"]["potential"] = "z); system(\"touch /tmp/tether_pwned\"); (z"; },
+       "system.declare.potential"},
+      {"code in a name", [](json& c) { c["system"]["declare"]["name"] = "x\"; int main(){}"; }, "system.declare.name"},
+      {"an unknown parameter", [](json& c) { c["system"]["parameters"] = {{"h", 1}}; }, "system.parameters.h"},
+      {"a name and a declaration", [](json& c) { c["system"]["name"] = "spherical_pendulum"; }, "system.name"},
+      {"a thermal start", [](json& c) { c["ensemble"]["initial"] = {{"sampler", "thermal"}, {"temperature", 1}}; },
+       "a declared system, does not have"},
+      {"a method of another family", [](json& c) { c["method"]["name"] = "gauss_legendre"; },
+       "does not apply to my_pendulum"},
+  };
+  for (const Bad& b : cases) {
+    json c = pendulum_run(declared_pendulum(), "cpu");
+    b.edit(c);
+    const Cli r = run(write("bad.json", c), dir_ / "out");
+    EXPECT_EQ(r.code, 2) << b.name << ": " << r.err;
+    EXPECT_NE(one_error_line(r).find(b.message), std::string::npos) << b.name << ": " << r.err;
+    EXPECT_FALSE(fs::exists(dir_ / "out")) << b.name;
+    EXPECT_FALSE(fs::exists(dir_ / "cache")) << b.name << ": compiled something";
+  }
+  EXPECT_FALSE(fs::exists("/tmp/tether_pwned"));
+}
+
+// Explicit states are checked against the declared manifold before anything is written.
+TEST_F(Declared, StatesOffTheManifoldAreRefusedAtTheirPath) {
+  json c = pendulum_run(declared_pendulum(), "cpu");
+  c["ensemble"] = states_ensemble(json::parse(R"json([{"q": [0.42, 0, -0.56], "p": [0, 1, 0]},
+                                                  {"q": [0.5, 0, -0.56], "p": [0, 1, 0]}])json"));
+  const Cli r = run(write("c.json", c), dir_ / "out");
+  EXPECT_EQ(r.code, 2) << r.err;
+  EXPECT_NE(r.err.find("ensemble.initial.states[1]"), std::string::npos) << r.err;
+  EXPECT_FALSE(fs::exists(dir_ / "out"));
+}
+
+}  // namespace
+}  // namespace tether::test
