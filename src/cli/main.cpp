@@ -649,16 +649,23 @@ void do_list(bool as_json) {
     std::printf("  %-22s %s: %s  [%s]\n", s.name.c_str(), head.c_str(), s.description.c_str(), s.citation.c_str());
   }
   {
-    std::vector<std::string> names;
-    for (int m : tether::declared_system_info("", 0, {}).methods)
-      if (std::find(names.begin(), names.end(), method_infos()[std::size_t(m)].name) == names.end())
-        names.push_back(method_infos()[std::size_t(m)].name);
-    std::string functions, methods;
+    const auto methods_of = [](tether::Family family) {
+      std::string list;
+      std::vector<std::string> names;
+      for (int m : tether::declared_system_info("", family, 0, {}).methods)
+        if (std::find(names.begin(), names.end(), method_infos()[std::size_t(m)].name) == names.end()) {
+          names.push_back(method_infos()[std::size_t(m)].name);
+          list += (list.size() ? ", " : "") + names.back();
+        }
+      return list;
+    };
+    std::string functions;
     for (const auto& f : tether::declared_functions()) functions += (functions.empty() ? "" : ", ") + f;
-    for (const auto& n : names) methods += (methods.empty() ? "" : ", ") + n;
-    std::printf("  %-22s holonomic, yours: coordinates, mass, V(q) and g(q) as expressions of numbers, parameters, "
-                "+ - * / ^ and %s, compiled when first used (README, \"Your own system\"); methods: %s\n",
-                "system.declare", functions.c_str(), methods.c_str());
+    std::printf("  %-22s yours, compiled when first used (README, \"Your own system\"): expressions of numbers, "
+                "parameters, + - * / ^ and %s; holonomic: coordinates, mass, V(q), g(q) (%s); nonholonomic: a frame "
+                "X_i(q) and V(q), H = 1/2 sum <p, X_i>^2 + V (%s)\n",
+                "system.declare", functions.c_str(), methods_of(tether::Family::holonomic).c_str(),
+                methods_of(tether::Family::nonholonomic).c_str());
   }
   for (const tether::Family family : tether::all_families) {
     std::printf("methods for %s systems:\n", tether::family_name(family));

@@ -6,6 +6,7 @@
 // compiles a generated type and checks it pairs with exactly these methods.
 #include "tether/core/parameters.hpp"
 #include "tether/core/small_solve.hpp"
+#include "tether/systems/generalized_hamiltonian.hpp"
 
 namespace tether {
 
@@ -36,6 +37,26 @@ struct DeclaredInterface {
   Vec<2> sqrt_mass_times(const Vec<2>& v) const;
   Real length_scale() const;
   Real energy_scale() const;
+};
+
+// A system declared by its frame (index-1, canonical form): three coordinates, two fields.
+struct DeclaredFrameInterface {
+  static constexpr const char* name = "declared_frame";
+  static constexpr const char* description = "a system declared in a config";
+  static constexpr const char* citation = "declared by its user";
+  static constexpr Form form = Form::canonical;
+  static constexpr int dof = 3;
+  static constexpr int multiplier_count = 0;
+  static constexpr int frame_size = 2;
+  struct Parameters {
+    template <class V>
+    void describe(V&) {}
+  };
+  Parameters prm;
+  template <class T>
+  void frame(const Arr<T, 3>& q, T (&x)[2][3]) const;
+  template <class T>
+  T potential(const Arr<T, 3>& q) const;
 };
 
 }  // namespace tether

@@ -41,6 +41,7 @@ struct DeclaredSystem::Symbolic {
   GiNaC::ex potential, length_scale, energy_scale;
   std::vector<GiNaC::ex> gradient, constraints;
   std::vector<std::vector<GiNaC::ex>> jacobian;           // dg_i/dq_j
+  std::vector<std::vector<GiNaC::ex>> frame;              // X_i's components along dq_j (index-1 systems)
 };
 
 namespace {
@@ -279,10 +280,19 @@ DeclaredSystem parse_declared_system(const nlohmann::json& j, const std::string&
   if (!j.is_object()) throw ConfigError(path, "must be an object");
   const auto key = [&](const std::string& k) { return path + "." + k; };
   static const std::set<std::string> known = {"name",        "coordinates", "dof",          "mass",        "parameters",
-                                              "definitions", "potential",   "constraints", "length_scale", "energy_scale"};
+                                              "definitions", "potential",   "constraints", "length_scale", "energy_scale",
+                                              "frame"};
   for (const auto& [k, v] : j.items())
     if (!known.count(k)) throw ConfigError(key(k), "unknown key (known: name, coordinates or dof, mass, parameters, "
-                                                   "definitions, potential, constraints, length_scale, energy_scale)");
+                                                   "definitions, potential, constraints, length_scale, energy_scale, "
+                                                   "frame)");
+  // A frame declares an index-1 sub-Riemannian system, H = 1/2 sum <p, X_i(q)>^2 + V(q) (LJM12 §6.2):
+  // no constraints, no mass matrix and no scales (its relative errors are against its own energy).
+  const bool framed = j.contains("frame");
+  if (framed)
+    for (const char* k : {"constraints", "mass", "length_scale", "energy_scale"})
+      if (j.contains(k))
+        throw ConfigError(key(k), "does not apply to a system declared by its frame (H = 1/2 sum <p, X_i(q)>^2 + V)");
   DeclaredSystem d;
   auto s = std::make_shared<DeclaredSystem::Symbolic>();
 
@@ -384,14 +394,33 @@ DeclaredSystem parse_declared_system(const nlohmann::json& j, const std::string&
   };
 
   s->potential = j.contains("potential") ? expression(j["potential"], key("potential")) : GiNaC::ex(0);
-  if (!j.contains("constraints") || !j["constraints"].is_array() || j["constraints"].empty())
-    throw ConfigError(key("constraints"), "must be an array of at least one expression g_i(q) (= 0 on the manifold)");
-  if (j["constraints"].size() >= n)
-    throw ConfigError(key("constraints"), "holds " + std::to_string(j["constraints"].size()) + " constraints for " +
-                                              std::to_string(n) + " coordinates: fewer constraints than coordinates, "
-                                              "or nothing is left to move");
-  for (std::size_t i = 0; i < j["constraints"].size(); ++i)
-    s->constraints.push_back(expression(j["constraints"][i], key("constraints") + "[" + std::to_string(i) + "]"));
+  if (framed) {
+    const auto& f = j["frame"];
+    if (!f.is_array() || f.empty() || f.size() > n)
+      throw ConfigError(key("frame"), "must be an array of 1 to " + std::to_string(n) + " vector fields X_i(q), each "
+                                      "an array of its " + std::to_string(n) + " components");
+    for (std::size_t i = 0; i < f.size(); ++i) {
+      const std::string where = key("frame") + "[" + std::to_string(i) + "]";
+      if (!f[i].is_array() || f[i].size() != n)
+        throw ConfigError(where, "must be an array of " + std::to_string(n) + " components (one per coordinate)");
+      std::vector<GiNaC::ex> field;
+      for (std::size_t c = 0; c < n; ++c)
+        field.push_back(expression(f[i][c], where + "[" + std::to_string(c) + "]"));
+      s->frame.push_back(field);
+    }
+    d.frame_size = int(f.size());
+  }
+  if (!framed) {
+    if (!j.contains("constraints") || !j["constraints"].is_array() || j["constraints"].empty())
+      throw ConfigError(key("constraints"), "must be an array of at least one expression g_i(q) (= 0 on the manifold), "
+                                            "or give a \"frame\" for a sub-Riemannian system");
+    if (j["constraints"].size() >= n)
+      throw ConfigError(key("constraints"), "holds " + std::to_string(j["constraints"].size()) + " constraints for " +
+                                                std::to_string(n) + " coordinates: fewer constraints than coordinates, "
+                                                "or nothing is left to move");
+    for (std::size_t i = 0; i < j["constraints"].size(); ++i)
+      s->constraints.push_back(expression(j["constraints"][i], key("constraints") + "[" + std::to_string(i) + "]"));
+  }
 
   // Mass: a number or one per coordinate.
   d.mass.assign(n, 1.0);
@@ -440,12 +469,16 @@ DeclaredSystem parse_declared_system(const nlohmann::json& j, const std::string&
   }
   for (const auto& [k, e] : {std::pair{"length_scale", &s->length_scale}, std::pair{"energy_scale", &s->energy_scale}})
     check_printable(*e, parameter_names, key(k), "a value");
+  for (std::size_t i = 0; i < s->frame.size(); ++i)
+    for (std::size_t c = 0; c < n; ++c)
+      check_printable(s->frame[i][c], parameter_names,
+                      key("frame") + "[" + std::to_string(i) + "][" + std::to_string(c) + "]", "a value");
   d.potential = printed(s->potential);
   for (const auto& g : s->constraints) d.constraints.push_back(printed(g));
   d.symbolic = s;
   ListParameters schema;
   ParameterList{d.parameters}.describe(schema);
-  d.info = declared_system_info(d.name, int(n), schema.out);
+  d.info = declared_system_info(d.name, framed ? Family::nonholonomic : Family::holonomic, int(n), schema.out);
   return d;
 }
 
@@ -468,22 +501,38 @@ std::string DeclaredSystem::source(const std::string& type_name) const {
   const std::string N = std::to_string(n), K = std::to_string(k);
   std::ostringstream o;
   o << "// Generated by tether from the declaration of \"" << name << "\" (src/expr/declared_system.cpp).\n"
-    << "#include \"tether/core/parameters.hpp\"\n#include \"tether/core/small_solve.hpp\"\n#include <cmath>\n\n"
-    << "namespace tether {\n\n"
+    << "#include \"tether/core/dual.hpp\"\n#include \"tether/core/parameters.hpp\"\n"
+    << "#include \"tether/core/small_solve.hpp\"\n#include \"tether/systems/generalized_hamiltonian.hpp\"\n"
+    << "#include <cmath>\n\nnamespace tether {\n\n"
     << "struct " << type_name << " {\n"
     << "  static constexpr const char* name = \"" << name << "\";\n"
     << "  static constexpr const char* description = \"a system declared in a config\";\n"
     << "  static constexpr const char* citation = \"declared by its user\";\n"
-    << "  static constexpr int dof = " << N << ";\n"
-    << "  static constexpr int constraint_count = " << K << ";\n"
-    << "  using Gram = DenseMatrix<" << K << ">;\n\n"
-    << "  struct Parameters {\n";
+    << "  static constexpr int dof = " << N << ";\n";
+  if (frame_size > 0) {
+    o << "  static constexpr Form form = Form::canonical;  // H = 1/2 sum <p, X_i(q)>^2 + V (LJM12 §6.2)\n"
+      << "  static constexpr int multiplier_count = 0;\n"
+      << "  static constexpr int frame_size = " << frame_size << ";\n\n";
+  } else {
+    o << "  static constexpr int constraint_count = " << K << ";\n"
+      << "  using Gram = DenseMatrix<" << K << ">;\n\n";
+  }
+  o << "  struct Parameters {\n";
   for (const auto& [p, value] : parameters) o << "    Real p_" << p << " = " << number(value) << ";\n";
   o << "    template <class V>\n    void describe(V& v) {\n";
   for (const auto& [p, value] : parameters)
     o << "      v.real(\"" << p << "\", p_" << p << ", Range::any(), \"a declared parameter\");\n";
   o << "      (void)v;\n    }\n  };\n  Parameters prm;\n\n";
   const auto body = [&](const GiNaC::ex& e) { return printed(e); };
+  if (frame_size > 0) {  // any scalar T: the methods differentiate with dual numbers
+    o << "  template <class T>\n  TETHER_HD void frame(const Arr<T, " << N << ">& q, T (&x)[" << frame_size << "][" << N
+      << "]) const {\n    (void)q;\n";
+    for (int i = 0; i < frame_size; ++i)
+      for (std::size_t c = 0; c < n; ++c) o << "    x[" << i << "][" << c << "] = T(" << body(s.frame[i][c]) << ");\n";
+    o << "  }\n  template <class T>\n  TETHER_HD T potential(const Arr<T, " << N
+      << ">& q) const {\n    (void)q;\n    return T(" << body(s.potential) << ");\n  }\n};\n\n}  // namespace tether\n";
+    return o.str();
+  }
   // The step functions take any scalar T (Real, or Lanes<W> on the cpu
   // backend, core/lanes.hpp) where the Gram matrix allows it; each value is
   // made a T, so that expressions of the parameters alone fit too.
@@ -597,14 +646,25 @@ std::vector<Real> DeclaredSystem::constraints_at(const std::vector<Real>& q) con
   return r;
 }
 
-std::vector<std::vector<Real>> DeclaredSystem::jacobian_at(const std::vector<Real>& q) const {
-  const GiNaC::exmap at = values_at(*symbolic, q);
+namespace {
+
+std::vector<std::vector<Real>> evaluated(const std::vector<std::vector<GiNaC::ex>>& rows, const GiNaC::exmap& at) {
   std::vector<std::vector<Real>> r;
-  for (const auto& row : symbolic->jacobian) {
+  for (const auto& row : rows) {
     r.emplace_back();
     for (const auto& e : row) r.back().push_back(evaluate(e, at));
   }
   return r;
+}
+
+}  // namespace
+
+std::vector<std::vector<Real>> DeclaredSystem::jacobian_at(const std::vector<Real>& q) const {
+  return evaluated(symbolic->jacobian, values_at(*symbolic, q));
+}
+
+std::vector<std::vector<Real>> DeclaredSystem::frame_at(const std::vector<Real>& q) const {
+  return evaluated(symbolic->frame, values_at(*symbolic, q));
 }
 
 }  // namespace tether

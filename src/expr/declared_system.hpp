@@ -1,20 +1,20 @@
 #pragma once
-// A holonomic system its user declares in a config instead of writing C++:
-// named coordinates, a constant mass, the potential
-// V(q) and the constraints g(q) as expressions over them and named
-// parameters, with intermediate definitions. GiNaC (a Debian package) parses
+// A system its user declares in a config instead of writing C++. Holonomic:
+// named coordinates, a constant mass, the potential V(q) and the constraints
+// g(q) as expressions over them and named parameters, with intermediate
+// definitions. Index-1 sub-Riemannian: an orthonormal frame X_i(q) and V(q),
+// H = 1/2 sum <p, X_i(q)>^2 + V (LJM12 §6.2). GiNaC (a Debian package) parses
 // the expressions and differentiates them exactly; the result is the C++
 // source of a system type with the interface of the built-in ones
-// (core/families.hpp, HolonomicSystem), which a later step compiles when the
-// system is first used.
+// (core/families.hpp: HolonomicSystem, or Index1System as systems/heisenberg.hpp,
+// whose derivatives the methods take with dual numbers), which
+// expr/compiled_pair.hpp compiles when the system is first used.
 //
 // Expressions are data, never code: every expression is first read by a
 // lexer that admits only the grammar's tokens (numbers, the declared names,
 // the functions below, + - * / ^ ( ) ,) and says where the first other one
 // is; names are identifiers that become C++ names only with a prefix, and the
 // source is printed from the parsed expressions, never copied from the text.
-// Where this build has no GiNaC, declared_system_unavailable.cpp refuses
-// every declaration with what to install.
 #include <memory>
 #include <nlohmann/json.hpp>
 #include <string>
@@ -38,6 +38,7 @@ struct DeclaredSystem {
   // (for the cache key and for messages).
   std::string potential;
   std::vector<std::string> constraints;
+  int frame_size = 0;  // the frame's vector fields; 0: a holonomic system
   Real length_scale = 1, energy_scale = 1;
   SystemInfo info;  // as the registry lists it (declared_system_info)
   // The C++ source of the system type (a struct named `type_name` in
@@ -52,6 +53,7 @@ struct DeclaredSystem {
   std::vector<Real> gradient_at(const std::vector<Real>& q) const;
   std::vector<Real> constraints_at(const std::vector<Real>& q) const;
   std::vector<std::vector<Real>> jacobian_at(const std::vector<Real>& q) const;  // dg_i/dq_j
+  std::vector<std::vector<Real>> frame_at(const std::vector<Real>& q) const;     // X_i's components
 
   struct Symbolic;  // the GiNaC expressions (declared_system.cpp)
   std::shared_ptr<const Symbolic> symbolic;

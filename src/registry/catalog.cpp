@@ -163,18 +163,20 @@ nlohmann::json system_parameter_values(const SystemInfo& info, const nlohmann::j
   return values;
 }
 
-SystemInfo declared_system_info(const std::string& name, int dof, const nlohmann::ordered_json& parameters) {
-  static const std::vector<int> methods = Tables::methods_of<DeclaredInterface>();
+SystemInfo declared_system_info(const std::string& name, Family family, int dof,
+                                const nlohmann::ordered_json& parameters) {
+  static const std::vector<int> holonomic = Tables::methods_of<DeclaredInterface>();
+  static const std::vector<int> index1 = Tables::methods_of<DeclaredFrameInterface>();
   SystemInfo info;
   info.name = name;
   info.description = "a system declared in the config";
   info.citation = "declared by its user";
-  info.family = Family::holonomic;
+  info.family = family;
   info.dof = dof;
-  info.reversed_by_momentum_flip = true;  // H = p^T M^-1 p / 2 + V(q)
-  info.samples_configurations = false;
+  info.reversed_by_momentum_flip = true;  // H even in p: p^T M^-1 p / 2 + V, or 1/2 sum <p, X_i>^2 + V
+  info.samples_configurations = family != Family::holonomic;  // none of its own; index-1 systems need none
   info.parameters = parameters;
-  info.methods = methods;
+  info.methods = family == Family::holonomic ? holonomic : index1;
   return info;
 }
 
@@ -285,12 +287,14 @@ nlohmann::ordered_json catalog_json() {
   }
   // What a config may declare (system.declare; README, "Your own system").
   nlohmann::ordered_json declared;
-  declared["family"] = family_name(Family::holonomic);
   declared["functions"] = declared_functions();
-  declared["methods"] = nlohmann::ordered_json::array();
-  for (int m : declared_system_info("", 0, {}).methods) {
-    const MethodInfo& mi = method_infos()[std::size_t(m)];
-    declared["methods"].push_back(mi.variant.key.empty() ? mi.name : mi.name + " " + mi.variant.label());
+  for (const Family family : {Family::holonomic, Family::nonholonomic}) {
+    nlohmann::ordered_json methods = nlohmann::ordered_json::array();
+    for (int m : declared_system_info("", family, 0, {}).methods) {
+      const MethodInfo& mi = method_infos()[std::size_t(m)];
+      methods.push_back(mi.variant.key.empty() ? mi.name : mi.name + " " + mi.variant.label());
+    }
+    declared[family_name(family)] = {{"methods", methods}};
   }
   j["declared"] = declared;
   j["methods"] = nlohmann::ordered_json::array();

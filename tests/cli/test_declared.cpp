@@ -8,6 +8,8 @@
 #include <cmath>
 #include <cstdlib>
 #include <future>
+#include <map>
+#include <tuple>
 
 #include "cli/cli_fixture.hpp"
 
@@ -158,6 +160,88 @@ TEST_F(Declared, TheRigidWaterOfTheExampleKeepsItsDistancesOnEveryBackend) {
   // The reference backend solves each step by its own Newton on the residual,
   // to the tolerance: the bound of the built-in pairs' agreement (test_backends).
   EXPECT_LT(max_difference(read_file(dir_ / "cpu" / "final.csv"), read_file(dir_ / "reference" / "final.csv")), 1e-10);
+}
+
+// The Heisenberg group declared by its frame runs and shoots as the built-in
+// heisenberg does: the same type up to the order of its arithmetic.
+TEST_F(Declared, TheHeisenbergFrameDeclaredRunsAndShootsAsTheBuiltInOne) {
+  const json declared = json::parse(R"json({"declare": {"name": "my_heisenberg", "coordinates": ["x", "y", "z"],
+                                                       "frame": [[1, 0, "-y/2"], [0, 1, "x/2"]]}})json");
+  json run_config = json::parse(read_file(fs::path(TETHER_SOURCE_DIR) / "configs" / "heisenberg.json"));
+  run_config["method"]["stages"] = 2;  // the pair the shots compile too
+  run_config["ensemble"]["size"] = 64;
+  run_config["backend"] = "cpu";
+  json shoot_config = json::parse(read_file(fs::path(TETHER_SOURCE_DIR) / "configs" / "heisenberg_sphere.json"));
+  shoot_config["shoot"]["targets"]["grid"]["count"] = {5, 1, 5};
+  shoot_config.erase("output");
+  shoot_config["backend"] = "cpu";
+  for (const auto& [kind, theirs_system] : {std::pair{"mine", declared}, std::pair{"theirs", json{{"name", "heisenberg"}}}}) {
+    run_config["system"] = theirs_system;
+    shoot_config["system"] = theirs_system;
+    const Cli r = run(write(std::string(kind) + "_run.json", run_config), dir_ / (std::string(kind) + "_run"));
+    ASSERT_EQ(r.code, 0) << r.err;
+    const Cli s = tether("shoot " + quote(write(std::string(kind) + "_shoot.json", shoot_config)) + " --out " +
+                         quote(dir_ / (std::string(kind) + "_shoot")) + " --quiet");
+    ASSERT_EQ(s.code, 0) << s.err;
+  }
+  EXPECT_LT(max_difference(read_file(dir_ / "mine_run" / "final.csv"), read_file(dir_ / "theirs_run" / "final.csv")),
+            1e-12);
+  const auto mine = lines(read_file(dir_ / "mine_shoot" / "shots.csv"));
+  const auto theirs = lines(read_file(dir_ / "theirs_shoot" / "shots.csv"));
+  ASSERT_EQ(mine.size(), theirs.size());
+  ASSERT_EQ(mine.size(), 26u);
+  const auto header = split(mine[0], ',');
+  const auto column = [&](const std::string& name) {
+    return std::size_t(std::find(header.begin(), header.end(), name) - header.begin());
+  };
+  for (std::size_t i = 1; i < mine.size(); ++i) {
+    const auto a = split(mine[i], ','), b = split(theirs[i], ',');
+    EXPECT_EQ(a[column("status")], b[column("status")]) << "target " << i - 1;
+    EXPECT_NEAR(std::stod(a[column("length")]), std::stod(b[column("length")]), 1e-12) << "target " << i - 1;
+  }
+}
+
+// SE(2) with X1 = cos(theta) dx + sin(theta) dy, X2 = dtheta, configs/se2.json,
+// which no built-in system covers. Every target is reached; a target on the
+// x axis is reached by the straight line (the projection of a horizontal
+// curve onto the plane is no longer than the curve), so its distance is x;
+// the reflection (x, y, theta) -> (x, -y, -theta) keeps the structure, so
+// mirrored targets are equally far.
+TEST_F(Declared, SE2GeodesicsReachEveryTargetWithTheKnownLengths) {
+  json c = json::parse(read_file(fs::path(TETHER_SOURCE_DIR) / "configs" / "se2.json"));
+  c["backend"] = "cpu";
+  const Cli r = tether("shoot " + quote(write("se2.json", c)) + " --out " + quote(dir_ / "out") + " --quiet");
+  ASSERT_EQ(r.code, 0) << r.err;
+  const json s = json::parse(read_file(dir_ / "out" / "summary.json"));
+  EXPECT_EQ(s["converged"], s["targets"]);
+  const auto rows = lines(read_file(dir_ / "out" / "shots.csv"));
+  const auto header = split(rows.at(0), ',');
+  const auto column = [&](const std::string& name) {
+    return std::size_t(std::find(header.begin(), header.end(), name) - header.begin());
+  };
+  // Targets by their grid coordinates in millionths (the grid's sums round in the last bit).
+  const auto micro = [](const std::string& v) { return std::llround(std::stod(v) * 1e6); };
+  std::map<std::tuple<long long, long long, long long>, double> length;
+  for (std::size_t i = 1; i < rows.size(); ++i) {
+    const auto f = split(rows[i], ',');
+    length[{micro(f[column("q1_0")]), micro(f[column("q1_1")]), micro(f[column("q1_2")])}] =
+        std::stod(f[column("length")]);
+  }
+  ASSERT_EQ(length.size(), 125u);
+  int on_axis = 0, mirrored = 0;
+  for (const auto& [target, l] : length) {
+    const auto [x, y, theta] = target;
+    if (y == 0 && theta == 0) {
+      EXPECT_NEAR(l, double(x) * 1e-6, 1e-10) << "target (" << x << "e-6, 0, 0)";
+      ++on_axis;
+    }
+    if (const auto m = length.find({x, -y, -theta}); m != length.end() && (y != 0 || theta != 0)) {
+      EXPECT_NEAR(l, m->second, 1e-9) << "target (" << x << ", " << y << ", " << theta << ") e-6";
+      ++mirrored;
+    }
+  }
+  EXPECT_EQ(on_axis, 5);
+  EXPECT_EQ(mirrored, 120);
 }
 
 // Bad declarations: one line naming the JSON path (and the position in the

@@ -7,6 +7,7 @@
 #include <cmath>
 
 #include "holonomic_cases.hpp"
+#include "tether/core/dual.hpp"
 #include "tether/core/lanes.hpp"
 #include "tether/ensemble/advance.hpp"
 #include "tether/methods/constrained_midpoint.hpp"
@@ -107,6 +108,53 @@ Real lanes_against_alone(const S& sys, const std::array<PhaseState<S>, W>& x0, R
     }
   }
   return worst;
+}
+
+// The functions a declared system may call: each lane is the C library's
+// value of that lane, and the dual numbers' derivatives are the functions'
+// derivatives (against central differences).
+TEST(Lanes, TheDeclaredFunctionsActLaneByLaneAndDifferentiate) {
+  const Real x[W] = {0.3, -0.7, 0.05, 0.9}, y[W] = {1.1, 0.4, -2.0, 0.6};
+  L a, b;
+  for (int l = 0; l < W; ++l) a.v[l] = x[l], b.v[l] = y[l];
+  using F = Real (*)(Real);
+  const std::pair<L (*)(const L&), F> unary[] = {
+      {&simd::sin<W>, &::sin},   {&simd::cos<W>, &::cos},   {&simd::tan<W>, &::tan},   {&simd::asin<W>, &::asin},
+      {&simd::acos<W>, &::acos}, {&simd::atan<W>, &::atan}, {&simd::sinh<W>, &::sinh}, {&simd::cosh<W>, &::cosh},
+      {&simd::tanh<W>, &::tanh}, {&simd::exp<W>, &::exp}};
+  for (const auto& [lanes, scalar] : unary) {
+    const L r = lanes(a);
+    for (int l = 0; l < W; ++l) EXPECT_EQ(r.v[l], scalar(x[l]));
+  }
+  const L logs = simd::log(b * b), powers = simd::pow(b * b, a), angles = simd::atan2(a, b);
+  for (int l = 0; l < W; ++l) {
+    EXPECT_EQ(logs.v[l], std::log(y[l] * y[l]));
+    EXPECT_EQ(powers.v[l], std::pow(y[l] * y[l], x[l]));
+    EXPECT_EQ(angles.v[l], std::atan2(x[l], y[l]));
+  }
+
+  using D = ad::Dual<Real>;
+  const auto check = [](const char* name, D (*f)(const D&), Real at) {
+    const Real h = 1e-6, expected = (primal(f(D(at + h))) - primal(f(D(at - h)))) / (2 * h);
+    EXPECT_NEAR(f(D(at, 1)).d, expected, 1e-8 * (1 + std::abs(expected))) << name << " at " << at;
+  };
+  for (const Real at : {0.3, -0.45}) {
+    check("tan", [](const D& u) { return tan(u); }, at);
+    check("asin", [](const D& u) { return asin(u); }, at);
+    check("acos", [](const D& u) { return acos(u); }, at);
+    check("atan", [](const D& u) { return atan(u); }, at);
+    check("sinh", [](const D& u) { return sinh(u); }, at);
+    check("cosh", [](const D& u) { return cosh(u); }, at);
+    check("tanh", [](const D& u) { return tanh(u); }, at);
+    check("exp", [](const D& u) { return exp(u); }, at);
+    check("log", [](const D& u) { return log(u * u); }, at);
+    check("pow(u, 2.5)", [](const D& u) { return pow(u * u, 2.5); }, at);
+    check("pow(2.5, u)", [](const D& u) { return pow(2.5, u); }, at);
+    check("pow(u, u)", [](const D& u) { return pow(u * u, u); }, at);
+    check("atan2(u, 0.7)", [](const D& u) { return atan2(u, 0.7); }, at);
+    check("atan2(0.7, u)", [](const D& u) { return atan2(0.7, u); }, at);
+    check("atan2(u, u^2 + 1)", [](const D& u) { return atan2(u, u * u + 1.0); }, at);
+  }
 }
 
 TEST(LanesRattle, EachLaneOfAChainIsTheTrajectoryAlone) {

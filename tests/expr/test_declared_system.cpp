@@ -153,6 +153,20 @@ TEST(DeclaredSystem, BadDeclarationsNameThePathAndPosition) {
       {"a definition through itself", [](json& j) { j["definitions"] = {{"a", "b + 1"}, {"b", "2 * a"}}; },
        "system.declare.definitions.a", "refers to itself"},
       {"a wrong mass", [](json& j) { j["mass"] = {1, 2}; }, "system.declare.mass", "an array of 3"},
+      {"a frame and constraints", [](json& j) { j["frame"] = {{1, 0, 0}}; }, "system.declare.constraints",
+       "does not apply to a system declared by its frame"},
+      {"a frame field of the wrong size",
+       [](json& j) {
+         for (const char* k : {"constraints", "mass", "length_scale", "energy_scale"}) j.erase(k);
+         j["frame"] = {{1, 0, 0}, {0, 1}};
+       },
+       "system.declare.frame[1]", "an array of 3 components"},
+      {"a frame that names an unknown symbol",
+       [](json& j) {
+         for (const char* k : {"constraints", "mass", "length_scale", "energy_scale"}) j.erase(k);
+         j["frame"] = {{"cos(w)", 0, 0}};
+       },
+       "system.declare.frame[0][0]", "unknown symbol \"w\""},
       {"a parameter named as a function", [](json& j) { j["parameters"]["sin"] = 1; }, "system.declare.parameters.sin",
        "a function's name"},
       {"a definition named as a function", [](json& j) { j["definitions"]["exp"] = "x"; },
@@ -188,6 +202,11 @@ TEST(DeclaredSystem, TheGeneratedTypeCompilesAndIsTheBuiltInSystem) {
   fs::remove_all(dir);
   fs::create_directories(dir);
   std::ofstream(dir / "declared.hpp") << d.source("MyPendulum");
+  const DeclaredSystem frame = parse_declared_system(
+      json::parse(R"json({"name": "my_heisenberg", "coordinates": ["x", "y", "z"],
+                          "frame": [[1, 0, "-y/2"], [0, 1, "x/2"]]})json"),
+      "system.declare");
+  std::ofstream(dir / "frame.hpp") << frame.source("MyHeisenberg");
   std::ofstream(dir / "main.cpp") << R"src(#include "declared.hpp"
 #include <cstdio>
 #include <random>
@@ -200,6 +219,13 @@ constexpr bool same_methods(TypeList<M...>) {
   return ((MethodFor<M, MyPendulum> == MethodFor<M, DeclaredInterface>) && ...);
 }
 static_assert(same_methods(Methods{}), "a declared type pairs with the methods DeclaredInterface pairs with");
+#include "frame.hpp"
+static_assert(Index1System<MyHeisenberg>, "a declared frame is an index-1 system");
+template <class... M>
+constexpr bool same_frame_methods(TypeList<M...>) {
+  return ((MethodFor<M, MyHeisenberg> == MethodFor<M, DeclaredFrameInterface>) && ...);
+}
+static_assert(same_frame_methods(Methods{}), "a declared frame pairs with the methods DeclaredFrameInterface pairs with");
 int main() {
   MyPendulum d;
   SphericalPendulum s;

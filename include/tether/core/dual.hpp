@@ -116,6 +116,94 @@ TETHER_HD Dual<T> sqrt(const Dual<T>& a) {
   const T r = sqrt(a.v);
   return {r, a.d / (2 * r)};
 }
+// The other functions a declared system's expressions may call
+// (src/expr/declared_system.hpp), by the chain rule.
+template <class T>
+TETHER_HD Dual<T> tan(const Dual<T>& a) {
+  using ::tan;
+  const T t = tan(a.v);
+  return {t, (1 + t * t) * a.d};
+}
+template <class T>
+TETHER_HD Dual<T> asin(const Dual<T>& a) {
+  using ::asin;
+  using ::sqrt;
+  return {asin(a.v), a.d / sqrt(1 - a.v * a.v)};
+}
+template <class T>
+TETHER_HD Dual<T> acos(const Dual<T>& a) {
+  using ::acos;
+  using ::sqrt;
+  return {acos(a.v), -a.d / sqrt(1 - a.v * a.v)};
+}
+template <class T>
+TETHER_HD Dual<T> atan(const Dual<T>& a) {
+  using ::atan;
+  return {atan(a.v), a.d / (1 + a.v * a.v)};
+}
+template <class T>
+TETHER_HD Dual<T> sinh(const Dual<T>& a) {
+  using ::cosh;
+  using ::sinh;
+  return {sinh(a.v), cosh(a.v) * a.d};
+}
+template <class T>
+TETHER_HD Dual<T> cosh(const Dual<T>& a) {
+  using ::cosh;
+  using ::sinh;
+  return {cosh(a.v), sinh(a.v) * a.d};
+}
+template <class T>
+TETHER_HD Dual<T> tanh(const Dual<T>& a) {
+  using ::tanh;
+  const T t = tanh(a.v);
+  return {t, (1 - t * t) * a.d};
+}
+template <class T>
+TETHER_HD Dual<T> exp(const Dual<T>& a) {
+  using ::exp;
+  const T e = exp(a.v);
+  return {e, e * a.d};
+}
+template <class T>
+TETHER_HD Dual<T> log(const Dual<T>& a) {
+  using ::log;
+  return {log(a.v), a.d / a.v};
+}
+// a^b = exp(b log a): d = a^b (b' log a + b a' / a); with a constant exponent, b a^(b-1) a'.
+template <class T>
+TETHER_HD Dual<T> pow(const Dual<T>& a, Real b) {
+  using ::pow;
+  return {pow(a.v, b), b * pow(a.v, b - 1) * a.d};
+}
+template <class T>
+TETHER_HD Dual<T> pow(Real a, const Dual<T>& b) {
+  using ::log;
+  using ::pow;
+  const T r = pow(a, b.v);
+  return {r, r * log(a) * b.d};
+}
+template <class T>
+TETHER_HD Dual<T> pow(const Dual<T>& a, const Dual<T>& b) {
+  using ::log;
+  using ::pow;
+  const T r = pow(a.v, b.v);
+  return {r, r * (b.d * log(a.v) + b.v * a.d / a.v)};
+}
+// atan2(y, x): d = (x y' - y x') / (x^2 + y^2).
+template <class T>
+TETHER_HD Dual<T> atan2(const Dual<T>& y, const Dual<T>& x) {
+  using ::atan2;
+  return {atan2(y.v, x.v), (x.v * y.d - y.v * x.d) / (x.v * x.v + y.v * y.v)};
+}
+template <class T>
+TETHER_HD Dual<T> atan2(const Dual<T>& y, Real x) {
+  return atan2(y, Dual<T>(x));
+}
+template <class T>
+TETHER_HD Dual<T> atan2(Real y, const Dual<T>& x) {
+  return atan2(Dual<T>(y), x);
+}
 
 }  // namespace ad
 

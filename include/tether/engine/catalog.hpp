@@ -58,10 +58,13 @@ std::vector<std::string> unique_method_names();
 // starting from a sample's draws can check it is of the same system).
 nlohmann::json system_parameter_values(const SystemInfo& system, const nlohmann::json& given);
 
-// The registry entry of a holonomic system declared as expressions
-// (src/expr/declared_system.hpp): its methods are those that pair with any
-// holonomic system (no sphere, no rigid bodies); parameters are real numbers.
-SystemInfo declared_system_info(const std::string& name, int dof, const nlohmann::ordered_json& parameters);
+// The registry entry of a system declared as expressions
+// (src/expr/declared_system.hpp), holonomic or index-1 (nonholonomic): its
+// methods are those that pair with any system of its family that has
+// nothing more than a declaration gives (no sphere, no rigid bodies);
+// parameters are real numbers.
+SystemInfo declared_system_info(const std::string& name, Family family, int dof,
+                                const nlohmann::ordered_json& parameters);
 
 // "composition (base rattle, scheme kahan_li8)": a method with its variant and parameters.
 std::string describe_method(int method, const nlohmann::ordered_json& parameters);
