@@ -12,24 +12,14 @@
 #include <tuple>
 
 #include "cli/cli_fixture.hpp"
+#include "expr/declared_pendulum.hpp"
 
 namespace tether::test {
 namespace {
 
-// The spherical pendulum written as expressions, with its built-in twin.
+// The spherical pendulum written as expressions, a parameter overridden, with its built-in twin.
 json declared_pendulum() {
-  return json::parse(R"json({
-    "declare": {
-      "name": "my_pendulum",
-      "coordinates": ["x", "y", "z"],
-      "mass": 1.5,
-      "parameters": {"m": 1.5, "g": 9.81, "L": 0.7},
-      "definitions": {"r2": "x^2 + y^2 + z^2"},
-      "potential": "m * g * z",
-      "constraints": ["(r2 - L^2) / (2 * L)"],
-      "length_scale": "L",
-      "energy_scale": "m * g * L"},
-    "parameters": {"g": 3.7}})json");
+  return {{"declare", declared_pendulum_declaration()}, {"parameters", {{"g", 3.7}}}};
 }
 
 json pendulum_run(const json& system, const std::string& backend) {

@@ -17,6 +17,7 @@
 #include <string>
 
 #include "declared_toolchain.hpp"
+#include "expr/declared_pendulum.hpp"
 #include "expr/declared_system.hpp"
 #include "tether/engine/config_error.hpp"
 #include "tether/systems/spherical_pendulum.hpp"
@@ -27,19 +28,7 @@ namespace {
 namespace fs = std::filesystem;
 using nlohmann::json;
 
-// The spherical pendulum as its user would declare it.
-json pendulum() {
-  return json::parse(R"json({
-    "name": "my_pendulum",
-    "coordinates": ["x", "y", "z"],
-    "mass": 1.5,
-    "parameters": {"m": 1.5, "g": 9.81, "L": 0.7},
-    "definitions": {"r2": "x^2 + y^2 + z^2"},
-    "potential": "m * g * z",
-    "constraints": ["(r2 - L^2) / (2 * L)"],
-    "length_scale": "L",
-    "energy_scale": "m * g * L"})json");
-}
+json pendulum() { return declared_pendulum_declaration(); }
 
 SphericalPendulum builtin_pendulum() {
   SphericalPendulum s;
