@@ -64,6 +64,22 @@ def test_every_family_is_results_nc(cli, name, output, tmp_path):
     xr.testing.assert_identical(actual, expected)
 
 
+def test_a_declared_system_runs_as_the_command_runs_it(cli, tmp_path):
+    """configs/water.json, a system declared in the config: the module compiles (or loads) the pair for
+    itself and gives what the command writes."""
+    water = json.loads((SOURCE / "configs" / "water.json").read_text())
+    water["method"]["steps"] = 40
+    water["ensemble"]["size"] = 20
+    water["output"] = {"every": 10, "format": "netcdf"}
+    water["backend"] = "cpu"
+    expected, expected_summary, _ = command_results(cli, water, tmp_path)
+    actual, actual_summary = without_timings(tether.run(water, progress=False))
+    xr.testing.assert_identical(actual, expected)
+    assert actual_summary == expected_summary
+    assert actual.attrs["system"] == "water"
+    assert float(actual["max_constraint_violation"].max()) < 1e-10
+
+
 def test_run_keeps_the_constraints(pendulum):
     ds = tether.run(pendulum, progress=False)
     length = pendulum["system"]["parameters"]["length"]
