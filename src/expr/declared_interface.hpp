@@ -17,10 +17,7 @@ struct DeclaredInterface {
   static constexpr int dof = 2;
   static constexpr int constraint_count = 1;
   using Gram = DenseMatrix<1>;
-  struct Parameters {
-    template <class V>
-    void describe(V&) {}
-  };
+  using Parameters = NoParameters;
   Parameters prm;
 
   Real potential(const Vec<2>& q) const;
@@ -48,10 +45,7 @@ struct DeclaredFrameInterface {
   static constexpr int dof = 3;
   static constexpr int multiplier_count = 0;
   static constexpr int frame_size = 2;
-  struct Parameters {
-    template <class V>
-    void describe(V&) {}
-  };
+  using Parameters = NoParameters;
   Parameters prm;
   template <class T>
   void frame(const Arr<T, 3>& q, T (&x)[2][3]) const;
