@@ -208,6 +208,10 @@ def run(config: Config, *, backend: str | None = None, threads: int | None = Non
         data["tracked_status"] = (("tracked", "snapshot"), r["tracked_status"],
                                   {"long_name": "status of a followed trajectory at the snapshot",
                                    **_flags(_tether.status_names)})
+        for name, meaning in (("energy_error", "relative energy error |H - H0| / scale at the snapshot"),
+                              ("constraint_violation", "position constraint residual at the snapshot"),
+                              ("velocity_constraint_violation", "velocity constraint residual at the snapshot")):
+            data["tracked_" + name] = (("tracked", "snapshot"), r["tracked_" + name], {"long_name": meaning, **one})
     return xr.Dataset(data, coords=coords, attrs=attrs)
 
 

@@ -229,10 +229,12 @@ void read_timeseries(const fs::path& file, F&& f) {
   });
 }
 
-// id, step, time, q, p, status: one CSV row (final.csv has no step and time).
-void append_row(std::string& line, const TrajectoryRecord& r, bool with_time, Real dt) {
+// One CSV row: id, q, p, status for final.csv; a snapshot's row in
+// trajectories.csv also has its step and time after the id, and its
+// residuals after the status.
+void append_row(std::string& line, const TrajectoryRecord& r, bool snapshot, Real dt) {
   line += std::to_string(r.id);
-  if (with_time) {
+  if (snapshot) {
     line += ',' + std::to_string(r.step) + ',';
     append_number(line, Real(r.step) * dt);
   }
@@ -240,14 +242,18 @@ void append_row(std::string& line, const TrajectoryRecord& r, bool with_time, Re
   for (Real x : r.p) line += ',', append_number(line, x);
   line += ',';
   line += status_name(r.status);
+  if (snapshot)
+    for (Real x : {r.energy_error, r.constraint_violation, r.velocity_violation}) line += ',', append_number(line, x);
   line += '\n';
 }
 
-std::string csv_header(int dof, bool with_time) {
-  std::string header = with_time ? "id,step,time" : "id";
+std::string csv_header(int dof, bool snapshot) {
+  std::string header = snapshot ? "id,step,time" : "id";
   for (int k = 0; k < dof; ++k) header += ",q" + std::to_string(k);
   for (int k = 0; k < dof; ++k) header += ",p" + std::to_string(k);
-  return header + ",status\n";
+  header += ",status";
+  if (snapshot) header += ",energy_error,constraint_violation,velocity_constraint_violation";
+  return header + "\n";
 }
 
 // trajectories.csv from the snapshot side files, sorted by (id, step): a
@@ -721,6 +727,7 @@ void write_results_netcdf(const fs::path& file, const RunConfig& c, const RunRes
   // Snapshots of the tracked trajectories along (tracked, snapshot).
   const std::size_t tracked_count = c.track_ids.size(), snaps = std::size_t(snapshots_per_trajectory(c));
   int tq = -1, tp = -1, tstatus = -1, tracked_var = -1, snap_step_var = -1, snap_time_var = -1;
+  int tracked_error_vars[3] = {-1, -1, -1};
   if (tracked_count > 0) {
     const int tracked = nc.dim("tracked", tracked_count), snapshot = nc.dim("snapshot", snaps);
     tracked_var = nc.var("tracked", NC_INT64, {tracked}, "id of a trajectory followed (output.trajectories)");
@@ -731,6 +738,15 @@ void write_results_netcdf(const fs::path& file, const RunConfig& c, const RunRes
     tstatus = nc.var("tracked_status", NC_UBYTE, {tracked, snapshot}, "status of a followed trajectory at the snapshot");
     status_flags(nc, tstatus);
     for (int v : {tq, tp, tstatus}) nc.text(v, "coordinates", "snapshot_step snapshot_time");
+    const char* names[3] = {"tracked_energy_error", "tracked_constraint_violation",
+                            "tracked_velocity_constraint_violation"};
+    const char* long_names[3] = {"relative energy error |H - H0| / scale at the snapshot",
+                                 "position constraint residual at the snapshot",
+                                 "velocity constraint residual at the snapshot"};
+    for (int k = 0; k < 3; ++k) {
+      tracked_error_vars[k] = nc.var(names[k], NC_DOUBLE, {tracked, snapshot}, long_names[k], "1");
+      nc.text(tracked_error_vars[k], "coordinates", "snapshot_step snapshot_time");
+    }
   }
   nc.ok(nc_enddef(nc.id()), "enddef");
 
@@ -835,6 +851,9 @@ void write_results_netcdf(const fs::path& file, const RunConfig& c, const RunRes
       nc.ok(nc_put_vara_double(nc.id(), tp, start, count, t.p.data()), "tracked_p");
       const unsigned char st = static_cast<unsigned char>(t.status);
       nc.ok(nc_put_vara_uchar(nc.id(), tstatus, start, count, &st), "tracked_status");
+      const Real errors[3] = {t.energy_error, t.constraint_violation, t.velocity_violation};
+      for (int k = 0; k < 3; ++k)
+        nc.ok(nc_put_vara_double(nc.id(), tracked_error_vars[k], start, count, &errors[k]), "tracked errors");
     });
   }
   nc.close();

@@ -104,6 +104,7 @@ class ArraySink final : public tether::FinalStateSink {
     snaps_ = std::size_t(tether::snapshots_per_trajectory(c));
     const std::size_t t = c.track_ids.size() * snaps_;
     tracked_q.resize(t * dof_), tracked_p.resize(t * dof_), tracked_status.resize(t);
+    tracked_energy_error.resize(t), tracked_constraint_violation.resize(t), tracked_velocity_violation.resize(t);
   }
   void write(const tether::TrajectoryRecord& r) override {
     if (status.empty()) return;
@@ -121,10 +122,13 @@ class ArraySink final : public tether::FinalStateSink {
     std::copy(r.q.begin(), r.q.end(), tracked_q.begin() + std::ptrdiff_t(k * dof_));
     std::copy(r.p.begin(), r.p.end(), tracked_p.begin() + std::ptrdiff_t(k * dof_));
     tracked_status[k] = static_cast<std::uint8_t>(r.status);
+    tracked_energy_error[k] = r.energy_error, tracked_constraint_violation[k] = r.constraint_violation;
+    tracked_velocity_violation[k] = r.velocity_violation;
   }
   std::size_t snapshots() const { return snaps_; }
 
   std::vector<Real> q, p, energy_error, constraint_violation, velocity_violation, tracked_q, tracked_p;
+  std::vector<Real> tracked_energy_error, tracked_constraint_violation, tracked_velocity_violation;
   std::vector<std::uint8_t> status, tracked_status;
   std::vector<std::int64_t> failed_step;
 
@@ -232,6 +236,9 @@ nb::dict run(const std::string& text, const std::string& source, std::optional<A
     out["tracked_q"] = hand_over(std::move(sink.tracked_q), {t, s, m});
     out["tracked_p"] = hand_over(std::move(sink.tracked_p), {t, s, m});
     out["tracked_status"] = hand_over(std::move(sink.tracked_status), {t, s});
+    out["tracked_energy_error"] = hand_over(std::move(sink.tracked_energy_error), {t, s});
+    out["tracked_constraint_violation"] = hand_over(std::move(sink.tracked_constraint_violation), {t, s});
+    out["tracked_velocity_constraint_violation"] = hand_over(std::move(sink.tracked_velocity_violation), {t, s});
   }
   return out;
 }

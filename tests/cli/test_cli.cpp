@@ -1085,13 +1085,32 @@ TEST_F(CliTest, SnapshotsFollowTrajectoriesAndMatchShorterRuns) {
   ASSERT_EQ(run(write("tracked.json", tracked_config()), out).code, 0);
   const auto rows = lines(read_file(out / "trajectories.csv"));
   ASSERT_EQ(rows.size(), 1u + 2 * 6) << "steps 0, 7, 14, 21, 28 and the last, 30, for ids 1 and 100";
-  EXPECT_EQ(rows[0], "id,step,time,q0,q1,q2,p0,p1,p2,status");
+  EXPECT_EQ(rows[0],
+            "id,step,time,q0,q1,q2,p0,p1,p2,status,energy_error,constraint_violation,velocity_constraint_violation");
   const std::vector<std::string> expected_steps{"0", "7", "14", "21", "28", "30"};
   for (std::size_t i = 0; i < 12; ++i) {
     const auto cells = split(rows[1 + i], ',');
     EXPECT_EQ(cells[0], i < 6 ? "1" : "100") << rows[1 + i];
     EXPECT_EQ(cells[1], expected_steps[i % 6]) << rows[1 + i];
-    EXPECT_EQ(cells.back(), "ok");
+    EXPECT_EQ(cells[9], "ok");
+  }
+  // Each snapshot's residuals, against the pendulum's own H = |p|^2 / 2m + m g z
+  // and g(q) = (|q|^2 - L^2) / 2L (m = L = 1, g = 9.81) computed here from its
+  // q and p: the error is relative to K0 + |V0| + m g L at step 0.
+  const auto column = [&](const std::string& name) { return csv_column(read_file(out / "trajectories.csv"), name); };
+  const auto q0 = column("q0"), q1 = column("q1"), q2 = column("q2"), p0 = column("p0"), p1 = column("p1"),
+             p2 = column("p2"), energy_error = column("energy_error"), constraint = column("constraint_violation"),
+             velocity = column("velocity_constraint_violation");
+  for (std::size_t i = 0; i < 12; ++i) {
+    const auto kinetic = [&](std::size_t k) { return 0.5 * (p0[k] * p0[k] + p1[k] * p1[k] + p2[k] * p2[k]); };
+    const std::size_t start = i - i % 6;
+    const double h = kinetic(i) + 9.81 * q2[i], h0 = kinetic(start) + 9.81 * q2[start];
+    const double scale = kinetic(start) + std::abs(9.81 * q2[start]) + 9.81;
+    EXPECT_NEAR(energy_error[i], std::abs(h - h0) / scale, 1e-14) << "snapshot row " << i;
+    EXPECT_NEAR(constraint[i], std::abs((q0[i] * q0[i] + q1[i] * q1[i] + q2[i] * q2[i] - 1) / 2), 1e-15);
+    EXPECT_NEAR(velocity[i], std::abs(q0[i] * p0[i] + q1[i] * p1[i] + q2[i] * p2[i]), 1e-15);
+    if (i % 6 == 0) EXPECT_EQ(energy_error[i], 0.0) << "step 0 is where H0 is taken";
+    else EXPECT_GT(energy_error[i], 0.0) << "RATTLE does not keep H exactly: a zero here is a residual not taken";
   }
   // The snapshot at step k is the final state of the same run stopped at k.
   const auto finals = lines(read_file(out / "final.csv"));
@@ -1107,12 +1126,14 @@ TEST_F(CliTest, SnapshotsFollowTrajectoriesAndMatchShorterRuns) {
       auto fin = split(short_finals[std::size_t(id) + 1], ',');
       ASSERT_EQ(snap[1], std::to_string(steps));
       snap.erase(snap.begin() + 1, snap.begin() + 3);  // step, time
+      snap.resize(fin.size());                          // the residuals
       EXPECT_EQ(snap, fin) << "id " << id << " at step " << steps;
     }
   }
   // The last snapshot is the final state.
   auto last = split(rows[12], ',');
   last.erase(last.begin() + 1, last.begin() + 3);
+  last.resize(split(finals[101], ',').size());
   EXPECT_EQ(last, split(finals[101], ','));
 }
 
@@ -1162,6 +1183,13 @@ TEST_F(CliTest, NetcdfHoldsWhatTheCsvFilesHold) {
   for (int k = 0; k < 3; ++k) {
     const auto column = csv_column(snaps, "q" + std::to_string(k));
     for (std::size_t i = 0; i < 12; ++i) EXPECT_EQ(tq[i * 3 + std::size_t(k)], column[i]) << "snapshot row " << i;
+  }
+  for (const char* name : {"energy_error", "constraint_violation", "velocity_constraint_violation"}) {
+    const std::string tracked = std::string("tracked_") + name;
+    EXPECT_EQ(nc_values(file, tracked.c_str()), csv_column(snaps, name)) << tracked;
+    EXPECT_EQ(nc_text(file, tracked.c_str(), "coordinates"), "snapshot_step snapshot_time") << tracked;
+    // The last snapshot is the final state, observed by the backend's own reduction.
+    EXPECT_NEAR(nc_values(file, tracked.c_str())[5], nc_values(file, name)[1], 1e-14) << name << " of id 1";
   }
   // What summary.json says, as attributes.
   EXPECT_EQ(nc_text(file, "", "system"), "spherical_pendulum");

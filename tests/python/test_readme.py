@@ -1,11 +1,14 @@
 """The README says what is: every JSON config it shows is the file in configs/
-that its caption names, key for key, and every field of a command's
-summary.json is named in the section that documents it."""
+that its caption names, key for key; every field of a command's summary.json,
+column of its CSV files and variable of its netCDF files is named in the
+section that documents it, and where the README lists a file's columns, the
+file has exactly those."""
 import json
 import pathlib
 import re
 
 import pytest
+import xarray as xr
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 
@@ -53,3 +56,67 @@ def test_every_summary_field_is_documented(command, config, title, cli, request,
             keys |= set(value)
     documented = code_words(section((ROOT / "README.md").read_text(), title))
     assert keys - documented == set(), f"summary.json of `tether {command}` has fields its README section does not name"
+
+
+def column_name(name):
+    """A column as the README writes it: the coordinate index dropped (q3 -> q, q1_2 -> q1_, pT_0 -> pT_)."""
+    return re.sub(r"\d+$", "", name)
+
+
+def columns(path):
+    """The header of a CSV file, coordinate-indexed columns once each, in order."""
+    names = []
+    for name in map(column_name, path.read_text().split("\n", 1)[0].split(",")):
+        if not names or names[-1] != name:
+            names.append(name)
+    return names
+
+
+def documented_columns(text, file):
+    """The column list the README gives right after `file`: its backticked names, in order."""
+    m = re.search(r"`" + re.escape(file) + r"`(?:\s*\([^)]*\))?:\s*`([^`]*)`", text)
+    assert m, f"the README gives no column list for {file}"
+    return [column_name(re.match(r"[A-Za-z_][A-Za-z_0-9]*", item.strip()).group(0))
+            for item in m.group(1).split(",")]
+
+
+def netcdf_names(path, group=None):
+    """Every variable, coordinate and dimension of a netCDF file (one group of it)."""
+    with xr.open_dataset(path, group=group) as ds:
+        return set(ds.variables) | set(ds.dims)
+
+
+def test_every_output_file_of_run_has_the_columns_and_variables_documented(cli, pendulum, tmp_path):
+    """final.csv, timeseries.csv and trajectories.csv have exactly the columns the README lists, in its order;
+    every variable and dimension of results.nc is named in the Output section."""
+    readme = section((ROOT / "README.md").read_text(), "## Output")
+    pendulum["output"] = {"every": 50, "trajectories": {"ids": [0, 9], "every": 100}}
+    path = tmp_path / "config.json"
+    path.write_text(json.dumps(pendulum))
+    cli("run", path, "--out", tmp_path / "csv")
+    for file in ("final.csv", "timeseries.csv", "trajectories.csv"):
+        assert columns(tmp_path / "csv" / file) == documented_columns(readme, file), file
+    pendulum["output"]["format"] = "netcdf"
+    path.write_text(json.dumps(pendulum))
+    cli("run", path, "--out", tmp_path / "nc")
+    names = netcdf_names(tmp_path / "nc" / "results.nc")
+    assert names - code_words(readme) == set(), "results.nc has names the README's Output section does not give"
+
+
+def test_every_output_file_of_shoot_and_sample_is_documented(cli, sphere, double_pendulum_sample, tmp_path):
+    """geodesics.csv has the columns the README lists; every column of shots.csv and every variable of
+    draws.nc's groups is named in its command's section."""
+    readme = (ROOT / "README.md").read_text()
+    shooting = section(readme, "## Shooting geodesics")
+    path = tmp_path / "shoot.json"
+    path.write_text(json.dumps(sphere))
+    cli("shoot", path, "--out", tmp_path / "shoot")
+    assert columns(tmp_path / "shoot" / "geodesics.csv") == documented_columns(shooting, "geodesics.csv")
+    assert set(columns(tmp_path / "shoot" / "shots.csv")) - code_words(shooting) == set()
+    sampling = section(readme, "## Sampling on constraint manifolds")
+    path = tmp_path / "sample.json"
+    path.write_text(json.dumps(double_pendulum_sample))
+    cli("sample", path, "--out", tmp_path / "sample")
+    for group in ("posterior", "sample_stats"):
+        names = netcdf_names(tmp_path / "sample" / "draws.nc", group)
+        assert names - code_words(sampling) == set(), f"draws.nc's {group} has names the README does not give"

@@ -34,7 +34,12 @@ def test_run_is_results_nc(cli, pendulum, tmp_path):
     actual, actual_summary = without_timings(tether.run(pendulum, progress=False))
     xr.testing.assert_identical(actual, expected)
     assert actual_summary == expected_summary
-    assert set(actual.data_vars) >= {"q", "p", "status", "tracked_q", "max_relative_energy_error"}
+    assert set(actual.data_vars) >= {"q", "p", "status", "tracked_q", "max_relative_energy_error",
+                                     "tracked_energy_error", "tracked_constraint_violation"}
+    # One followed trajectory's energy error over its snapshots, along their time.
+    energy = actual.tracked_energy_error.sel(tracked=17)
+    assert energy.dims == ("snapshot",) and "snapshot_time" in energy.coords
+    assert energy[0] == 0 and (energy[1:] > 0).all() and (energy < 1e-2).all()
     # ... and from the file path, the same numbers.
     from_path, _ = without_timings(tether.run(path, progress=False))
     xr.testing.assert_identical(from_path, actual)

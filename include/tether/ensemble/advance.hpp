@@ -306,41 +306,53 @@ TETHER_HD Status energy_and_scale(const S& sys, const Vec<S::dof>& q, const Vec<
 // constraints), and the velocity residual max_i |g_i(q) . qdot| (zero for
 // canonical systems; with |Dh(q) qdot| for mixed ones). They read q and p
 // only, so one instantiation per system serves all its methods.
-// A live trajectory whose energy or residuals are not finite at `step` (a
-// finite state whose energy overflows, or a singular multiplier solve) fails
-// there: a NaN never enters a reduction as a number it could be dropped by.
+struct Residuals {
+  Real energy_error = 0, constraint_violation = 0, velocity_violation = 0;
+  Status status = Status::ok;  // non_finite, or the multiplier solve's failure: the state cannot be observed
+};
+
 template <class S>
-TETHER_HD void observe_trajectory(const S& sys, const EnsembleView& v, std::int64_t i, std::int64_t step) {
+TETHER_HD Residuals trajectory_residuals(const S& sys, const EnsembleView& v, std::int64_t i) {
   PhaseState<S> s;
   load_phase<S>(v, i, s);
-  Status st = Status::ok;
+  Residuals r;
   Real energy;
   if constexpr (is_lagrangian<S>) {
     energy = sys.energy(s.q, s.p);
-    v.constraint_violation[i] = max_abs(sys.constraints(s.q));
-    v.velocity_violation[i] = max_abs(sys.velocity_constraints(s.q, s.p));
+    r.constraint_violation = max_abs(sys.constraints(s.q));
+    r.velocity_violation = max_abs(sys.velocity_constraints(s.q, s.p));
   } else if constexpr (is_nonholonomic<S>) {
     Real potential;
     Vec<S::multiplier_count> lambda;
-    st = energy_parts(sys, s.q, s.p, energy, potential, lambda);
-    if constexpr (holonomic_count<S> > 0)
-      v.constraint_violation[i] = max_abs(holonomic_values(sys, s.q));
-    else
-      v.constraint_violation[i] = 0;
-    v.velocity_violation[i] =
-        st == Status::ok ? velocity_constraint_residual(sys, s.q, s.p, lambda) : Real(INFINITY);  // visible, never silently small
+    r.status = energy_parts(sys, s.q, s.p, energy, potential, lambda);
+    if constexpr (holonomic_count<S> > 0) r.constraint_violation = max_abs(holonomic_values(sys, s.q));
+    r.velocity_violation = r.status == Status::ok ? velocity_constraint_residual(sys, s.q, s.p, lambda)
+                                                  : Real(INFINITY);  // visible, never silently small
   } else {
     energy = total_energy(sys, s.q, s.p);
-    v.constraint_violation[i] = max_abs(sys.constraints(s.q));
-    v.velocity_violation[i] = max_abs(sys.constraint_jacobian_times(s.q, sys.inverse_mass_times(s.p)));
+    r.constraint_violation = max_abs(sys.constraints(s.q));
+    r.velocity_violation = max_abs(sys.constraint_jacobian_times(s.q, sys.inverse_mass_times(s.p)));
   }
   const Real e = energy - v.energy0[i];
-  v.energy_error[i] = (e < 0 ? -e : e) / v.energy_scale[i];
-  if (st == Status::ok && !(is_finite(v.energy_error[i]) && is_finite(v.constraint_violation[i]) &&
-                            is_finite(v.velocity_violation[i])))
-    st = Status::non_finite;
-  if (st != Status::ok && v.status[i] == static_cast<std::uint8_t>(Status::ok)) {
-    v.status[i] = static_cast<std::uint8_t>(st);
+  r.energy_error = (e < 0 ? -e : e) / v.energy_scale[i];
+  if (r.status == Status::ok &&
+      !(is_finite(r.energy_error) && is_finite(r.constraint_violation) && is_finite(r.velocity_violation)))
+    r.status = Status::non_finite;
+  return r;
+}
+
+// Records trajectory i's residuals at `step`. A live trajectory whose energy
+// or residuals are not finite there (a finite state whose energy overflows,
+// or a singular multiplier solve) fails there: a NaN never enters a
+// reduction as a number it could be dropped by.
+template <class S>
+TETHER_HD void observe_trajectory(const S& sys, const EnsembleView& v, std::int64_t i, std::int64_t step) {
+  const Residuals r = trajectory_residuals(sys, v, i);
+  v.energy_error[i] = r.energy_error;
+  v.constraint_violation[i] = r.constraint_violation;
+  v.velocity_violation[i] = r.velocity_violation;
+  if (r.status != Status::ok && v.status[i] == static_cast<std::uint8_t>(Status::ok)) {
+    v.status[i] = static_cast<std::uint8_t>(r.status);
     v.failed_step[i] = step;
   }
 }
