@@ -7,6 +7,7 @@
 #include <cmath>
 #include <functional>
 #include <map>
+#include <optional>
 #include <set>
 #include <sstream>
 
@@ -36,9 +37,22 @@ struct ParameterList {
 }  // namespace
 
 struct DeclaredSystem::Symbolic {
+  using Step = std::pair<GiNaC::realsymbol, GiNaC::ex>;  // a named value of a straight-line program
   std::vector<GiNaC::realsymbol> q;                       // printed as q[i]
   std::vector<std::pair<GiNaC::realsymbol, Real>> prm;    // printed as prm.p_<name>
-  GiNaC::ex potential, length_scale, energy_scale;
+  GiNaC::ex potential, length_scale, energy_scale;        // every definition substituted
+  // The potential and its gradient as a straight-line program, differentiated
+  // in reverse mode over the definitions (GW08 ch. 3, the adjoint
+  // of a straight-line program): `values` are the definitions V
+  // uses, in dependency order (d_<name>); `potential_direct` is V over q and
+  // them; `adjoints`, in reverse order, are dV/d(d_<name>) (a_<name>), each
+  // summed from the few derivatives of the expressions that use it; and
+  // gradient[i] is dV/dq_i over all of them. A definition shared by many
+  // terms (a bond vector, an angle's cosine) is computed and differentiated
+  // once, where substituting it first would copy it into every term of every
+  // derivative.
+  std::vector<Step> values, adjoints;
+  GiNaC::ex potential_direct;
   std::vector<GiNaC::ex> gradient, constraints;
   std::vector<std::vector<GiNaC::ex>> jacobian;           // dg_i/dq_j
   std::vector<std::vector<GiNaC::ex>> frame;              // X_i's components along dq_j (index-1 systems)
@@ -183,19 +197,23 @@ Signed canonical(const GiNaC::ex& e) {
     return {negative, s + ")"};
   }
   if (is_a<power>(e)) {
+    // Integer and half-integer exponents up to 8 as products and a square root:
+    // pow() costs tens of multiplications, and in lanes (core/lanes.hpp) it is
+    // libm's, one lane at a time. The chain's torsion (cos^5) and the
+    // derivatives of 1/sqrt (x^-3/2) have them.
     const ex exponent = e.op(1);
-    if (exponent.is_equal(numeric(1, 2))) return {false, "sqrt(" + with_sign(canonical(e.op(0))) + ")"};
-    if (exponent.is_equal(numeric(-1, 2))) return {false, "(1.0/sqrt(" + with_sign(canonical(e.op(0))) + "))"};
-    if (is_a<numeric>(exponent) && ex_to<numeric>(exponent).is_integer()) {
-      const long n = ex_to<numeric>(exponent).to_long();
+    const numeric twice = is_a<numeric>(exponent) ? ex_to<numeric>(exponent) * 2 : numeric(0);
+    if (twice.is_integer() && !twice.is_zero() && abs(twice) <= 16) {
+      const long t = twice.to_long(), whole = std::labs(t) / 2;  // the exponent is t/2
       const Signed base = canonical(e.op(0));
-      const bool negative = base.negative && n % 2 != 0;
-      if (n >= -4 && n <= 4 && n != 0) {
-        std::string product = base.text;
-        for (long k = 1; k < std::labs(n); ++k) product += "*" + base.text;
-        return {negative, n > 0 ? "(" + product + ")" : "(1.0/(" + product + "))"};
-      }
-      return {negative, "pow(" + base.text + "," + std::to_string(n) + ".0)"};
+      const bool half = t % 2 != 0;
+      // A half power takes the base with its sign (under the root); a whole one its magnitude.
+      const std::string b = half ? with_sign(base) : base.text;
+      std::string product;
+      for (long k = 0; k < whole; ++k) product += (k ? "*" : "") + b;
+      if (half) product += (whole ? "*sqrt(" : "sqrt(") + b + ")";
+      const bool negative = !half && base.negative && whole % 2 != 0;
+      return {negative, t > 0 ? "(" + product + ")" : "(1.0/(" + product + "))"};
     }
     return {false, "pow(" + with_sign(canonical(e.op(0))) + "," + with_sign(canonical(exponent)) + ")"};
   }
@@ -213,11 +231,12 @@ Signed canonical(const GiNaC::ex& e) {
 std::string printed(const GiNaC::ex& e) { return with_sign(canonical(e)); }
 
 // Refuses (at `path`) an expression whose C source would name anything but
-// q, prm, a declared parameter and the C functions of the grammar: a
+// q, prm, a declared parameter, the C functions of the grammar and the
+// `program` names (the potential's d_<definition> and a_<definition>): a
 // derivative GiNaC can only write with a function of its own (csgn, a
 // derivative of abs), and, defensively, anything the parser let through.
-void check_printable(const GiNaC::ex& e, const std::set<std::string>& parameters, const std::string& path,
-                     const std::string& what) {
+void check_printable(const GiNaC::ex& e, const std::set<std::string>& parameters, const std::set<std::string>& program,
+                     const std::string& path, const std::string& what) {
   static const std::set<std::string> allowed = [] {
     std::set<std::string> names(declared_functions().begin(), declared_functions().end());
     names.insert({"q", "prm"});
@@ -241,7 +260,7 @@ void check_printable(const GiNaC::ex& e, const std::set<std::string>& parameters
         name = text.substr(member, i - member);
         if (name.rfind("p_", 0) == 0 && parameters.count(name.substr(2))) continue;
       }
-      if (!allowed.count(name) || name == "prm")
+      if ((!allowed.count(name) && !program.count(name)) || name == "prm")
         throw ConfigError(path, "has " + what + " that C cannot compute (it needs \"" + name.substr(0, 40) +
                                     "\"): write it without that construct");
     } else if (std::string("+-*/()[], ").find(char(c)) != std::string::npos) {
@@ -357,7 +376,8 @@ DeclaredSystem parse_declared_system(const nlohmann::json& j, const std::string&
   // Definitions: each parsed over every declared name, then substituted in
   // turn (in any order; a cycle is refused).
   std::map<std::string, GiNaC::realsymbol> placeholders;
-  std::map<std::string, GiNaC::ex> defined;
+  std::map<std::string, GiNaC::ex> defined, raw;
+  std::vector<std::string> order;  // every definition after those it uses
   if (j.contains("definitions")) {
     const auto& defs = j["definitions"];
     if (!defs.is_object()) throw ConfigError(key("definitions"), "must be an object of names and expressions");
@@ -367,10 +387,9 @@ DeclaredSystem parse_declared_system(const nlohmann::json& j, const std::string&
       if (names.coordinates.count(name) || names.parameters.count(name) || is_function(name))
         throw ConfigError(where, "is also a coordinate's, a parameter's or a function's name");
       names.definitions.insert(name);
-      placeholders.emplace(name, GiNaC::realsymbol("definition_" + name));
+      placeholders.emplace(name, GiNaC::realsymbol("d_" + name));  // a C name: name is an identifier
       table[name] = placeholders.at(name);
     }
-    std::map<std::string, GiNaC::ex> raw;
     for (const auto& [name, value] : defs.items())
       raw[name] = parse(value, key("definitions") + "." + name, names, table);
     std::map<std::string, int> state;  // 1: being resolved, 2: resolved
@@ -383,6 +402,7 @@ DeclaredSystem parse_declared_system(const nlohmann::json& j, const std::string&
         if (raw.at(name).has(symbol)) sub[symbol] = resolve(other);
       defined[name] = raw.at(name).subs(sub);
       state[name] = 2;
+      order.push_back(name);
       return defined[name];
     };
     for (const auto& [name, value] : raw) resolve(name);
@@ -393,7 +413,8 @@ DeclaredSystem parse_declared_system(const nlohmann::json& j, const std::string&
     return parse(v, where, names, table).subs(definitions);
   };
 
-  s->potential = j.contains("potential") ? expression(j["potential"], key("potential")) : GiNaC::ex(0);
+  s->potential_direct = j.contains("potential") ? parse(j["potential"], key("potential"), names, table) : GiNaC::ex(0);
+  s->potential = s->potential_direct.subs(definitions);
   if (framed) {
     const auto& f = j["frame"];
     if (!f.is_array() || f.empty() || f.size() > n)
@@ -452,26 +473,60 @@ DeclaredSystem parse_declared_system(const nlohmann::json& j, const std::string&
       throw ConfigError(key(k), "must be positive at the parameters' defaults, got " + number(*field));
   }
 
-  // Exact derivatives.
-  for (std::size_t i = 0; i < n; ++i) s->gradient.push_back(s->potential.diff(s->q[i]));
+  // Exact derivatives: V's by the program above, the constraints' (small) of their substituted form.
+  {
+    std::set<std::string> used;  // the definitions V uses, directly or through others
+    for (auto it = order.rbegin(); it != order.rend(); ++it)
+      if (s->potential_direct.has(placeholders.at(*it)) ||
+          std::any_of(used.begin(), used.end(), [&](const std::string& u) { return raw.at(u).has(placeholders.at(*it)); }))
+        used.insert(*it);
+    std::vector<std::string> steps;
+    for (const auto& name : order)
+      if (used.count(name)) {
+        steps.push_back(name);
+        s->values.emplace_back(placeholders.at(name), raw.at(name));
+      }
+    // adjoint(x): dV/dx through the expressions that use x directly, each of whose adjoints is known by then.
+    std::map<std::string, GiNaC::realsymbol> adjoint;
+    const auto total = [&](const GiNaC::realsymbol& x) {
+      GiNaC::ex sum = s->potential_direct.diff(x);
+      for (const auto& u : steps)
+        if (adjoint.count(u) && raw.at(u).has(x)) sum += adjoint.at(u) * raw.at(u).diff(x);
+      return sum;
+    };
+    for (auto it = steps.rbegin(); it != steps.rend(); ++it) {
+      const GiNaC::realsymbol a("a_" + *it);
+      s->adjoints.emplace_back(a, total(placeholders.at(*it)));
+      adjoint.emplace(*it, a);
+    }
+    for (std::size_t i = 0; i < n; ++i) s->gradient.push_back(total(s->q[i]));
+  }
   for (const auto& g : s->constraints) {
     std::vector<GiNaC::ex> row;
     for (std::size_t i = 0; i < n; ++i) row.push_back(g.diff(s->q[i]));
     s->jacobian.push_back(row);
   }
   std::set<std::string> parameter_names(names.parameters.begin(), names.parameters.end());
-  check_printable(s->potential, parameter_names, key("potential"), "a value");
-  for (std::size_t i = 0; i < n; ++i) check_printable(s->gradient[i], parameter_names, key("potential"), "a derivative");
+  std::set<std::string> program_names;
+  for (const auto& steps : {&s->values, &s->adjoints})
+    for (const auto& [symbol, value] : *steps) program_names.insert(symbol.get_name());
+  check_printable(s->potential, parameter_names, {}, key("potential"), "a value");
+  check_printable(s->potential_direct, parameter_names, program_names, key("potential"), "a value");
+  for (const auto& [symbol, value] : s->values) check_printable(value, parameter_names, program_names, key("potential"), "a value");
+  for (const auto& [symbol, value] : s->adjoints)
+    check_printable(value, parameter_names, program_names, key("potential"), "a derivative");
+  for (std::size_t i = 0; i < n; ++i)
+    check_printable(s->gradient[i], parameter_names, program_names, key("potential"), "a derivative");
   for (std::size_t i = 0; i < s->constraints.size(); ++i) {
     const std::string where = key("constraints") + "[" + std::to_string(i) + "]";
-    check_printable(s->constraints[i], parameter_names, where, "a value");
-    for (const auto& x : s->jacobian[i]) check_printable(x, parameter_names, where, "a derivative");
+    check_printable(s->constraints[i], parameter_names, {}, where, "a value");
+    for (const auto& x : s->jacobian[i]) check_printable(x, parameter_names, {}, where, "a derivative");
   }
   for (const auto& [k, e] : {std::pair{"length_scale", &s->length_scale}, std::pair{"energy_scale", &s->energy_scale}})
-    check_printable(*e, parameter_names, key(k), "a value");
+    check_printable(*e, parameter_names, {}, key(k), "a value");
   for (std::size_t i = 0; i < s->frame.size(); ++i)
     for (std::size_t c = 0; c < n; ++c)
-      check_printable(s->frame[i][c], parameter_names,
+      check_printable(s->frame[i][c], parameter_names, {},
                       key("frame") + "[" + std::to_string(i) + "][" + std::to_string(c) + "]", "a value");
   d.potential = printed(s->potential);
   for (const auto& g : s->constraints) d.constraints.push_back(printed(g));
@@ -499,6 +554,22 @@ std::string DeclaredSystem::source(const std::string& type_name) const {
   const Symbolic& s = *symbolic;
   const std::size_t n = coordinates.size(), k = s.constraints.size();
   const std::string N = std::to_string(n), K = std::to_string(k);
+  // G M^-1 G^T has an entry (i, j) only where constraints i and j share a
+  // coordinate (M is diagonal). Where that leaves it tridiagonal (a chain's
+  // bonds, each touching the next), it is solved as the built-in chain's is:
+  // by the Thomas algorithm, without pivoting (a Gram matrix of a full-rank G
+  // is symmetric positive definite, and RATTLE's G(q1) M^-1 G(q0)^T near it),
+  // and so in lanes of trajectories on the cpu backend.
+  const auto nonzero = [&](std::size_t i, std::size_t c) { return !s.jacobian[i][c].is_zero(); };
+  const auto coupled = [&](std::size_t i, std::size_t j) {
+    for (std::size_t c = 0; c < n; ++c)
+      if (nonzero(i, c) && nonzero(j, c)) return true;
+    return false;
+  };
+  bool tridiagonal = k > 1;
+  for (std::size_t i = 0; i < k; ++i)
+    for (std::size_t j = i + 2; j < k; ++j) tridiagonal = tridiagonal && !coupled(i, j);
+  const std::string gram_type = tridiagonal ? "TridiagonalMatrix" : "DenseMatrix";
   std::ostringstream o;
   o << "// Generated by tether from the declaration of \"" << name << "\" (src/expr/declared_system.cpp).\n"
     << "#include \"tether/core/dual.hpp\"\n#include \"tether/core/parameters.hpp\"\n"
@@ -515,7 +586,7 @@ std::string DeclaredSystem::source(const std::string& type_name) const {
       << "  static constexpr int frame_size = " << frame_size << ";\n\n";
   } else {
     o << "  static constexpr int constraint_count = " << K << ";\n"
-      << "  using Gram = DenseMatrix<" << K << ">;\n\n";
+      << "  using Gram = " << gram_type << "<" << K << ">;\n\n";
   }
   o << "  struct Parameters {\n";
   for (const auto& [p, value] : parameters) o << "    Real p_" << p << " = " << number(value) << ";\n";
@@ -538,27 +609,54 @@ std::string DeclaredSystem::source(const std::string& type_name) const {
   // made a T, so that expressions of the parameters alone fit too.
   const std::string VecN = "Vec<" + N + ", typename X::Scalar>", VecK = "Vec<" + K + ", typename X::Scalar>";
   const std::string scalar = "    using T = typename X::Scalar;\n";
-  o << "  static constexpr bool runs_in_lanes = " << (k == 1 ? "true" : "false")
-    << ";  // a pivoted LU solves larger Gram matrices one trajectory at a time\n\n";
-  o << "  TETHER_HD Real potential(const Vec<" << N << ">& q) const {\n    (void)q;\n    return " << body(s.potential)
-    << ";\n  }\n";
+  if (k == 1 || tridiagonal)
+    o << "  static constexpr bool runs_in_lanes = true;\n\n";
+  else
+    o << "  static constexpr bool runs_in_lanes = false;  // a pivoted LU solves its Gram matrix one trajectory at a time\n\n";
+  const auto steps = [&](const std::vector<Symbolic::Step>& program) {
+    for (const auto& [symbol, value] : program) o << "    const T " << symbol.get_name() << " = T(" << body(value) << ");\n";
+  };
+  o << "  TETHER_HD Real potential(const Vec<" << N << ">& q) const {\n    using T = Real;\n    (void)q;\n";
+  steps(s.values);
+  o << "    return " << body(s.potential_direct) << ";\n  }\n";
   o << "  template <class X>\n  TETHER_HD " << VecN << " potential_gradient(const Eigen::MatrixBase<X>& q) const {\n"
-    << scalar << "    (void)q;\n    " << VecN << " r;\n";
+    << scalar << "    (void)q;\n";
+  steps(s.values);
+  steps(s.adjoints);
+  o << "    " << VecN << " r;\n";
   for (std::size_t i = 0; i < n; ++i) o << "    r[" << i << "] = T(" << body(s.gradient[i]) << ");\n";
   o << "    return r;\n  }\n";
   o << "  template <class X>\n  TETHER_HD " << VecK << " constraints(const Eigen::MatrixBase<X>& q) const {\n" << scalar
     << "    " << VecK << " r;\n";
   for (std::size_t i = 0; i < k; ++i) o << "    r[" << i << "] = T(" << body(s.constraints[i]) << ");\n";
   o << "    return r;\n  }\n";
-  o << "  // G(q) = dg/dq, exact.\n  template <class X>\n  TETHER_HD Mat<" << K << ", " << N
-    << ", typename X::Scalar> jacobian(const Eigen::MatrixBase<X>& q) const {\n" << scalar << "    (void)q;\n    Mat<"
-    << K << ", " << N << ", T> G;\n";
+  // G's structural non-zeros (a chain's bond touches two beads of N), known
+  // exactly here: the products with G and the Gram matrix compute and sum
+  // only those.
+  std::vector<std::pair<std::size_t, std::size_t>> entries;  // (row, column), row by row
+  std::map<std::pair<std::size_t, std::size_t>, std::size_t> slot;
   for (std::size_t i = 0; i < k; ++i)
-    for (std::size_t c = 0; c < n; ++c) o << "    G(" << i << ", " << c << ") = T(" << body(s.jacobian[i][c]) << ");\n";
+    for (std::size_t c = 0; c < n; ++c)
+      if (nonzero(i, c)) {
+        slot[{i, c}] = entries.size();
+        entries.emplace_back(i, c);
+      }
+  const std::string NNZ = std::to_string(std::max<std::size_t>(entries.size(), 1));
+  const auto g = [&](const char* array, std::size_t i, std::size_t c) {
+    return std::string(array) + "[" + std::to_string(slot.at({i, c})) + "]";
+  };
+  o << "  // G(q) = dg/dq, exact: its structural non-zeros, row by row.\n  template <class X>\n"
+    << "  TETHER_HD void jacobian_nonzeros(const Eigen::MatrixBase<X>& q, typename X::Scalar (&g)[" << NNZ
+    << "]) const {\n" << scalar << "    (void)q;\n";
+  for (std::size_t e = 0; e < entries.size(); ++e)
+    o << "    g[" << e << "] = T(" << body(s.jacobian[entries[e].first][entries[e].second]) << ");\n";
+  o << "  }\n  template <class X>\n  TETHER_HD Mat<" << K << ", " << N
+    << ", typename X::Scalar> jacobian(const Eigen::MatrixBase<X>& q) const {\n" << scalar << "    T g[" << NNZ
+    << "];\n    jacobian_nonzeros(q, g);\n    Mat<" << K << ", " << N << ", T> G;\n";
+  for (std::size_t i = 0; i < k; ++i)
+    for (std::size_t c = 0; c < n; ++c)
+      o << "    G(" << i << ", " << c << ") = " << (nonzero(i, c) ? g("g", i, c) : "T(0.0)") << ";\n";
   o << "    return G;\n  }\n";
-  // The products with G and the Gram matrix sum over G's structural
-  // non-zeros only (a chain's bond touches two beads of N): known exactly here.
-  const auto nonzero = [&](std::size_t i, std::size_t c) { return !s.jacobian[i][c].is_zero(); };
   const auto sum = [](const std::vector<std::string>& terms) {
     if (terms.empty()) return std::string("T(0.0)");
     std::string t = terms[0];
@@ -567,37 +665,45 @@ std::string DeclaredSystem::source(const std::string& type_name) const {
   };
   o << "  template <class X, class Y>\n  TETHER_HD " << VecK
     << " constraint_jacobian_times(const Eigen::MatrixBase<X>& q, const Eigen::MatrixBase<Y>& v) const {\n" << scalar
-    << "    const auto G = jacobian(q);\n    " << VecK << " r;\n";
+    << "    T g[" << NNZ << "];\n    jacobian_nonzeros(q, g);\n    " << VecK << " r;\n";
   for (std::size_t i = 0; i < k; ++i) {
     std::vector<std::string> terms;
     for (std::size_t c = 0; c < n; ++c)
-      if (nonzero(i, c)) terms.push_back("G(" + std::to_string(i) + ", " + std::to_string(c) + ") * v[" + std::to_string(c) + "]");
+      if (nonzero(i, c)) terms.push_back(g("g", i, c) + " * v[" + std::to_string(c) + "]");
     o << "    r[" << i << "] = " << sum(terms) << ";\n";
   }
   o << "    return r;\n  }\n";
   o << "  template <class X, class Y>\n  TETHER_HD " << VecN
     << " constraint_transpose_times(const Eigen::MatrixBase<X>& q, const Eigen::MatrixBase<Y>& lambda) const {\n"
-    << scalar << "    const auto G = jacobian(q);\n    " << VecN << " r;\n";
+    << scalar << "    T g[" << NNZ << "];\n    jacobian_nonzeros(q, g);\n    " << VecN << " r;\n";
   for (std::size_t c = 0; c < n; ++c) {
     std::vector<std::string> terms;
     for (std::size_t i = 0; i < k; ++i)
-      if (nonzero(i, c)) terms.push_back("G(" + std::to_string(i) + ", " + std::to_string(c) + ") * lambda[" + std::to_string(i) + "]");
+      if (nonzero(i, c)) terms.push_back(g("g", i, c) + " * lambda[" + std::to_string(i) + "]");
     o << "    r[" << c << "] = " << sum(terms) << ";\n";
   }
   o << "    return r;\n  }\n";
-  o << "  // G(qa) M^-1 G(qb)^T.\n  template <class X, class Y>\n  TETHER_HD DenseMatrix<" << K
+  o << "  // G(qa) M^-1 G(qb)^T.\n  template <class X, class Y>\n  TETHER_HD " << gram_type << "<" << K
     << ", typename X::Scalar> gram(const Eigen::MatrixBase<X>& qa, const Eigen::MatrixBase<Y>& qb) const {\n"
-    << scalar << "    const auto Ga = jacobian(qa);\n    const auto Gb = jacobian(qb);\n    const Vec<" << N
-    << "> w = inverse_mass();\n    DenseMatrix<" << K << ", T> m;\n";
-  for (std::size_t i = 0; i < k; ++i)
-    for (std::size_t j2 = 0; j2 < k; ++j2) {
-      std::vector<std::string> terms;
-      for (std::size_t c = 0; c < n; ++c)
-        if (nonzero(i, c) && nonzero(j2, c))
-          terms.push_back("Ga(" + std::to_string(i) + ", " + std::to_string(c) + ") * w[" + std::to_string(c) + "] * Gb(" +
-                          std::to_string(j2) + ", " + std::to_string(c) + ")");
-      o << "    m.a(" << i << ", " << j2 << ") = " << sum(terms) << ";\n";
+    << scalar << "    T ga[" << NNZ << "], gb[" << NNZ << "];\n    jacobian_nonzeros(qa, ga);\n"
+    << "    jacobian_nonzeros(qb, gb);\n    const Vec<" << N << "> w = inverse_mass();\n    " << gram_type << "<" << K
+    << ", T> m;\n";
+  const auto entry = [&](std::size_t i, std::size_t j2) {
+    std::vector<std::string> terms;
+    for (std::size_t c = 0; c < n; ++c)
+      if (nonzero(i, c) && nonzero(j2, c))
+        terms.push_back(g("ga", i, c) + " * w[" + std::to_string(c) + "] * " + g("gb", j2, c));
+    return sum(terms);
+  };
+  for (std::size_t i = 0; i < k; ++i) {
+    if (!tridiagonal) {
+      for (std::size_t j2 = 0; j2 < k; ++j2) o << "    m.a(" << i << ", " << j2 << ") = " << entry(i, j2) << ";\n";
+      continue;
     }
+    o << "    m.lower[" << i << "] = " << (i > 0 ? entry(i, i - 1) : "T(0.0)") << ";\n"
+      << "    m.diag[" << i << "] = " << entry(i, i) << ";\n"
+      << "    m.upper[" << i << "] = " << (i + 1 < k ? entry(i, i + 1) : "T(0.0)") << ";\n";
+  }
   o << "    return m;\n  }\n";
   o << "  TETHER_HD static Vec<" << N << "> mass() {\n    Vec<" << N << "> m;\n";
   for (std::size_t i = 0; i < n; ++i) o << "    m[" << i << "] = " << number(mass[i]) << ";\n";
@@ -626,16 +732,30 @@ GiNaC::exmap values_at(const DeclaredSystem::Symbolic& s, const std::vector<Real
   return at;
 }
 
+// The potential's program run at q, as the generated source runs it: every
+// value and adjoint in the map; none where one of them is not a finite number.
+std::optional<GiNaC::exmap> program_at(const DeclaredSystem::Symbolic& s, const std::vector<Real>& q) {
+  GiNaC::exmap at = values_at(s, q);
+  for (const auto& program : {&s.values, &s.adjoints})
+    for (const auto& [symbol, value] : *program) {
+      const Real x = evaluate(value, at);
+      if (!std::isfinite(x)) return std::nullopt;
+      at[symbol] = x;
+    }
+  return at;
+}
+
 }  // namespace
 
 Real DeclaredSystem::potential_at(const std::vector<Real>& q) const {
-  return evaluate(symbolic->potential, values_at(*symbolic, q));
+  const auto at = program_at(*symbolic, q);
+  return at ? evaluate(symbolic->potential_direct, *at) : NAN;
 }
 
 std::vector<Real> DeclaredSystem::gradient_at(const std::vector<Real>& q) const {
-  const GiNaC::exmap at = values_at(*symbolic, q);
+  const auto at = program_at(*symbolic, q);
   std::vector<Real> r;
-  for (const auto& e : symbolic->gradient) r.push_back(evaluate(e, at));
+  for (const auto& e : symbolic->gradient) r.push_back(at ? evaluate(e, *at) : NAN);
   return r;
 }
 

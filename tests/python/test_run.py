@@ -1,6 +1,7 @@
 """tether.run: the same numbers and layout as the command's results.nc,
 explicit states as arrays, the registry, and the buffers handed over."""
 import json
+import sys
 
 import numpy as np
 import pytest
@@ -83,6 +84,27 @@ def test_a_declared_system_runs_as_the_command_runs_it(cli, tmp_path):
     assert actual_summary == expected_summary
     assert actual.attrs["system"] == "water"
     assert float(actual["max_constraint_violation"].max()) < 1e-10
+
+
+def test_a_declared_chain_is_the_built_in_chain():
+    """The chain of configs/chain16.json with 8 beads, written out as expressions bond by bond
+    (bench/declared_peers.py): the same trajectories as the built-in chain to roundoff, through the
+    declaration's reverse-mode gradient and its tridiagonal Gram matrix solved in lanes."""
+    sys.path.insert(0, str(SOURCE / "bench"))
+    from declared_peers import declared_chain, zigzag
+    parameters = json.loads((SOURCE / "configs" / "chain16.json").read_text())["system"]["parameters"]
+    config = {"method": {"name": "rattle", "dt": 0.002, "steps": 200, "newton": {"tolerance": 1e-13}},
+              "ensemble": {"size": 40, "seed": 3, "initial": {
+                  "sampler": "around", "q": zigzag(8, parameters), "p": [0.0] * 24,
+                  "position_spread": 0.02, "momentum_spread": 1.0}},
+              "output": {"every": 200}, "backend": "cpu"}
+    declared = tether.run({**config, "system": declared_chain(8, parameters)}, progress=False)
+    built_in = tether.run({**config, "system": {"name": "chain", "parameters": dict(parameters, beads=8)}},
+                          progress=False)
+    assert (declared.status == 0).all() and (built_in.status == 0).all()
+    for v in ("q", "p"):
+        assert float(abs(declared[v] - built_in[v]).max()) < 1e-11, v
+    assert float(declared.max_constraint_violation.max()) < 1e-12
 
 
 def test_run_keeps_the_constraints(pendulum):
