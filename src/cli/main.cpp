@@ -19,6 +19,7 @@
 
 #include "cli/mpi_run.hpp"
 #include "expr/declared_system.hpp"
+#include "registry/catalog.hpp"
 #include "tether/engine.hpp"
 
 
@@ -645,6 +646,8 @@ void do_list(bool as_json) {
       for (const auto& o : system_infos())
         if (o.name == s.name) values += (values.empty() ? "" : ", ") + o.variant.text();
       head += "; " + s.variant.key + " " + values;
+      if (const std::string sizes = tether::sizes_compiled_at_first_use(s.name); !sizes.empty())
+        head += " (any from " + sizes + ", the others compiled at first use)";
     }
     std::printf("  %-22s %s: %s  [%s]\n", s.name.c_str(), head.c_str(), s.description.c_str(), s.citation.c_str());
   }

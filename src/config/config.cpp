@@ -216,6 +216,13 @@ void parse_system(const Node& sys, RunConfig& c) {
     c.system_parameters = prm.json();
     return;
   }
+  if (auto resized = resized_system(sys)) {  // a size this build lacks: compiled at first use
+    c.declared = std::move(resized);
+    c.system = -1;
+    c.system_name = c.declared->name;
+    c.system_parameters = sys.has("parameters") ? sys.raw("parameters") : json::object();
+    return;
+  }
   c.system = choose_system(sys);
   c.system_name = system_infos()[std::size_t(c.system)].name;
   c.system_parameters = sys.has("parameters") ? sys.raw("parameters") : json::object();

@@ -102,7 +102,8 @@ std::string resolve_backend(const RunConfig& c, std::int64_t ensemble, std::int6
   const std::string backend = resolve_backend(c.backend, ensemble, cuda_from);
   if (!c.declared || backend != "cuda") return backend;
   if (c.backend == "auto") return "cpu";
-  throw ConfigError("backend", "\"cuda\" does not run declared systems yet: use \"cpu\" (or \"auto\")");
+  throw ConfigError("backend", "\"cuda\" does not run systems compiled at first use yet (declared ones, or a size "
+                               "this build has no instantiation of): use \"cpu\" (or \"auto\")");
 }
 
 std::string resolve_shoot_backend(const ShootConfig& c) {

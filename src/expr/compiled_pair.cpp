@@ -236,7 +236,8 @@ const DeclaredPair& declared_pair(const DeclaredSystem& d, int method) {
   for (const char* f : declared_toolchain::flags) args.emplace_back(f);
   const fs::path partial = entry / "pair.so.partial";
   args.insert(args.end(), {"-o", partial.string(), cpp.string()});
-  std::fprintf(stderr, "tether: compiling %s with %s (first use; kept in %s)\n", d.name.c_str(),
+  const std::string what = d.builtin_type.empty() ? d.name : d.builtin_type;  // "Chain<5>": the size is the news
+  std::fprintf(stderr, "tether: compiling %s with %s (first use; kept in %s)\n", what.c_str(),
                method_infos().at(std::size_t(method)).name.c_str(), entry.c_str());
   const auto start = std::chrono::steady_clock::now();
   const int rc = compile(args, log);

@@ -551,6 +551,9 @@ void read_declared_parameters(const DeclaredSystem& d, const Node& parameters) {
 }
 
 std::string DeclaredSystem::source(const std::string& type_name) const {
+  if (!builtin_type.empty())
+    return "#include \"" + builtin_header + "\"\nnamespace tether {\nusing " + type_name + " = " + builtin_type +
+           ";\n}  // namespace tether\n";
   const Symbolic& s = *symbolic;
   const std::size_t n = coordinates.size(), k = s.constraints.size();
   const std::string N = std::to_string(n), K = std::to_string(k);

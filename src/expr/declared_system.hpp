@@ -57,6 +57,11 @@ struct DeclaredSystem {
 
   struct Symbolic;  // the GiNaC expressions (declared_system.cpp)
   std::shared_ptr<const Symbolic> symbolic;
+
+  // Or, instead of expressions, a built-in system's template at a size this
+  // build did not instantiate (registry/catalog.hpp, resized_system): its
+  // type ("Chain<5>") and header, which source() names.
+  std::string builtin_type, builtin_header;
 };
 
 // system.declare of a config at `path`: {"name", "coordinates" (or "dof"),

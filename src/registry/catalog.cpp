@@ -180,6 +180,62 @@ SystemInfo declared_system_info(const std::string& name, Family family, int dof,
   return info;
 }
 
+namespace {
+
+// The built-in systems whose size is a template argument, and the sizes any
+// build compiles on demand: (name, size key, smallest, largest, header,
+// template, coordinates per unit of size).
+struct Resizable {
+  const char *name, *key;
+  int smallest, largest;
+  const char *header, *type;
+  int dof_per_unit;
+};
+constexpr Resizable resizable[] = {
+    {"chain", "beads", 3, 64, "tether/systems/chain.hpp", "Chain", 3},
+    {"rigid_chain", "links", 1, 8, "tether/systems/rigid_chain.hpp", "RigidChain", 12},
+};
+
+}  // namespace
+
+std::string sizes_compiled_at_first_use(const std::string& name) {
+  for (const Resizable& r : resizable)
+    if (name == r.name) return std::to_string(r.smallest) + " to " + std::to_string(r.largest);
+  return "";
+}
+
+std::shared_ptr<const DeclaredSystem> resized_system(const Node& sys) {
+  if (!sys.has("name") || !sys.raw("name").is_string()) return nullptr;
+  const std::string name = sys.raw("name").get<std::string>();
+  for (const Resizable& r : resizable) {
+    if (name != r.name) continue;
+    const Node prm = sys.object_or_empty("parameters");
+    if (!prm.has(r.key)) return nullptr;  // the default size
+    const std::int64_t n = prm.integer(r.key, r.smallest, r.largest);
+    const auto& all = system_infos();
+    int like = -1;  // an instantiated size: its parameters, methods and family are every size's
+    for (std::size_t i = 0; i < all.size(); ++i)
+      if (all[i].name == name) {
+        if (all[i].variant.value == n) return nullptr;
+        if (like < 0) like = int(i);
+      }
+    sys.only({"name", "parameters"});
+    std::set<std::string> allowed = {r.key};
+    for (const auto& k : keys_of(all[std::size_t(like)].parameters)) allowed.insert(k);
+    prm.only(allowed);
+    tables().read_system[std::size_t(like)](prm);
+    auto d = std::make_shared<DeclaredSystem>();
+    d->name = name;
+    d->info = all[std::size_t(like)];
+    d->info.dof = r.dof_per_unit * int(n);
+    d->info.variant.value = n;
+    d->builtin_type = std::string(r.type) + "<" + std::to_string(n) + ">";
+    d->builtin_header = r.header;
+    return d;
+  }
+  return nullptr;
+}
+
 int choose_system(const Node& sys) {
   sys.only({"name", "parameters"});
   const std::string name = sys.string("name", unique_system_names());
@@ -272,6 +328,8 @@ nlohmann::ordered_json catalog_json() {
     nlohmann::ordered_json e;
     e["name"] = s.name;
     if (!s.variant.key.empty()) e["variant"] = variant(s.variant);
+    if (const std::string sizes = sizes_compiled_at_first_use(s.name); !sizes.empty())
+      e["sizes_compiled_at_first_use"] = sizes;
     e["family"] = family_name(s.family);
     e["dof"] = s.dof;
     e["reversed_by_momentum_flip"] = s.reversed_by_momentum_flip;

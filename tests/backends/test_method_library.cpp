@@ -71,8 +71,8 @@ TEST(MethodLibrary, BadParametersAreNamed) {
   const json rigid = {{"name", "rigid_body"}};
   EXPECT_TRUE(has(config_error({{"name", "rigid_body"}, {"parameters", {{"inertia", {1.0, 2.0, 3.0}}}}}, {{"name", "rattle"}}),
                   "system.parameters.inertia: principal moments must be positive and each below the sum"));
-  EXPECT_TRUE(has(config_error({{"name", "rigid_chain"}, {"parameters", {{"links", 3}}}}, {{"name", "rattle"}}),
-                  "system.parameters.links: this build has rigid chains of 1 or 2 links"));
+  EXPECT_TRUE(has(config_error({{"name", "rigid_chain"}, {"parameters", {{"links", 9}}}}, {{"name", "rattle"}}),
+                  "system.parameters.links: must be between 1 and 8, got 9"));
   EXPECT_TRUE(has(config_error(rigid, {{"name", "lie_rattle"}}), "method.retraction: is missing (one of: exp, cayley)"));
   EXPECT_TRUE(has(config_error(rigid, {{"name", "lie_rattle"}, {"retraction", "projection"}}),
                   "method.retraction: unknown value \"projection\""));

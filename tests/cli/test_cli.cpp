@@ -94,8 +94,8 @@ std::vector<BadInput> bad_inputs() {
   add("zero_size", [](json& j) { j["ensemble"]["size"] = 0; }, {"ensemble.size", "got 0"});
   add("negative_temperature", [](json& j) { j["ensemble"]["initial"]["temperature"] = -1; },
       {"ensemble.initial.temperature", "-1"});
-  add("unbuilt_chain", [](json& j) { j["system"] = {{"name", "chain"}, {"parameters", {{"beads", 5}}}}; },
-      {"system.parameters.beads", "5"});
+  add("chain_of_two_beads", [](json& j) { j["system"] = {{"name", "chain"}, {"parameters", {{"beads", 2}}}}; },
+      {"system.parameters.beads", "between 3 and 64, got 2"});
   add("newton_max_iterations_zero", [](json& j) { j["method"]["newton"] = {{"max_iterations", 0}}; },
       {"method.newton.max_iterations", "got 0"});
   add("wrong_state_dimension",

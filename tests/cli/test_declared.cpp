@@ -277,6 +277,31 @@ TEST_F(Declared, SE2GeodesicsReachEveryTargetWithTheKnownLengths) {
 
 // Bad declarations: one line naming the JSON path (and the position in the
 // expression), exit 2, nothing compiled and nothing written.
+// A built-in system at a size this build did not instantiate (chain: 4, 8
+// and 16 beads) is compiled at first use, as a declared one, with the
+// built-in's own sampler of its manifold for a thermal start.
+TEST_F(Declared, AChainOfASizeTheBuildLacksIsCompiledAtFirstUse) {
+  json c = base_config();
+  c["system"] = json::parse(R"json({"name": "chain", "parameters": {"beads": 5, "bend_stiffness": 20}})json");
+  c["method"] = json::parse(R"json({"name": "rattle", "dt": 0.002, "steps": 100})json");
+  c["ensemble"] = json::parse(R"json({"size": 40, "seed": 2, "initial": {"sampler": "thermal", "temperature": 1.0}})json");
+  const Cli first = run(write("chain5.json", c), dir_ / "first");
+  ASSERT_EQ(first.code, 0) << first.err;
+  EXPECT_NE(first.err.find("compiling Chain<5> with rattle"), std::string::npos) << first.err;
+  const json s = json::parse(read_file(dir_ / "first" / "summary.json"));
+  EXPECT_EQ(s["system"], "chain");
+  EXPECT_EQ(s["failed_trajectories"], 0);
+  EXPECT_LT(s["max_constraint_violation"].get<double>(), 1e-10);
+  EXPECT_LT(s["max_relative_energy_error"].get<double>(), 1e-3);
+  const std::string header = read_file(dir_ / "first" / "final.csv").substr(0, 200);
+  EXPECT_NE(header.find(",q14,"), std::string::npos) << "5 beads: 15 coordinates";
+  EXPECT_EQ(header.find(",q15,"), std::string::npos);
+  const Cli again = run(write("chain5.json", c), dir_ / "again");
+  ASSERT_EQ(again.code, 0) << again.err;
+  EXPECT_EQ(again.err.find("compiling"), std::string::npos) << "the second run loads the cached pair";
+  EXPECT_EQ(read_file(dir_ / "again" / "final.csv"), read_file(dir_ / "first" / "final.csv"));
+}
+
 TEST_F(Declared, BadDeclarationsAreRefusedBeforeAnythingIsCompiledOrWritten) {
   ::setenv("TETHER_CACHE_DIR", (dir_ / "cache").c_str(), 1);
   struct Bad {
