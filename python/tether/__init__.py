@@ -32,7 +32,7 @@ import xarray as xr
 from . import _tether
 from ._tether import ConfigError
 
-__all__ = ["run", "shoot", "sample", "validate", "systems", "methods", "backends", "ConfigError"]
+__all__ = ["run", "shoot", "sample", "validate", "System", "systems", "methods", "backends", "ConfigError"]
 __version__ = "0.1.0"
 
 
@@ -45,6 +45,88 @@ Config = Union[str, "os.PathLike[str]", dict]
 Progress = Union[bool, Callable[[float, float], Any]]
 
 
+class System:
+    """A system declared by its expressions, as `system.declare` of a config (README, "Your own
+    system"): each expression a string of the grammar or a SymPy expression, each name a string or
+    a SymPy symbol. Give it where a config takes a system, ``{"system": System(...), ...}``, or as
+    ``{"system": {"declare": System(...), "parameters": {...}}}`` to change parameters.
+
+        x, y, z, g, L = sympy.symbols("x y z g L")
+        pendulum = tether.System("pendulum", coordinates=[x, y, z], parameters={g: 9.81, L: 1.0},
+                                 potential=g * z, constraints=[(x**2 + y**2 + z**2 - L**2) / (2 * L)])
+
+    Holonomic: `coordinates` (or `dof`), `mass`, `potential`, `constraints`, `length_scale`,
+    `energy_scale`; index-1 sub-Riemannian: `frame` (the vector fields X_i(q), each a list of
+    components) and `potential`. `parameters` maps names to default values; `definitions` names
+    intermediate expressions. The engine parses, checks and differentiates them, as it does a JSON
+    config's: a mistake raises ConfigError naming the field and the position in its expression."""
+
+    _FIELDS = ("coordinates", "dof", "mass", "parameters", "definitions", "potential", "constraints",
+               "frame", "length_scale", "energy_scale")
+
+    def __init__(self, name: str, **fields: Any):
+        unknown = set(fields) - set(self._FIELDS)
+        if unknown:
+            raise TypeError(f"System() got unknown fields {sorted(unknown)} (known: {', '.join(self._FIELDS)})")
+        self.declaration = {"name": name}
+        for key in self._FIELDS:
+            if key in fields:
+                self.declaration[key] = _declared(key, fields[key])
+
+    def __repr__(self) -> str:
+        return f"tether.System({json.dumps(self.declaration)})"
+
+
+def _expression(value: Any) -> Any:
+    """A SymPy expression as text of the grammar (powers with ^, constants as numbers, floats to the
+    last bit); a string or a number as it is."""
+    if isinstance(value, (str, int, float, np.generic)):
+        return value
+    import sympy
+    from sympy.printing.str import StrPrinter
+
+    class Grammar(StrPrinter):
+        def _print_Pow(self, e, rational=False):
+            base, exponent = e.as_base_exp()
+            if exponent == sympy.S.Half:
+                return f"sqrt({self._print(base)})"
+            return f"({self._print(base)})^({self._print(exponent)})"
+
+        def _print_Float(self, e):
+            return repr(float(e))
+
+        def _print_Rational(self, e):
+            return f"({e.p}/{e.q})"
+
+        def _print_NumberSymbol(self, e):  # pi, E, ...: their value
+            return repr(float(e))
+
+        _print_Exp1 = _print_Pi = _print_NumberSymbol
+
+    return Grammar().doprint(sympy.sympify(value))
+
+
+def _name(value: Any) -> str:
+    return value if isinstance(value, str) else str(value)
+
+
+def _declared(key: str, value: Any) -> Any:
+    """One field of a System as JSON: names as strings, expressions as text of the grammar."""
+    if key == "coordinates":
+        return [_name(c) for c in value]
+    if key == "parameters":
+        return {_name(k): float(v) for k, v in value.items()}
+    if key == "definitions":
+        return {_name(k): _expression(v) for k, v in value.items()}
+    if key == "constraints":
+        return [_expression(g) for g in value]
+    if key == "frame":
+        return [[_expression(c) for c in field] for field in value]
+    if key in ("potential", "length_scale", "energy_scale"):
+        return _expression(value)
+    return value  # dof, mass
+
+
 def _error(path: str, message: str) -> ConfigError:
     error = ConfigError(f"config error at {path}: {message}")
     error.path = path
@@ -53,6 +135,8 @@ def _error(path: str, message: str) -> ConfigError:
 
 def _plain(value: Any, path: str) -> Any:
     """The config as JSON values; NumPy arrays and scalars become lists and numbers."""
+    if isinstance(value, System):  # as system.declare: under "system" itself, wrapped in {"declare": ...}
+        return {"declare": value.declaration} if path == "system" else value.declaration
     if isinstance(value, dict):
         out = {}
         for key, item in value.items():

@@ -86,6 +86,51 @@ def test_a_declared_system_runs_as_the_command_runs_it(cli, tmp_path):
     assert float(actual["max_constraint_violation"].max()) < 1e-10
 
 
+def sympy_water():
+    """configs/water.json's molecule written with SymPy."""
+    sympy = pytest.importorskip("sympy")
+    o, h1, h2 = (sympy.symbols(f"{a}x {a}y {a}z") for a in ("o", "h1", "h2"))
+    field, charge, oh, hh, dipole_z = sympy.symbols("field charge oh hh dipole_z")
+
+    def bond(a, b, length):
+        return (sum((u - v) ** 2 for u, v in zip(a, b)) - length**2) / (2 * length)
+
+    return tether.System(
+        "water", coordinates=[*o, *h1, *h2], mass=[15.9994] * 3 + [1.008] * 6,
+        parameters={field: 50, charge: 0.417, oh: 0.9572, hh: 1.5139},
+        definitions={dipole_z: charge * (h1[2] - o[2]) + charge * (h2[2] - o[2])},
+        potential=-field * dipole_z, constraints=[bond(h1, o, oh), bond(h2, o, oh), bond(h1, h2, hh)],
+        length_scale=oh, energy_scale=2 * field * charge * oh)
+
+
+def test_a_system_written_with_sympy_is_the_declared_one(capfd):
+    """tether.System with SymPy expressions declares the molecule of configs/water.json: the same
+    expressions reach the engine, so the same compiled pair (loaded, not compiled again) and the
+    same numbers; parameters are changed as for a declaration."""
+    water = json.loads((SOURCE / "configs" / "water.json").read_text())
+    water.update(method={"name": "rattle", "dt": 0.002, "steps": 30}, backend="cpu", output={"every": 10})
+    water["ensemble"]["size"] = 16
+    expected = tether.run(water, progress=False)
+    capfd.readouterr()
+    declared = sympy_water()
+    actual = tether.run({**water, "system": declared}, progress=False)
+    assert "compiling" not in capfd.readouterr().err
+    for v in ("q", "p", "status"):
+        np.testing.assert_array_equal(actual[v], expected[v])
+    stronger = tether.run({**water, "system": {"declare": declared, "parameters": {"field": 80}}}, progress=False)
+    assert stronger.attrs["system"] == "water" and not np.array_equal(stronger.q, expected.q)
+
+
+def test_a_sympy_expression_outside_the_grammar_is_refused_at_its_field():
+    sympy = pytest.importorskip("sympy")
+    x, y = sympy.symbols("x y")
+    bad = tether.System("bad", coordinates=[x, y], potential=sympy.Abs(x), constraints=[x**2 + y**2 - 1])
+    with pytest.raises(tether.ConfigError, match=r"system\.declare\.potential.*Abs") as e:
+        tether.validate({"system": bad, "method": {"name": "rattle", "dt": 0.01, "steps": 1},
+                         "ensemble": {"size": 1, "initial": {"sampler": "around", "q": [1, 0], "p": [0, 0]}}})
+    assert e.value.path == "system.declare.potential"
+
+
 def test_a_declared_chain_is_the_built_in_chain():
     """The chain of configs/chain16.json with 8 beads, written out as expressions bond by bond
     (bench/declared_peers.py): the same trajectories as the built-in chain to roundoff, through the
