@@ -2,8 +2,10 @@
 that its caption names, key for key; every field of a command's summary.json,
 column of its CSV files and variable of its netCDF files is named in the
 section that documents it, and where the README lists a file's columns, the
-file has exactly those."""
+file has exactly those; and the README's first examples, shrunk, run and write
+what it documents (the newcomer's walk through them)."""
 import json
+import math
 import pathlib
 import re
 
@@ -120,3 +122,58 @@ def test_every_output_file_of_shoot_and_sample_is_documented(cli, sphere, double
     for group in ("posterior", "sample_stats"):
         names = netcdf_names(tmp_path / "sample" / "draws.nc", group)
         assert names - code_words(sampling) == set(), f"draws.nc's {group} has names the README does not give"
+
+
+def shrunk(command, config):
+    """A README example's config, small enough for the test suite: its sizes cut, nothing else changed."""
+    config["ensemble"] = dict(config.get("ensemble", {}))
+    if "size" in config["ensemble"]:
+        config["ensemble"]["size"] = min(config["ensemble"]["size"], 8)
+    config["ensemble"].pop("batch_size", None)
+    if command == "run":
+        config["method"]["steps"] = min(config["method"]["steps"], 20)
+        config["output"] = {**config.get("output", {}), "every": 5}
+    elif command == "shoot":
+        targets = config["shoot"]["targets"]
+        if "grid" in targets:
+            targets["grid"]["count"] = [min(c, 2) for c in targets["grid"]["count"]]
+        if "random" in targets:
+            targets["random"]["count"] = 3
+        if "random" in config["shoot"].get("guesses", {}):
+            config["shoot"]["guesses"]["random"]["count"] = 2
+        geodesics = config.get("output", {}).get("geodesics")
+        if geodesics and "targets" in geodesics:  # a count of targets to keep: at most those left
+            geodesics["targets"] = min(geodesics["targets"], math.prod(targets["grid"]["count"]) if "grid" in targets
+                                       else len(targets.get("list", [])) or 3)
+        config.pop("ensemble")
+    else:
+        config["sample"].update(chains=8, draws=30, warmup=30)
+        config.pop("ensemble")
+    return config
+
+
+README_EXAMPLE = re.compile(r"^tether (run|shoot|sample) (configs/[\w.]+\.json)((?: --backend \w+)?) --out ", re.M)
+
+
+def test_the_readmes_first_examples_run_and_write_what_it_documents(cli, tmp_path):
+    """Each `tether run|shoot|sample configs/...` line of the README's first examples, shrunk, exits 0
+    and writes summary.json (every field named in its command's section) and the files it documents."""
+    readme = (ROOT / "README.md").read_text()
+    first = readme[readme.index("```\ntether run"):]
+    first = first[:first.index("```", 4)]
+    examples = README_EXAMPLE.findall(first)
+    assert len(examples) >= 6, "the README's first examples were not found"
+    titles = {"run": "## Output", "shoot": "## Shooting geodesics", "sample": "## Sampling on constraint manifolds"}
+    files = {"run": ["summary.json", "final.csv", "timeseries.csv"], "shoot": ["summary.json", "shots.csv"],
+             "sample": ["summary.json", "draws.nc"]}
+    for k, (command, path, backend) in enumerate(examples):
+        config = shrunk(command, json.loads((ROOT / path).read_text()))
+        file = tmp_path / f"{k}.json"
+        file.write_text(json.dumps(config))
+        out = tmp_path / f"out{k}"
+        cli(command, file, "--out", out, *backend.split())
+        for name in files[command]:
+            assert (out / name).exists(), f"{path}: no {name}"
+        summary = json.loads((out / "summary.json").read_text())
+        keys = set(summary) | {k2 for v in summary.values() if isinstance(v, dict) for k2 in v}
+        assert keys - code_words(section(readme, titles[command])) == set(), path
