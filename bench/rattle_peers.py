@@ -22,8 +22,12 @@ Peers, each with its own best practice:
 - numba_fsal: the same, carrying the force at a step's end into the next step
   (first-same-as-last), which a Numba user would do since RATTLE's end kick and the
   next step's first kick evaluate the same gradient;
-- jax: `jit(vmap(...))` over trajectories on the CPU, `lax.fori_loop` over steps,
-  `lax.while_loop` for Newton, `lax.linalg.tridiagonal_solve` (float64).
+- jax: `jit(vmap(...))` over trajectories (on the CPU, or the GPU where JAX has one),
+  `lax.fori_loop` over steps, `lax.while_loop` for Newton, `lax.linalg.tridiagonal_solve` (float64);
+- numba_cuda, numba_cuda_fsal (--peers, on a GPU machine, with --backend cuda): one thread per
+  trajectory, the Numba peers' own step functions compiled as device functions, a chain's
+  arrays in cuda.local.array, FP64; timed by CUDA events around the launch (compile and
+  transfers excluded). tests/python/test_gpu_peers.py runs them in Numba's CUDA simulator.
 Each is timed after a warm-up call that compiles it; the figure is trajectory-steps
 per second, best of --repeats interleaved runs, on --threads threads. tether's is
 its own `integration_seconds` (summary.json); its build's instruction set
@@ -32,14 +36,20 @@ sets how many trajectories the cpu backend steps per vector instruction.
 """
 import argparse
 import json
+import math
 import os
 import sys
 import time
 
 import numpy as np
 
+try:  # the numba.cuda peers: their kernels name `cuda` as a module global, which the CUDA simulator replaces
+    from numba import cuda
+except ImportError:
+    cuda = None
+
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from run_shoot_bench import ROOT, provenance, save_result, tether_output  # noqa: E402
+from run_shoot_bench import ROOT, build_of, provenance, save_result, tether_output  # noqa: E402
 
 EPS = 2.220446049250313e-16
 TOL, MAX_IT = 1e-13, 50
@@ -61,8 +71,8 @@ def cases(quick):
             ("chain16", chain_config(16), 10000 // k, 0.002, 500 // k)]
 
 
-def run_tether(binary, config, size, dt, steps, threads):
-    config = dict(config, backend="cpu", output={"every": max(steps, 1), "final_states": True})
+def run_tether(binary, config, size, dt, steps, threads, backend="cpu"):
+    config = dict(config, backend=backend, output={"every": max(steps, 1), "final_states": True})
     config["method"] = dict(config["method"], dt=dt, steps=steps, newton={"tolerance": TOL, "max_iterations": MAX_IT})
     config["ensemble"] = dict(config["ensemble"], size=size)
     with tether_output(binary, "run", config, threads) as (out, summary):
@@ -75,11 +85,11 @@ def run_tether(binary, config, size, dt, steps, threads):
 
 # ---------------------------------------------------------------- Numba ----
 
-def numba_kernels():
-    import numba
-    from numba import njit, prange
+def step_functions(jit):
+    """The RATTLE step functions as plain Python, compiled by `jit` for one Numba target: the CPU
+    (njit, inlined) or a GPU (cuda.jit device functions), so that both peers step the same code."""
 
-    @njit(inline="always")
+    @jit
     def thomas(lower, diag, upper, rhs, x, c, d, k):
         den = diag[0]
         c[0] = upper[0] / den
@@ -92,7 +102,7 @@ def numba_kernels():
         for i in range(k - 2, -1, -1):
             x[i] = d[i] - c[i] * x[i + 1]
 
-    @njit(inline="always")
+    @jit
     def chain_gradient(q, g, n, stiff, c0, tor, has_tor):
         for i in range(n):
             for a in range(3):
@@ -100,7 +110,7 @@ def numba_kernels():
         for i in range(n - 2):
             ax = q[i + 1, 0] - q[i, 0]; ay = q[i + 1, 1] - q[i, 1]; az = q[i + 1, 2] - q[i, 2]
             bx = q[i + 2, 0] - q[i + 1, 0]; by = q[i + 2, 1] - q[i + 1, 1]; bz = q[i + 2, 2] - q[i + 1, 2]
-            na = np.sqrt(ax * ax + ay * ay + az * az); nb = np.sqrt(bx * bx + by * by + bz * bz)
+            na = math.sqrt(ax * ax + ay * ay + az * az); nb = math.sqrt(bx * bx + by * by + bz * bz)
             c = -(ax * bx + ay * by + az * bz) / (na * nb)
             f = stiff * (c - c0)
             gax = f * (-bx / (na * nb) - c * ax / (na * na))
@@ -119,7 +129,7 @@ def numba_kernels():
                 d2x = q[i + 3, 0] - q[i + 2, 0]; d2y = q[i + 3, 1] - q[i + 2, 1]; d2z = q[i + 3, 2] - q[i + 2, 2]
                 n1x = d0y * d1z - d0z * d1y; n1y = d0z * d1x - d0x * d1z; n1z = d0x * d1y - d0y * d1x
                 n2x = d1y * d2z - d1z * d2y; n2y = d1z * d2x - d1x * d2z; n2z = d1x * d2y - d1y * d2x
-                l1 = np.sqrt(n1x * n1x + n1y * n1y + n1z * n1z); l2 = np.sqrt(n2x * n2x + n2y * n2y + n2z * n2z)
+                l1 = math.sqrt(n1x * n1x + n1y * n1y + n1z * n1z); l2 = math.sqrt(n2x * n2x + n2y * n2y + n2z * n2z)
                 c = (n1x * n2x + n1y * n2y + n1z * n2z) / (l1 * l2)
                 cp = -c  # cos psi, psi = phi - pi
                 dv = 0.0
@@ -144,7 +154,7 @@ def numba_kernels():
                 g[i + 2, 0] += e1x - e2x; g[i + 2, 1] += e1y - e2y; g[i + 2, 2] += e1z - e2z
                 g[i + 3, 0] += e2x; g[i + 3, 1] += e2y; g[i + 3, 2] += e2z
 
-    @njit(inline="always")
+    @jit
     def chain_step(q, p, g, qp, q1, lam, con, lower, diag, upper, rhs, x, c, d,
                    n, m, b, stiff, c0, tor, has_tor, h, fsal):
         k = n - 1
@@ -168,7 +178,7 @@ def numba_kernels():
             for i in range(n):
                 for a in range(3):
                     qmax = max(qmax, abs(q1[i, a]))
-            if not np.isfinite(gmax):
+            if not math.isfinite(gmax):
                 return False
             if gmax <= max(TOL * b, 16 * EPS * qmax):
                 break
@@ -211,6 +221,40 @@ def numba_kernels():
                 p[i + 1, a] += f
         return True
 
+    @jit
+    def pendulum_step(x, y, z, px, py, pz, m, L, gz, h):
+        """One step from (q, p); the new state and whether Newton converged."""
+        qpx = x + h / m * px; qpy = y + h / m * py; qpz = z + h / m * (pz - 0.5 * h * gz)
+        x1, y1, z1 = qpx, qpy, qpz
+        lam = 0.0
+        it = 0
+        while True:
+            g = (x1 * x1 + y1 * y1 + z1 * z1 - L * L) / (2 * L)
+            if not math.isfinite(g):
+                return x, y, z, px, py, pz, False
+            if abs(g) <= max(TOL * L, 16 * EPS * max(abs(x1), abs(y1), abs(z1))):
+                break
+            if it >= MAX_IT:
+                return x, y, z, px, py, pz, False
+            gram = (x1 * x + y1 * y + z1 * z) / (m * L * L)
+            lam += -g / gram
+            f = lam / L / m
+            x1 = qpx + f * x; y1 = qpy + f * y; z1 = qpz + f * z
+            it += 1
+        px = m * (x1 - x) / h; py = m * (y1 - y) / h; pz = m * (z1 - z) / h - 0.5 * h * gz
+        x, y, z = x1, y1, z1
+        nu = -(x * px + y * py + z * pz) / (m * L) / ((x * x + y * y + z * z) / (m * L * L))
+        return x, y, z, px + x * nu / L, py + y * nu / L, pz + z * nu / L, True
+
+    return chain_gradient, chain_step, pendulum_step
+
+
+def numba_kernels():
+    import numba
+    from numba import njit, prange
+
+    chain_gradient, chain_step, pendulum_step = step_functions(njit(inline="always"))
+
     @njit(parallel=True)
     def chain_run(Q, P, steps, m, b, stiff, c0, tor, has_tor, h, fsal):
         T, n = Q.shape[0], Q.shape[1]
@@ -239,40 +283,101 @@ def numba_kernels():
         for t in prange(T):
             x, y, z = Q[t, 0], Q[t, 1], Q[t, 2]
             px, py, pz = P[t, 0], P[t, 1], P[t, 2]
-            gz = m * grav
             for _ in range(steps):
-                qpx = x + h / m * px; qpy = y + h / m * py; qpz = z + h / m * (pz - 0.5 * h * gz)
-                x1, y1, z1 = qpx, qpy, qpz
-                lam = 0.0
-                it = 0
-                good = True
-                while True:
-                    g = (x1 * x1 + y1 * y1 + z1 * z1 - L * L) / (2 * L)
-                    if not np.isfinite(g):
-                        good = False
-                        break
-                    if abs(g) <= max(TOL * L, 16 * EPS * max(abs(x1), abs(y1), abs(z1))):
-                        break
-                    if it >= MAX_IT:
-                        good = False
-                        break
-                    gram = (x1 * x + y1 * y + z1 * z) / (m * L * L)
-                    lam += -g / gram
-                    f = lam / L / m
-                    x1 = qpx + f * x; y1 = qpy + f * y; z1 = qpz + f * z
-                    it += 1
+                x, y, z, px, py, pz, good = pendulum_step(x, y, z, px, py, pz, m, L, m * grav, h)
                 if not good:
                     ok[t] = False
                     break
-                px = m * (x1 - x) / h; py = m * (y1 - y) / h; pz = m * (z1 - z) / h - 0.5 * h * gz
-                x, y, z = x1, y1, z1
-                nu = -(x * px + y * py + z * pz) / (m * L) / ((x * x + y * y + z * z) / (m * L * L))
-                px += x * nu / L; py += y * nu / L; pz += z * nu / L
             Q[t, 0], Q[t, 1], Q[t, 2] = x, y, z
             P[t, 0], P[t, 1], P[t, 2] = px, py, pz
         return ok
 
     return numba, chain_run, pendulum_run
+
+
+# ----------------------------------------------------------- numba.cuda ----
+
+def numba_cuda_kernels():
+    """What a physicist writes with numba.cuda: one thread per trajectory, the same step functions as
+    the CPU peer compiled as device functions, a chain's work arrays in cuda.local.array (so one
+    kernel per bead count), FP64. Each returns a runner (Q, P, steps) -> (ok, kernel seconds), the
+    seconds between CUDA events around the launch (compile excluded: call it once first)."""
+    from numba import float64
+
+    chain_gradient, chain_step, pendulum_step = step_functions(cuda.jit(device=True, inline=True))
+    threads = 128
+
+    def timed(kernel, blocks, *args):
+        start, stop = cuda.event(), cuda.event()
+        start.record()
+        kernel[blocks, threads](*args)
+        stop.record()
+        stop.synchronize()
+        return start.elapsed_time(stop) / 1e3
+
+    def pendulum(m, L, grav, h):
+        @cuda.jit
+        def kernel(Q, P, steps, ok):
+            t = cuda.grid(1)
+            if t >= Q.shape[0]:
+                return
+            x, y, z = Q[t, 0], Q[t, 1], Q[t, 2]
+            px, py, pz = P[t, 0], P[t, 1], P[t, 2]
+            for _ in range(steps):
+                x, y, z, px, py, pz, good = pendulum_step(x, y, z, px, py, pz, m, L, m * grav, h)
+                if not good:
+                    ok[t] = False
+                    break
+            Q[t, 0], Q[t, 1], Q[t, 2] = x, y, z
+            P[t, 0], P[t, 1], P[t, 2] = px, py, pz
+        return kernel
+
+    def chain(n, m, b, stiff, c0, tor, has_tor, h, fsal):
+        k = n - 1
+
+        @cuda.jit
+        def kernel(Q, P, steps, ok):
+            t = cuda.grid(1)
+            if t >= Q.shape[0]:
+                return
+            q = cuda.local.array((n, 3), float64); p = cuda.local.array((n, 3), float64)
+            g = cuda.local.array((n, 3), float64); qp = cuda.local.array((n, 3), float64)
+            q1 = cuda.local.array((n, 3), float64)
+            lam = cuda.local.array(k, float64); con = cuda.local.array(k, float64)
+            lower = cuda.local.array(k, float64); diag = cuda.local.array(k, float64)
+            upper = cuda.local.array(k, float64); rhs = cuda.local.array(k, float64)
+            x = cuda.local.array(k, float64); c = cuda.local.array(k, float64); d = cuda.local.array(k, float64)
+            torsion = cuda.local.array(6, float64)
+            for i in range(6):
+                torsion[i] = tor[i]
+            for i in range(n):
+                for a in range(3):
+                    q[i, a] = Q[t, i, a]
+                    p[i, a] = P[t, i, a]
+            if fsal:
+                chain_gradient(q, g, n, stiff, c0, torsion, has_tor)
+            for _ in range(steps):
+                if not chain_step(q, p, g, qp, q1, lam, con, lower, diag, upper, rhs, x, c, d,
+                                  n, m, b, stiff, c0, torsion, has_tor, h, fsal):
+                    ok[t] = False
+                    break
+            for i in range(n):
+                for a in range(3):
+                    Q[t, i, a] = q[i, a]
+                    P[t, i, a] = p[i, a]
+        return kernel
+
+    def runner(kernel):
+        def run(Q, P, steps):
+            dQ, dP = cuda.to_device(Q), cuda.to_device(P)
+            ok = cuda.to_device(np.ones(len(Q), dtype=np.bool_))
+            seconds = timed(kernel, (len(Q) + threads - 1) // threads, dQ, dP, steps, ok)
+            dQ.copy_to_host(Q)
+            dP.copy_to_host(P)
+            return ok.copy_to_host(), seconds
+        return run
+
+    return cuda, lambda *a: runner(pendulum(*a)), lambda *a: runner(chain(*a))
 
 
 # ------------------------------------------------------------------ JAX ----
@@ -379,8 +484,11 @@ def main():
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--repeats", type=int, default=3)
     ap.add_argument("--quick", action="store_true", help="10x smaller ensembles and step counts; nothing saved")
-    ap.add_argument("--peers", default="numba,numba_fsal,jax")
+    ap.add_argument("--peers", default="numba,numba_fsal,jax",
+                    help="also numba_cuda,numba_cuda_fsal on a GPU machine (kernel time by CUDA events)")
+    ap.add_argument("--backend", default="cpu", help="tether's backend (cuda beside the numba.cuda peers)")
     ap.add_argument("--cases", default="spherical_pendulum,chain8,chain16")
+    ap.add_argument("--scale", type=int, default=1, help="ensembles this many times larger (10 on a GPU: 10^6 pendula)")
     ap.add_argument("--label", default="", help="appended to the result's name (e.g. native for a TETHER_CPU_ARCH build)")
     args = ap.parse_args()
     os.environ["NUMBA_NUM_THREADS"] = str(args.threads)
@@ -392,6 +500,7 @@ def main():
     for name, config, size, dt, steps in cases(args.quick):
         if name not in args.cases.split(","):
             continue
+        size *= args.scale
         prm = config["system"]["parameters"]
         _, q0, p0, _ = run_tether(args.tether, config, size, dt, 0, args.threads)
         dof = q0.shape[1]
@@ -412,6 +521,26 @@ def main():
             runners["numba"] = lambda Q, P: numba_call(False, Q, P, steps)
         if "numba_fsal" in peers and name != "spherical_pendulum":
             runners["numba_fsal"] = lambda Q, P: numba_call(True, Q, P, steps)
+        for fsal in (False, True):
+            peer = "numba_cuda_fsal" if fsal else "numba_cuda"
+            if peer not in peers or (fsal and name == "spherical_pendulum"):
+                continue
+            _, cuda_pendulum, cuda_chain = numba_cuda_kernels()
+            if name == "spherical_pendulum":
+                kernel = cuda_pendulum(prm["mass"], prm["length"], prm["gravity"], dt)
+            else:
+                tor = np.array(prm["torsion"], dtype=np.float64)
+                kernel = cuda_chain(dof // 3, prm["mass"], prm["bond_length"], prm["bend_stiffness"],
+                                    np.cos(np.radians(prm["bend_angle_degrees"])), tor, bool(np.any(tor != 0)), dt, fsal)
+
+            def cuda_call(Q, P, kernel=kernel):  # the kernel's own seconds (CUDA events), transfers excluded
+                shape = (len(Q), dof // 3, 3) if name != "spherical_pendulum" else Q.shape
+                Q3, P3 = Q.reshape(shape), P.reshape(shape)
+                ok, seconds = kernel(Q3, P3, steps)
+                Q[:], P[:] = Q3.reshape(Q.shape), P3.reshape(P.shape)
+                return seconds
+            cuda_call(q0[:4].copy(), p0[:4].copy())  # compile
+            runners[peer] = cuda_call
         if "jax" in peers:
             jf = jax_runner(name, prm, dt, steps)
             shape = (size, dof // 3, 3) if name != "spherical_pendulum" else (size, 3)
@@ -424,23 +553,25 @@ def main():
             jax_call(q0.copy(), p0.copy())  # compile (same shapes as the timed calls)
             runners["jax"] = jax_call
 
-        rates = {k: [] for k in ["tether_cpu", *runners]}
+        mine = "tether_" + args.backend
+        rates = {k: [] for k in [mine, *runners]}
         finals = {}
         for r in range(args.repeats):
-            summary, qt, pt, failed = run_tether(args.tether, config, size, dt, steps, args.threads)
-            rates["tether_cpu"].append(summary["trajectory_steps_per_second"])
-            finals["tether_cpu"] = (qt, pt, failed)
+            summary, qt, pt, failed = run_tether(args.tether, config, size, dt, steps, args.threads, args.backend)
+            rates[mine].append(summary["trajectory_steps_per_second"])
+            finals[mine] = (qt, pt, failed)
             for peer, call in runners.items():
                 Q, P = q0.copy(), p0.copy()
                 t0 = time.perf_counter()
-                call(Q, P)
-                seconds = time.perf_counter() - t0
+                kernel_seconds = call(Q, P)  # a float from the CUDA peers (0 in Numba's simulator: its timings are bogus)
+                seconds = kernel_seconds if isinstance(kernel_seconds, float) and kernel_seconds > 0 \
+                    else time.perf_counter() - t0
                 rates[peer].append(size * steps / seconds)
                 finals[peer] = (Q, P, None)
             print(f"{name} repeat {r + 1}: " + ", ".join(f"{k} {v[-1]:.3e}" for k, v in rates.items()),
                   file=sys.stderr)
 
-        qt, pt, failed = finals["tether_cpu"]
+        qt, pt, failed = finals[mine]
         record = {"case": name, "trajectories": size, "steps": steps, "dt": dt, "tether_failed": failed,
                   "trajectory_steps_per_second": {k: max(v) for k, v in rates.items()},
                   "each": rates, "max_abs_difference_from_tether": {}}
@@ -451,16 +582,16 @@ def main():
                 "q": float(np.max(per_q)), "p": float(np.max(np.abs(P - pt))),
                 "q_median_over_trajectories": float(np.median(per_q)),
                 "q_99th_percentile_over_trajectories": float(np.percentile(per_q, 99))}
-        best_peer = max((v for k, v in record["trajectory_steps_per_second"].items() if k.startswith("numba")),
-                        default=None)
+        on_gpu = args.backend == "cuda"  # tether cuda against the numba.cuda peers, tether cpu against Numba's
+        best_peer = max((v for k, v in record["trajectory_steps_per_second"].items()
+                         if k.startswith("numba") and k.startswith("numba_cuda") == on_gpu), default=None)
         if best_peer:
-            record["tether_over_best_numba"] = record["trajectory_steps_per_second"]["tether_cpu"] / best_peer
+            record["tether_over_best_numba"] = record["trajectory_steps_per_second"][mine] / best_peer
         results.append(record)
         print(json.dumps(record), file=sys.stderr)
 
-    with open(os.path.join(os.path.dirname(os.path.abspath(args.tether)), "CMakeCache.txt")) as f:
-        arch = next((line.split("=", 1)[1].strip() for line in f if line.startswith("TETHER_CPU_ARCH:")), "")
-    text = json.dumps({**provenance(), "tether": args.tether, "tether_cpu_arch": arch or "portable",
+    arch = build_of(args.tether).get("TETHER_CPU_ARCH", "unknown (no CMakeCache.txt beside it: a bundle)")
+    text = json.dumps({**provenance(), "tether": args.tether, "tether_cpu_arch": arch, "backend": args.backend,
                        "threads": args.threads, "repeats": args.repeats, "statistic": "best",
                        "numba": numba.__version__, "cases": results}, indent=2)
     print(text)

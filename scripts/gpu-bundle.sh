@@ -45,6 +45,8 @@ for b in "$stage"/bin/*; do ldd "$b"; done | awk '/=> \//{print $3}' | sort -u |
   while read -r lib; do cp -L "$lib" "$stage/lib/"; done
 cp -r configs "$stage/configs"
 cp scripts/gpu-check.sh "$stage/"
+mkdir -p "$stage/bench/results"  # the GPU peers (numba.cuda, JAX) run from the bundle by gpu-check.sh
+cp bench/rattle_peers.py bench/run_shoot_bench.py "$stage/bench/"
 {
   echo "commit $(git -C "$root" rev-parse HEAD 2>/dev/null || echo unknown)"
   echo "built $(date -u +%Y-%m-%dT%H:%M:%SZ) on $(uname -n)"

@@ -12,10 +12,14 @@
 #   bench-chains-{cuda,cpu}.json  tether_bench, every chain method that steps in tiles, chain4 and
 #                        chain16: cuda at 1e4 and 1e5, cpu at 1e4
 #   shoot-{cuda,cpu}.json, sample-{cuda,cpu}.json   summary.json of tether shoot / sample
+#   rattle-peers-gpu.json  bench/rattle_peers.py: tether cuda beside hand-written numba.cuda RATTLE
+#                        (plain and carrying the force) and JAX on the GPU, pendulum 10^6, chains 10^5
 # Stages run in order of what matters most (the tests first), each under a
 # time limit; a stage that runs out is killed with its children and leaves
-# its lines in check.log. Together the limits come to 580 s; on an H100 with
-# 16 host cores (2026-11-27), before the chain benches were added, they took
+# its lines in check.log. Together the limits come to 680 s, the GPU peers'
+# last 100 of them (a device call allows 600 s: give it timeout_s 600, and the
+# peers are what a slow run loses); on an H100 with 16 host cores
+# (2026-11-27), before the chain benches and the peers were added, they took
 # about 3 minutes.
 #
 #   tar -xJf gpu-bundle.tar.xz && tether-gpu/gpu-check.sh OUTDIR
@@ -125,5 +129,9 @@ for engine in shoot sample; do
     [ -f "$work/$engine-$backend/summary.json" ] && cp "$work/$engine-$backend/summary.json" "$out/$engine-$backend.json"
   done
 done
+# The GPU peers, last (their JAX compiles are the least predictable): the device's own numba-cuda
+# and JAX on tether's starts, final states compared with tether cuda's.
+stage gpu-peers 100 bash -c 'python3 "$0/bench/rattle_peers.py" --tether "$bin/tether" --backend cuda \
+  --peers numba_cuda,numba_cuda_fsal,jax --threads "$(nproc)" --repeats 2 --scale 10 >"$out/rattle-peers-gpu.json"' "$here"
 echo "gpu-check: $([ $failed -eq 0 ] && echo "every stage passed" || echo "a stage failed (see check.log)")" | tee -a "$log"
 exit $failed

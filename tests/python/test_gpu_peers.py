@@ -1,0 +1,59 @@
+"""The numba.cuda peers of bench/rattle_peers.py, run in Numba's CUDA simulator (no GPU needed): on
+small ensembles from tether's own starts they end where tether ends (as the CPU Numba peer,
+compiled from the same step functions, does in the benchmark), so that a GPU run of the benchmark
+compares kernels that compute the same thing."""
+import json
+import os
+import sys
+
+os.environ["NUMBA_ENABLE_CUDASIM"] = "1"  # before Numba is imported
+
+import numpy as np  # noqa: E402
+import pytest  # noqa: E402
+
+import tether  # noqa: E402
+from conftest import SOURCE  # noqa: E402
+
+sys.path.insert(0, str(SOURCE / "bench"))
+import rattle_peers  # noqa: E402
+
+
+def tether_states(config, size, dt, steps):
+    """tether's start and its final states after `steps` (cpu backend, the benchmark's tolerance)."""
+    c = dict(config, backend="cpu", output={"every": max(steps, 1)})
+    c["method"] = dict(c["method"], dt=dt, newton={"tolerance": rattle_peers.TOL,
+                                                   "max_iterations": rattle_peers.MAX_IT})
+    c["ensemble"] = dict(c["ensemble"], size=size)
+    start = tether.run({**c, "method": {**c["method"], "steps": 0}}, progress=False)
+    end = tether.run({**c, "method": {**c["method"], "steps": steps}}, progress=False)
+    assert (end.status == 0).all()
+    return start.q.values, start.p.values, end.q.values, end.p.values
+
+
+def test_the_pendulum_kernel_ends_where_tether_does():
+    config = json.loads((SOURCE / "configs" / "spherical_pendulum.json").read_text())
+    prm = config["system"]["parameters"]
+    q0, p0, q1, p1 = tether_states(config, 16, 0.01, 20)
+    _, pendulum, _ = rattle_peers.numba_cuda_kernels()
+    run = pendulum(prm["mass"], prm["length"], prm["gravity"], 0.01)
+    Q, P = q0.copy(), p0.copy()
+    ok, seconds = run(Q, P, 20)
+    assert ok.all() and seconds >= 0
+    np.testing.assert_allclose(Q, q1, rtol=0, atol=1e-12)
+    np.testing.assert_allclose(P, p1, rtol=0, atol=1e-11)
+
+
+@pytest.mark.parametrize("fsal", [False, True])
+def test_the_chain_kernel_ends_where_tether_does(fsal):
+    config = rattle_peers.chain_config(8)
+    prm = config["system"]["parameters"]
+    q0, p0, q1, p1 = tether_states(config, 4, 0.002, 10)
+    tor = np.array(prm["torsion"], dtype=np.float64)
+    args = (prm["mass"], prm["bond_length"], prm["bend_stiffness"], np.cos(np.radians(prm["bend_angle_degrees"])),
+            tor, bool(np.any(tor != 0)), 0.002, fsal)
+    _, _, chain = rattle_peers.numba_cuda_kernels()
+    Q, P = q0.reshape(4, 8, 3).copy(), p0.reshape(4, 8, 3).copy()
+    ok, _ = chain(8, *args)(Q, P, 10)
+    assert ok.all()
+    np.testing.assert_allclose(Q.reshape(4, 24), q1, rtol=0, atol=1e-11)
+    np.testing.assert_allclose(P.reshape(4, 24), p1, rtol=0, atol=1e-9)
