@@ -74,7 +74,7 @@ class System:
                 self.declaration[key] = _declared(key, fields[key])
 
     def __repr__(self) -> str:
-        return f"tether.System({json.dumps(self.declaration)})"
+        return f"tether.System({json.dumps(self.declaration, default=str)})"
 
 
 def _expression(value: Any) -> Any:
@@ -114,8 +114,9 @@ def _declared(key: str, value: Any) -> Any:
     """One field of a System as JSON: names as strings, expressions as text of the grammar."""
     if key == "coordinates":
         return [_name(c) for c in value]
-    if key == "parameters":
-        return {_name(k): float(v) for k, v in value.items()}
+    if key == "parameters":  # SymPy numbers as floats; anything else as given, for the engine to check
+        return {_name(k): v if isinstance(v, (int, float, np.generic, str)) or not hasattr(v, "is_number")
+                else float(v) for k, v in value.items()}
     if key == "definitions":
         return {_name(k): _expression(v) for k, v in value.items()}
     if key == "constraints":
@@ -136,7 +137,9 @@ def _error(path: str, message: str) -> ConfigError:
 def _plain(value: Any, path: str) -> Any:
     """The config as JSON values; NumPy arrays and scalars become lists and numbers."""
     if isinstance(value, System):  # as system.declare: under "system" itself, wrapped in {"declare": ...}
-        return {"declare": value.declaration} if path == "system" else value.declaration
+        if path == "system":
+            return {"declare": _plain(value.declaration, "system.declare")}
+        return _plain(value.declaration, path)
     if isinstance(value, dict):
         out = {}
         for key, item in value.items():
