@@ -281,6 +281,7 @@ TEST_F(Declared, SE2GeodesicsReachEveryTargetWithTheKnownLengths) {
 // and 16 beads) is compiled at first use, as a declared one, with the
 // built-in's own sampler of its manifold for a thermal start.
 TEST_F(Declared, AChainOfASizeTheBuildLacksIsCompiledAtFirstUse) {
+  ::setenv("TETHER_CACHE_DIR", (dir_ / "cache").c_str(), 1);  // its own: the first run must compile
   json c = base_config();
   c["system"] = json::parse(R"json({"name": "chain", "parameters": {"beads": 5, "bend_stiffness": 20}})json");
   c["method"] = json::parse(R"json({"name": "rattle", "dt": 0.002, "steps": 100})json");
