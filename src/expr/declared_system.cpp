@@ -40,7 +40,8 @@ struct DeclaredSystem::Symbolic {
   using Step = std::pair<GiNaC::realsymbol, GiNaC::ex>;  // a named value of a straight-line program
   std::vector<GiNaC::realsymbol> q;                       // printed as q[i]
   std::vector<std::pair<GiNaC::realsymbol, Real>> prm;    // printed as prm.p_<name>
-  GiNaC::ex potential, length_scale, energy_scale;        // every definition substituted
+  GiNaC::ex potential;                                    // a frame's V, every definition substituted
+  GiNaC::ex length_scale, energy_scale;
   // The potential and its gradient as a straight-line program, differentiated
   // in reverse mode over the definitions (GW08 ch. 3, the adjoint
   // of a straight-line program): `values` are the definitions V
@@ -414,7 +415,7 @@ DeclaredSystem parse_declared_system(const nlohmann::json& j, const std::string&
   };
 
   s->potential_direct = j.contains("potential") ? parse(j["potential"], key("potential"), names, table) : GiNaC::ex(0);
-  s->potential = s->potential_direct.subs(definitions);
+  if (framed) s->potential = s->potential_direct.subs(definitions);  // a frame's methods take V whole, by dual numbers
   if (framed) {
     const auto& f = j["frame"];
     if (!f.is_array() || f.empty() || f.size() > n)
@@ -510,7 +511,7 @@ DeclaredSystem parse_declared_system(const nlohmann::json& j, const std::string&
   std::set<std::string> program_names;
   for (const auto& steps : {&s->values, &s->adjoints})
     for (const auto& [symbol, value] : *steps) program_names.insert(symbol.get_name());
-  check_printable(s->potential, parameter_names, {}, key("potential"), "a value");
+  if (framed) check_printable(s->potential, parameter_names, {}, key("potential"), "a value");
   check_printable(s->potential_direct, parameter_names, program_names, key("potential"), "a value");
   for (const auto& [symbol, value] : s->values) check_printable(value, parameter_names, program_names, key("potential"), "a value");
   for (const auto& [symbol, value] : s->adjoints)
@@ -528,8 +529,6 @@ DeclaredSystem parse_declared_system(const nlohmann::json& j, const std::string&
     for (std::size_t c = 0; c < n; ++c)
       check_printable(s->frame[i][c], parameter_names, {},
                       key("frame") + "[" + std::to_string(i) + "][" + std::to_string(c) + "]", "a value");
-  d.potential = printed(s->potential);
-  for (const auto& g : s->constraints) d.constraints.push_back(printed(g));
   d.symbolic = s;
   ListParameters schema;
   ParameterList{d.parameters}.describe(schema);

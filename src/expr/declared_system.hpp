@@ -34,10 +34,6 @@ struct DeclaredSystem {
   std::vector<std::string> coordinates;  // q_0 .. q_{n-1}'s names
   std::vector<Real> mass;                // the diagonal of M, one per coordinate (> 0)
   std::vector<std::pair<std::string, Real>> parameters;  // names and default values, in name order
-  // The expressions, with every definition substituted, as GiNaC prints them
-  // (for the cache key and for messages).
-  std::string potential;
-  std::vector<std::string> constraints;
   int frame_size = 0;  // the frame's vector fields; 0: a holonomic system
   Real length_scale = 1, energy_scale = 1;
   SystemInfo info;  // as the registry lists it (declared_system_info)
