@@ -3,6 +3,7 @@
 
     bench/sample_peers.py --tether build-cpu/tether          # saves bench/results/<date>-<host>-sample-peers.json
     bench/sample_peers.py --tether build-cpu/tether --quick  # a smaller run, not saved
+    bench/sample_peers.py --algorithm dynamic                # ...-sample-peers-dynamic.json
 
 Target: the planar double pendulum in Cartesian coordinates (tether's
 `double_pendulum`; masses and lengths 1, gravity 1, kT = 1), exp(-V(q))
@@ -10,12 +11,20 @@ on N = {|x1| = 1, |x2 - x1| = 1} with V = g (y1 + y2). With M = I the measure
 M induces on N is the Hausdorff measure, which Mici's `dens_wrt_hausdorff`
 samples against, so both sample the same distribution.
 
-Same algorithm, same accuracy: static-length HMC (L = 20 steps of h = 0.1,
-no jitter, no adaptation) with RATTLE (Mici's ConstrainedLeapfrogIntegrator
-is RATTLE, Reich 1996), a full momentum refresh, Metropolis on H, and a
-reverse check (tether: the whole trajectory, 1e-8; Mici: every step, its
-default 2e-8); Newton to 1e-12 in both. Every chain starts from the same
-state; the first `--burn` draws are dropped before any statistic.
+Same algorithm, same accuracy, with RATTLE (Mici's ConstrainedLeapfrogIntegrator
+is RATTLE, Reich 1996) and Newton to 1e-12 in both:
+- `--algorithm static`: static-length HMC (L = 20 steps of h = 0.1, no jitter,
+  no adaptation), a full momentum refresh, Metropolis on H, and a reverse
+  check (tether: the whole trajectory, 1e-8; Mici: every step, its default 2e-8);
+- `--algorithm dynamic`: what Mici's users run, its `sample_constrained_hmc_chains`
+  with its defaults (DynamicMultinomialHMC: multinomial dynamic integration
+  time, the generalised U-turn criterion with extra subtree checks, max tree
+  depth 10, a reverse check at every step, step size adapted by dual averaging
+  over the warm-up towards an acceptance statistic of 0.8), against tether's
+  `sample.algorithm` "dynamic" with the same settings (every step checked, 1e-8;
+  warm-up and target alike); both start at h = 0.1 and time their warm-up too.
+Every chain starts from the same state; the first `--burn` draws are dropped
+before any statistic.
 
 Measured in one run: Mici (its own best practice for many chains: n_process
 worker processes, one chain each), tether cpu and tether reference, each
@@ -52,15 +61,17 @@ def potential(q):
     return G * (q[..., 1] + q[..., 3])
 
 
-def run_tether(binary, backend, chains, draws, threads):
+def run_tether(binary, backend, chains, draws, threads, algorithm, warmup):
     config = {
         "system": {"name": "double_pendulum",
                    "parameters": {"mass1": 1.0, "mass2": 1.0, "length1": 1.0, "length2": 1.0, "gravity": G}},
         "method": {"name": "rattle", "dt": H, "steps": STEPS, "newton": {"tolerance": TOL}},
-        "sample": {"chains": chains, "draws": draws, "seed": 17, "temperature": 1.0,
-                   "initial": {"states": [{"q": START.tolist(), "p": [0, 0, 0, 0]}] * chains}},
+        "sample": {"algorithm": algorithm, "chains": chains, "draws": draws, "warmup": warmup, "seed": 17,
+                   "temperature": 1.0, "initial": {"states": [{"q": START.tolist(), "p": [0, 0, 0, 0]}] * chains}},
         "backend": backend,
     }
+    if algorithm == "dynamic":
+        del config["method"]["steps"]
     import arviz as az
     with tether_output(binary, "sample", config, threads) as (out, summary):
         idata = az.from_netcdf(os.path.join(out, "draws.nc"))
@@ -91,8 +102,17 @@ def mici_trace(state):
     return {"q": state.pos}
 
 
-def run_mici(chains, draws, processes):
+def run_mici(chains, draws, processes, algorithm, warmup):
     import mici
+    if algorithm == "dynamic":  # what sample_constrained_hmc_chains gives, all defaults but the solver's tolerances
+        start = time.perf_counter()
+        _, traces, stats = mici.interface.sample_constrained_hmc_chains(
+            warmup, draws, [START.copy() for _ in range(chains)], mici_neg_log_dens, mici_constr,
+            grad_neg_log_dens=mici_grad_neg_log_dens, jacob_constr=mici_jacob_constr, seed=17,
+            integrator_kwargs={"step_size": H, "projection_solver_kwargs": {"constraint_tol": TOL, "position_tol": TOL}},
+            trace_funcs=[mici_trace], n_process=processes, display_progress=False)
+        seconds = time.perf_counter() - start
+        return np.asarray(traces["q"]), seconds, float(np.mean(stats["accept_stat"]))
     system = mici.systems.DenseConstrainedEuclideanMetricSystem(
         neg_log_dens=mici_neg_log_dens, grad_neg_log_dens=mici_grad_neg_log_dens, constr=mici_constr,
         jacob_constr=mici_jacob_constr, dens_wrt_hausdorff=True)
@@ -140,23 +160,28 @@ def main():
     ap.add_argument("--threads", type=int, default=os.cpu_count())
     ap.add_argument("--quick", action="store_true", help="a small run, not saved")
     ap.add_argument("--no-save", action="store_true")
+    ap.add_argument("--algorithm", choices=["static", "dynamic"], default="static")
     args = ap.parse_args()
     from scipy import stats
     # Mici runs ~7 iterations per second per process on the 2-core VM: its chains are kept few.
     chains_t, chains_m, chains_ref = (200, 2, 2) if args.quick else (2000, 2, 4)
     draws, burn = (300, 50) if args.quick else (1000, 100)
+    warmup = 0 if args.algorithm == "static" else (100 if args.quick else 200)
+    dynamic = args.algorithm == "dynamic"
 
     result = {"provenance": provenance(), "target": "double_pendulum, masses and lengths 1, gravity 1, kT 1",
-              "algorithm": {"h": H, "L": STEPS, "newton_tolerance": TOL, "draws": draws, "burn": burn}, "runs": {}}
-    q_mici, s_mici, a_mici = run_mici(chains_m, draws, min(chains_m, args.threads))
-    q_cpu, s_cpu, a_cpu, _ = run_tether(args.tether, "cpu", chains_t, draws, args.threads)
-    q_ref, s_ref, a_ref, _ = run_tether(args.tether, "reference", chains_ref, draws, 1)
+              "algorithm": {"name": args.algorithm, "h": H, "newton_tolerance": TOL, "warmup": warmup,
+                            "draws": draws, "burn": burn, **({"max_depth": 10, "target_acceptance": 0.8} if dynamic
+                                                             else {"L": STEPS})}, "runs": {}}
+    q_mici, s_mici, a_mici = run_mici(chains_m, draws, min(chains_m, args.threads), args.algorithm, warmup)
+    q_cpu, s_cpu, a_cpu, _ = run_tether(args.tether, "cpu", chains_t, draws, args.threads, args.algorithm, warmup)
+    q_ref, s_ref, a_ref, _ = run_tether(args.tether, "reference", chains_ref, draws, 1, args.algorithm, warmup)
     for name, q, seconds, accept, chains in (("mici", q_mici, s_mici, a_mici, chains_m),
                                              ("tether_cpu", q_cpu, s_cpu, a_cpu, chains_t),
                                              ("tether_reference", q_ref, s_ref, a_ref, chains_ref)):
         ess, rate = ess_per_second(q, burn, seconds)
         result["runs"][name] = {"chains": chains, "seconds": seconds, "acceptance": accept,
-                                "chain_iterations_per_second": chains * draws / seconds,
+                                "chain_iterations_per_second": chains * (warmup + draws) / seconds,
                                 "ess_bulk": ess, "min_ess_bulk_per_second": rate}
     runs = result["runs"]
     result["ratios"] = {
@@ -178,7 +203,8 @@ def main():
     text = json.dumps(result, indent=2)
     print(text)
     if not args.quick and not args.no_save:
-        print("saved bench/results/" + save_result(text, "sample-peers"), file=sys.stderr)
+        name = "sample-peers" + ("-dynamic" if dynamic else "")
+        print("saved bench/results/" + save_result(text, name), file=sys.stderr)
 
 
 if __name__ == "__main__":

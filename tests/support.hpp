@@ -38,11 +38,11 @@ struct MemoryDraws final : DrawSink {
   std::int64_t chains = 0, draws = 0;
   int dof = 0;
   std::vector<Real> q, potential, acceptance, energy, step_size;
-  std::vector<int> outcome;
+  std::vector<int> outcome, steps, tree_depth;
   MemoryDraws(std::int64_t c, std::int64_t d, int n)
       : chains(c), draws(d), dof(n), q(std::size_t(c * d * n)), potential(std::size_t(c * d)),
         acceptance(std::size_t(c * d)), energy(std::size_t(c * d)), step_size(std::size_t(c * d)),
-        outcome(std::size_t(c * d), -1) {}
+        outcome(std::size_t(c * d), -1), steps(std::size_t(c * d), -1), tree_depth(std::size_t(c * d), -1) {}
   void write(const DrawBlock& b) override {
     for (std::int64_t d = 0; d < b.draws; ++d)
       for (std::int64_t i = 0; i < b.chains; ++i) {
@@ -55,6 +55,8 @@ struct MemoryDraws final : DrawSink {
         energy[at] = b.energy[from];
         step_size[at] = b.step_size[from];
         outcome[at] = b.outcome[from];
+        steps[at] = b.steps[from];
+        tree_depth[at] = b.tree_depth[from];
       }
   }
 };

@@ -19,9 +19,10 @@ struct HostChains {
   std::vector<Real> proposal_q, proposal_p;  // scratch: each chain's proposal while it is checked
   std::vector<Real> draw_q, draw_potential, draw_acceptance, draw_energy, draw_step_size;
   std::vector<std::int32_t> draw_steps;
-  std::vector<std::uint8_t> draw_outcome;
+  std::vector<std::uint8_t> draw_outcome, draw_tree_depth;
+  std::vector<Real> tree;  // scratch: each chain's dynamic trajectory (tree_vectors x dof per chain)
 
-  HostChains(std::int64_t n, std::int64_t first, int dof_, std::int64_t draws_);
+  HostChains(std::int64_t n, std::int64_t first, int dof_, std::int64_t draws_, int tree_vectors = 0);
 
   SampleView view() {
     SampleView v;
@@ -42,6 +43,8 @@ struct HostChains {
     v.draw_step_size = draw_step_size.data();
     v.draw_steps = draw_steps.data();
     v.draw_outcome = draw_outcome.data();
+    v.draw_tree_depth = draw_tree_depth.data();
+    v.tree = tree.data();
     return v;
   }
 };

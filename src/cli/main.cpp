@@ -505,14 +505,26 @@ int do_sample(const std::string& config_path, const std::string& out, const std:
   const tether::DrawsDiagnostics diagnostics = files.finish(r);
   if (!quiet) {
     const double proposals = double(r.chains) * double(r.draws);
+    using tether::HmcOutcome;
+    const auto count = [&](HmcOutcome o) { return (long long)r.outcomes[std::size_t(o)]; };
+    char outcomes[256];
+    if (cfg.sample.dynamic)
+      std::snprintf(outcomes, sizeof outcomes,
+                    "mean acceptance %.3f, %.3g steps per draw; stopped: u_turn %lld, max_depth %lld, divergence "
+                    "%lld, newton %lld, reversibility %lld",
+                    r.mean_acceptance, proposals > 0 ? double(r.steps) / proposals : 0.0, count(HmcOutcome::u_turn),
+                    count(HmcOutcome::max_depth), count(HmcOutcome::divergence), count(HmcOutcome::newton),
+                    count(HmcOutcome::reversibility));
+    else
+      std::snprintf(outcomes, sizeof outcomes, "acceptance %.3f; rejected: metropolis %lld, newton %lld, reversibility %lld",
+                    proposals > 0 ? double(count(HmcOutcome::accepted)) / proposals : 0.0,
+                    count(HmcOutcome::metropolis), count(HmcOutcome::newton), count(HmcOutcome::reversibility));
     std::printf("%s / %s on %s: %lld chains x %lld draws (warm-up %lld, thin %lld) in %.3g s (%.3g chain-iterations/s)\n"
-                "  acceptance %.3f; rejected: metropolis %lld, newton %lld, reversibility %lld\n"
+                "  %s\n"
                 "  max R-hat %s, min bulk ESS %s over %lld chains (summary.json diagnostics)\n  wrote %s\n",
                 r.system.c_str(), r.method.c_str(), r.backend.c_str(), (long long)r.chains, (long long)r.draws,
                 (long long)r.warmup, (long long)r.thin, r.wall_seconds,
-                r.sampling_seconds > 0 ? r.chain_iterations / r.sampling_seconds : 0.0,
-                proposals > 0 ? double(r.outcomes[0]) / proposals : 0.0, (long long)r.outcomes[1],
-                (long long)r.outcomes[2], (long long)r.outcomes[3],
+                r.sampling_seconds > 0 ? r.chain_iterations / r.sampling_seconds : 0.0, outcomes,
                 statistic(diagnostics.max_rhat(), "fewer than 2 chains or 4 draws").c_str(),
                 statistic(diagnostics.min_ess_bulk(), "fewer than 4 draws").c_str(),
                 (long long)diagnostics.chains_used,
@@ -581,11 +593,13 @@ int do_validate(const std::string& path) {
   if (tether::is_sample_config_file(path)) {
     const tether::SampleConfig cfg = tether::load_sample_config_file(path);
     tether::check_sample_config(cfg);
-    std::printf("%s: ok (sample: %s, %s, %lld chains x %lld draws, warm-up %lld, thin %lld, L %lld steps of dt %g, "
+    const std::string length = cfg.sample.dynamic ? "dynamic, at most 2^" + std::to_string(cfg.sample.max_depth) + " - 1"
+                                                  : "L " + std::to_string(cfg.run.steps);
+    std::printf("%s: ok (sample: %s, %s, %lld chains x %lld draws, warm-up %lld, thin %lld, %s steps of dt %g, "
                 "backend %s)\n",
                 path.c_str(), cfg.run.system_name.c_str(), method_label(cfg.run).c_str(), (long long)cfg.sample.chains,
-                (long long)cfg.sample.draws, (long long)cfg.sample.warmup, (long long)cfg.sample.thin,
-                (long long)cfg.run.steps, cfg.run.dt, cfg.run.backend.c_str());
+                (long long)cfg.sample.draws, (long long)cfg.sample.warmup, (long long)cfg.sample.thin, length.c_str(),
+                cfg.run.dt, cfg.run.backend.c_str());
     note_backend_here(cfg.run.backend);
     return 0;
   }

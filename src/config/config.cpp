@@ -690,11 +690,30 @@ SampleConfig parse_sample_config(const std::string& text, const std::string& sou
                                         ": " + join(allowed) + ")");
   }
   c.dt = step_size(m, "dt");
-  c.steps = m.integer("steps", 1, 1 << 20);
 
   const Node sm = top.object("sample");
-  sm.only({"chains", "draws", "warmup", "thin", "seed", "batch_size", "temperature", "jitter", "refresh_angle",
-           "target_acceptance", "reversibility_tolerance", "initial"});
+  sm.only({"algorithm", "max_depth", "max_energy_error", "chains", "draws", "warmup", "thin", "seed", "batch_size",
+           "temperature", "jitter", "refresh_angle", "target_acceptance", "reversibility_tolerance", "initial"});
+  static const std::string static_algorithm = "static";
+  s.dynamic = sm.string("algorithm", {"static", "dynamic"}, &static_algorithm) == "dynamic";
+  if (s.dynamic) {
+    // The trajectory's length is the sampler's to choose: nothing may fix it.
+    if (m.has("steps"))
+      throw ConfigError(m.at("steps"), "fixes L, which sample.algorithm \"dynamic\" chooses per transition "
+                                       "(at most 2^sample.max_depth - 1 steps); remove it");
+    for (const char* key : {"refresh_angle"})
+      if (sm.has(key))
+        throw ConfigError(sm.at(key), "applies to the static algorithm: a dynamic transition draws its momentum "
+                                      "afresh");
+    s.max_depth = int(sm.integer("max_depth", 1, 20, s.max_depth));
+    s.max_energy_error = sm.positive("max_energy_error", s.max_energy_error);
+    c.steps = 1;
+  } else {
+    for (const char* key : {"max_depth", "max_energy_error"})
+      if (sm.has(key))
+        throw ConfigError(sm.at(key), "applies to sample.algorithm \"dynamic\" (this sample is static)");
+    c.steps = m.integer("steps", 1, 1 << 20);
+  }
   s.chains = sm.integer("chains", 1, std::int64_t(1) << 34);
   s.draws = sm.integer("draws", 1, std::int64_t(1) << 40);
   s.warmup = sm.integer("warmup", 0, std::int64_t(1) << 40, 0);
@@ -705,6 +724,8 @@ SampleConfig parse_sample_config(const std::string& text, const std::string& sou
   if (sm.has("jitter")) {
     const Node jt = sm.object("jitter");
     jt.only({"dt", "steps"});
+    if (s.dynamic && jt.has("steps"))
+      throw ConfigError(jt.at("steps"), "jitters L, which sample.algorithm \"dynamic\" chooses itself");
     s.step_jitter = jt.non_negative("dt", 0.0);
     s.steps_jitter = jt.non_negative("steps", 0.0);
     if (!(s.step_jitter < 1)) throw ConfigError(jt.at("dt"), "must be below 1 (h is drawn in h (1 +- jitter))");

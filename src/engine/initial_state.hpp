@@ -106,7 +106,7 @@ Status canonical_state(const S& sys, const RunConfig& c, std::int64_t id, PhaseS
     Vec<n> q = s.q, p = s.p, proposal_q, proposal_p, draw_q;
     Real h = ini.dt, log_h_bar = 0, h_bar = 0, potential, acceptance, energy, step_size;
     std::int32_t steps;
-    std::uint8_t outcome;
+    std::uint8_t outcome, tree_depth;
     const SampleView v{.count = 1,
                        .first_chain = id,
                        .q = q.data(),
@@ -123,7 +123,8 @@ Status canonical_state(const S& sys, const RunConfig& c, std::int64_t id, PhaseS
                        .draw_energy = &energy,
                        .draw_step_size = &step_size,
                        .draw_steps = &steps,
-                       .draw_outcome = &outcome};
+                       .draw_outcome = &outcome,
+                       .draw_tree_depth = &tree_depth};
     host_run_chain(sys, Rattle{}, ctl, plan, v, 0);  // as tether sample runs chain id
     s.q = q;
     s.p = p;

@@ -22,6 +22,8 @@ namespace tether {
 
 // Draw storage per window: at most this many bytes.
 constexpr double max_window_bytes = 256.0 * 1024 * 1024;
+// A batch's dynamic trajectories (their DynamicTree vectors): at most this many bytes.
+constexpr double max_tree_bytes = 1024.0 * 1024 * 1024;
 
 template <class S, class M>
 std::unique_ptr<ChainRunner> make_chain_runner(const std::string& backend, const S& sys, const M& method,
@@ -57,7 +59,7 @@ struct SampleProgress {
   // Restores what save wrote; false when it does not fit a sample of chains
   // [lo, hi) in batches of `batch` from lo, `iterations` each, `dof` coordinates.
   bool load(BlobReader& b, std::unique_ptr<HostChains>& h, std::int64_t lo, std::int64_t hi, std::int64_t batch,
-            std::int64_t iterations, int dof, std::int64_t draws) {
+            std::int64_t iterations, int dof, std::int64_t draws, int tree_vectors) {
     std::int64_t count = 0;
     b.get(first), b.get(done);
     load_sample_tally(b, tally);
@@ -65,7 +67,7 @@ struct SampleProgress {
     if (!(first >= lo && first < hi && (first - lo) % batch == 0 && count == std::min(batch, hi - first) &&
           done >= 0 && done <= iterations))
       return false;
-    h = std::make_unique<HostChains>(count, first, dof, draws);
+    h = std::make_unique<HostChains>(count, first, dof, draws, tree_vectors);
     const std::size_t n = std::size_t(count) * std::size_t(dof);
     b.get(h->q), b.get(h->p), b.get(h->step_size), b.get(h->log_h_bar), b.get(h->h_bar);
     b.expect_end();
@@ -81,6 +83,9 @@ SampleResult sample_ensemble(const S& sys, const M& method, const SampleConfig& 
   const auto start = clock::now();
   const SampleSpec& spec = c.sample;
   HmcControl ctl;
+  ctl.dynamic = spec.dynamic;
+  ctl.max_depth = spec.max_depth;
+  ctl.max_energy_error = spec.max_energy_error;
   ctl.steps = static_cast<int>(c.run.steps);
   ctl.step_jitter = spec.step_jitter;
   ctl.steps_jitter = spec.steps_jitter;
@@ -100,8 +105,12 @@ SampleResult sample_ensemble(const S& sys, const M& method, const SampleConfig& 
   const std::int64_t total = spec.iterations();
   const double total_work = double(hi - lo) * double(total);
   const int dof = S::dof;
-  const double bytes_per_draw = double(dof + 4) * sizeof(Real) + sizeof(std::int32_t) + 1;
-  const std::int64_t batch = std::max<std::int64_t>(1, std::min(c.run.batch_size, hi - lo));
+  const int tree_vectors = spec.dynamic ? DynamicTree::vectors(spec.max_depth) : 0;
+  const double bytes_per_draw = double(dof + 4) * sizeof(Real) + sizeof(std::int32_t) + 2;
+  // A batch's dynamic trajectories keep at most max_tree_bytes (a batch changes no draw).
+  const double tree_bytes = double(tree_vectors) * dof * sizeof(Real);
+  const std::int64_t tree_cap = tree_vectors > 0 ? std::int64_t(max_tree_bytes / tree_bytes) : c.run.batch_size;
+  const std::int64_t batch = std::max<std::int64_t>(1, std::min({c.run.batch_size, hi - lo, tree_cap}));
   // Draw storage: at most max_window_bytes for a full batch.
   const std::int64_t draws_cap =
       std::max<std::int64_t>(1, std::int64_t(max_window_bytes / (bytes_per_draw * double(batch))));
@@ -110,7 +119,7 @@ SampleResult sample_ensemble(const S& sys, const M& method, const SampleConfig& 
   std::unique_ptr<HostChains> resumed;
   if (opt.resume != nullptr) {
     BlobReader b(*opt.resume);
-    if (!at.load(b, resumed, lo, hi, batch, total, dof, stored_per_window))
+    if (!at.load(b, resumed, lo, hi, batch, total, dof, stored_per_window, tree_vectors))
       throw std::runtime_error("the checkpoint does not fit this sample (its chains, batches or iterations differ)");
   }
   const auto checkpoint = [&](const HostChains& h) {
@@ -123,7 +132,7 @@ SampleResult sample_ensemble(const S& sys, const M& method, const SampleConfig& 
     const std::int64_t first = at.first, count = std::min(batch, hi - first);
     std::unique_ptr<HostChains> fresh = std::move(resumed);
     if (!fresh) {
-      fresh = std::make_unique<HostChains>(count, first, dof, stored_per_window);
+      fresh = std::make_unique<HostChains>(count, first, dof, stored_per_window, tree_vectors);
       HostChains& h = *fresh;
       // Start: each chain's state on T*N, as the run's initial spec gives it.
       for (std::int64_t i = 0; i < count; ++i) {
@@ -145,7 +154,9 @@ SampleResult sample_ensemble(const S& sys, const M& method, const SampleConfig& 
     }
     HostChains& h = *fresh;
     // Iterations per window: about a second's work, and draw storage within max_window_bytes.
-    const double steps_per_iteration = 2.0 * double(ctl.steps) * (1 + ctl.steps_jitter);
+    // (A dynamic trajectory's length is a guess until the first window is timed.)
+    const double steps_per_iteration =
+        spec.dynamic ? 2.0 * double(1 << std::min(spec.max_depth, 5)) : 2.0 * double(ctl.steps) * (1 + ctl.steps_jitter);
     std::int64_t window = std::max<std::int64_t>(
         1, std::int64_t(runner->work_per_call() / (double(count) * steps_per_iteration)));
     window = std::min(window, stored_per_window * spec.thin);
@@ -178,6 +189,7 @@ SampleResult sample_ensemble(const S& sys, const M& method, const SampleConfig& 
         for (std::int64_t j = 0; j < h.draws * count; ++j) {
           ++tally.outcomes[std::size_t(h.draw_outcome[std::size_t(j)])];
           tally.acceptance.add(h.draw_acceptance[std::size_t(j)]);
+          tally.steps += h.draw_steps[std::size_t(j)];
         }
         if (opt.draws) {
           DrawBlock b;
@@ -193,6 +205,7 @@ SampleResult sample_ensemble(const S& sys, const M& method, const SampleConfig& 
           b.step_size = h.draw_step_size.data();
           b.steps = h.draw_steps.data();
           b.outcome = h.draw_outcome.data();
+          b.tree_depth = h.draw_tree_depth.data();
           opt.draws->write(b);
         }
       }

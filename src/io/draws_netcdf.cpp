@@ -2,8 +2,10 @@
 // InferenceData (az.from_netcdf, xarray.open_dataset(group=...)): group
 // `posterior` with q (chain, draw, q_dim) and the potential V (chain, draw);
 // group `sample_stats` with acceptance_rate, energy, step_size, n_steps,
-// diverging (a failed solve) and outcome (why a proposal was rejected, as CF
-// flag values). Written through the netCDF C library, block by block.
+// diverging (a failed solve or a diverged trajectory), outcome (why a
+// proposal was rejected or a dynamic trajectory stopped, as CF flag values)
+// and, for a dynamic sampler, tree_depth. Written through the netCDF C
+// library, block by block.
 #include <netcdf.h>
 
 #include <algorithm>
@@ -72,6 +74,7 @@ bool netcdf_file_left_broken() { return netcdf_write_failed; }
 struct NetcdfDraws::Ids {
   int file = -1, posterior = -1, stats = -1;
   int q = -1, potential = -1, acceptance = -1, energy = -1, step_size = -1, steps = -1, diverging = -1, outcome = -1;
+  int tree_depth = -1;  // a dynamic sampler's only
 };
 
 NetcdfDraws::NetcdfDraws(const std::filesystem::path& file, const SampleConfig& c, int dof)
@@ -133,6 +136,7 @@ NetcdfDraws::NetcdfDraws(const std::filesystem::path& file, const SampleConfig& 
   scalar(id.stats, stats, "diverging", NC_BYTE, id.diverging);
   ok(nc_put_att_text(id.stats, id.diverging, "dtype", 4, "bool"), "diverging");  // xarray decodes it as bool
   scalar(id.stats, stats, "outcome", NC_UBYTE, id.outcome);
+  if (c.sample.dynamic) scalar(id.stats, stats, "tree_depth", NC_INT, id.tree_depth);
   {
     unsigned char values[hmc_outcome_count];
     std::string meanings;
@@ -191,9 +195,14 @@ void NetcdfDraws::write(const DrawBlock& b) {
   const std::vector<std::uint8_t> outcome = transpose(b.outcome);
   std::vector<signed char> diverging(outcome.size());
   for (std::size_t k = 0; k < outcome.size(); ++k)
-    diverging[k] = outcome[k] == static_cast<std::uint8_t>(HmcOutcome::newton) ? 1 : 0;
+    diverging[k] = is_divergent(HmcOutcome(outcome[k])) ? 1 : 0;
   ok(nc_put_vara_schar(id.stats, id.diverging, start2, count2, diverging.data()), "diverging");
   ok(nc_put_vara_uchar(id.stats, id.outcome, start2, count2, outcome.data()), "outcome");
+  if (id.tree_depth >= 0) {
+    const std::vector<std::uint8_t> depth = transpose(b.tree_depth);
+    const std::vector<int> wide(depth.begin(), depth.end());
+    ok(nc_put_vara_int(id.stats, id.tree_depth, start2, count2, wide.data()), "tree_depth");
+  }
 }
 
 void NetcdfDraws::close() {

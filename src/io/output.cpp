@@ -499,23 +499,44 @@ nlohmann::ordered_json sample_summary(const SampleConfig& c, const SampleResult&
   j["warmup"] = r.warmup;
   j["thin"] = r.thin;
   j["temperature"] = s.temperature;
-  j["steps"] = c.run.steps;
+  j["algorithm"] = s.dynamic ? "dynamic" : "static";
+  if (s.dynamic) {
+    j["max_depth"] = s.max_depth;
+    j["max_energy_error"] = s.max_energy_error;
+  } else {
+    j["steps"] = c.run.steps;
+  }
   j["dt"] = c.run.dt;
   j["step_size_after_warmup"] = {{"min", r.step_size_min}, {"max", r.step_size_max}};
-  j["jitter"] = {{"dt", s.step_jitter}, {"steps", s.steps_jitter}};
-  j["refresh_angle"] = s.refresh_angle;
+  j["jitter"] = s.dynamic ? nlohmann::ordered_json{{"dt", s.step_jitter}}
+                          : nlohmann::ordered_json{{"dt", s.step_jitter}, {"steps", s.steps_jitter}};
+  if (!s.dynamic) j["refresh_angle"] = s.refresh_angle;
   j["target_acceptance"] = s.target_acceptance;
   j["reversibility_tolerance"] = s.reversibility_tolerance;
   j["seed"] = c.run.seed;
   const double proposals = double(r.chains) * double(r.draws);
-  j["acceptance"] = {{"rate", statistic(proposals > 0 ? double(r.outcomes[0]) / proposals : NAN)},
-                     {"mean_probability", statistic(r.mean_acceptance)}};
-  nlohmann::ordered_json rejected;
-  for (int k = 1; k < hmc_outcome_count; ++k) rejected[hmc_outcome_name(HmcOutcome(k))] = r.outcomes[std::size_t(k)];
-  j["rejected"] = rejected;
-  j["rejected_definition"] = "stored draws whose proposal was rejected: metropolis (the Metropolis test), newton "
-                             "(a step's solve failed, forwards or backwards), reversibility (the backward "
-                             "integration from (q', -p') did not return to q)";
+  j["mean_steps"] = statistic(proposals > 0 ? double(r.steps) / proposals : NAN);
+  auto counts = [&](std::initializer_list<HmcOutcome> which) {
+    nlohmann::ordered_json out;
+    for (HmcOutcome o : which) out[hmc_outcome_name(o)] = r.outcomes[std::size_t(o)];
+    return out;
+  };
+  if (s.dynamic) {
+    j["acceptance"] = {{"mean_probability", statistic(r.mean_acceptance)}};
+    j["stopped"] = counts({HmcOutcome::u_turn, HmcOutcome::max_depth, HmcOutcome::divergence, HmcOutcome::newton,
+                           HmcOutcome::reversibility});
+    j["stopped_definition"] = "stored draws by why their trajectory stopped growing: u_turn (the no-U-turn "
+                              "criterion), max_depth (2^max_depth - 1 steps), divergence (an energy error beyond "
+                              "max_energy_error kT), newton (a step's solve failed), reversibility (a step from "
+                              "(q', -p') did not return to q); the last three drop the subtree that met them";
+  } else {
+    j["acceptance"] = {{"rate", statistic(proposals > 0 ? double(r.outcomes[0]) / proposals : NAN)},
+                       {"mean_probability", statistic(r.mean_acceptance)}};
+    j["rejected"] = counts({HmcOutcome::metropolis, HmcOutcome::newton, HmcOutcome::reversibility});
+    j["rejected_definition"] = "stored draws whose proposal was rejected: metropolis (the Metropolis test), newton "
+                               "(a step's solve failed, forwards or backwards), reversibility (the backward "
+                               "integration from (q', -p') did not return to q)";
+  }
   j["draws_file"] = "draws.nc";
   if (diagnostics != nullptr) {  // of the written file (a caller holding the draws in memory has its own)
     const DrawsDiagnostics& d = *diagnostics;

@@ -20,7 +20,7 @@ namespace {
 
 // One DrawBlock as a record of draws.bin: first chain, chains, first draw,
 // draws (int64 each), then q, potential, acceptance, energy, step size
-// (doubles), steps (int32) and outcomes (bytes), each in the block's order.
+// (doubles), steps (int32), outcomes and tree depths (bytes), each in the block's order.
 struct BlockHead {
   std::int64_t first_chain = 0, chains = 0, first_draw = 0, draws = 0;
 };
@@ -38,7 +38,7 @@ std::int64_t replay_draws(const fs::path& file, const SampleSpec& spec, int dof,
   if (!in) throw std::runtime_error("cannot read " + file.string() + ": " + std::strerror(errno));
   std::vector<Real> q, potential, acceptance, energy, step_size;
   std::vector<std::int32_t> steps;
-  std::vector<std::uint8_t> outcome;
+  std::vector<std::uint8_t> outcome, tree_depth;
   std::int64_t held = 0;
   const auto get = [&](auto& v, std::size_t n) {
     v.resize(n);
@@ -57,13 +57,14 @@ std::int64_t replay_draws(const fs::path& file, const SampleSpec& spec, int dof,
                                std::to_string(h.draws) + ", beyond the sample's)");
     const std::size_t n = std::size_t(h.chains * h.draws);
     get(q, n * std::size_t(dof)), get(potential, n), get(acceptance, n), get(energy, n), get(step_size, n);
-    get(steps, n), get(outcome, n);
+    get(steps, n), get(outcome, n), get(tree_depth, n);
     for (Real x : q)
       if (!std::isfinite(x)) throw std::runtime_error(file.string() + " is damaged (a draw's position is not finite)");
     DrawBlock b;
     b.first_chain = h.first_chain, b.chains = h.chains, b.first_draw = h.first_draw, b.draws = h.draws, b.dof = dof;
     b.q = q.data(), b.potential = potential.data(), b.acceptance = acceptance.data(), b.energy = energy.data();
     b.step_size = step_size.data(), b.steps = steps.data(), b.outcome = outcome.data();
+    b.tree_depth = tree_depth.data();
     sink.write(b);
     held += h.chains * h.draws;
   }
@@ -117,6 +118,7 @@ void SampleFiles::write(const DrawBlock& b) {
   put(out, &h, 1);
   put(out, b.q, n * std::size_t(b.dof)), put(out, b.potential, n), put(out, b.acceptance, n);
   put(out, b.energy, n), put(out, b.step_size, n), put(out, b.steps, n), put(out, b.outcome, n);
+  put(out, b.tree_depth, n);
   files_->draws.append(out);
 }
 

@@ -144,7 +144,7 @@ class ArrayDraws final : public tether::DrawSink {
       : chains_(std::size_t(chains)), draws_(std::size_t(draws)), dof_(std::size_t(dof)) {
     const std::size_t n = chains_ * draws_;
     q.resize(n * dof_), potential.resize(n), acceptance_rate.resize(n), energy.resize(n), step_size.resize(n);
-    n_steps.resize(n), outcome.resize(n);
+    n_steps.resize(n), outcome.resize(n), diverging.resize(n), tree_depth.resize(n);
   }
   void write(const tether::DrawBlock& b) override {  // the block is [draw][component][chain]
     const std::size_t n = std::size_t(b.chains);
@@ -155,11 +155,13 @@ class ArrayDraws final : public tether::DrawSink {
         for (std::size_t c = 0; c < dof_; ++c) q[at * dof_ + c] = b.q[(d * dof_ + c) * n + i];
         potential[at] = b.potential[from], acceptance_rate[at] = b.acceptance[from], energy[at] = b.energy[from];
         step_size[at] = b.step_size[from], n_steps[at] = b.steps[from], outcome[at] = b.outcome[from];
+        diverging[at] = tether::is_divergent(tether::HmcOutcome(b.outcome[from])), tree_depth[at] = b.tree_depth[from];
       }
   }
   std::vector<Real> q, potential, acceptance_rate, energy, step_size;
-  std::vector<std::int32_t> n_steps;
+  std::vector<std::int32_t> n_steps, tree_depth;
   std::vector<std::uint8_t> outcome;
+  std::vector<bool> diverging;
 
  private:
   std::size_t chains_, draws_, dof_;
@@ -332,6 +334,8 @@ nb::dict sample(const std::string& text, const std::string& source, const std::s
   out["step_size"] = hand_over(std::move(draws.step_size), {chains, n});
   out["n_steps"] = hand_over(std::move(draws.n_steps), {chains, n});
   out["outcome"] = hand_over(std::move(draws.outcome), {chains, n});
+  out["diverging"] = hand_over(std::vector<std::uint8_t>(draws.diverging.begin(), draws.diverging.end()), {chains, n});
+  if (c.sample.dynamic) out["tree_depth"] = hand_over(std::move(draws.tree_depth), {chains, n});
   out["system_parameters"] = tether::system_parameter_values(tether::system_info(c.run), c.run.system_parameters).dump();
   out["temperature"] = c.sample.temperature;
   return out;

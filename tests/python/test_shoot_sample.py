@@ -1,5 +1,6 @@
 """tether.shoot against shots.csv and the closed-form Heisenberg distance;
 tether.sample against draws.nc, as ArviZ InferenceData or plain xarray."""
+import copy
 import csv
 import datetime
 import json
@@ -88,16 +89,21 @@ def test_shoot_finds_the_heisenberg_distance(sphere):
         assert ds.length.values[k] == pytest.approx(exact, rel=1e-9), (x, y, z)
 
 
-def test_sample_is_draws_nc(cli, double_pendulum_sample, tmp_path):
+@pytest.mark.parametrize("algorithm", ["static", "dynamic"])
+def test_sample_is_draws_nc(cli, double_pendulum_sample, tmp_path, algorithm):
     arviz = pytest.importorskip("arviz")
+    stats = ["acceptance_rate", "energy", "step_size", "n_steps", "diverging", "outcome"]
+    written = copy.deepcopy(double_pendulum_sample)  # a static config: method.steps is L
+    if algorithm == "dynamic":  # the config algorithm="dynamic" makes of it
+        written["sample"]["algorithm"] = "dynamic"
+        del written["method"]["steps"]
+        stats.append("tree_depth")
     path = tmp_path / "sample.json"
-    path.write_text(json.dumps(double_pendulum_sample))
+    path.write_text(json.dumps(written))
     cli("sample", path, "--out", tmp_path / "out")
-    idata = tether.sample(double_pendulum_sample, progress=False)
+    idata = tether.sample(double_pendulum_sample, algorithm=algorithm, progress=False)
     assert isinstance(idata, arviz.InferenceData)
-    for group, names in (("posterior", ["q", "potential"]),
-                         ("sample_stats", ["acceptance_rate", "energy", "step_size", "n_steps", "diverging",
-                                           "outcome"])):
+    for group, names in (("posterior", ["q", "potential"]), ("sample_stats", stats)):
         with xr.open_dataset(tmp_path / "out" / "draws.nc", group=group) as f:
             expected = f.load()
         # Every attribute draws.nc gives the group, with the same value but for the time it was made.
@@ -114,6 +120,12 @@ def test_sample_is_draws_nc(cli, double_pendulum_sample, tmp_path):
     assert idata.posterior.attrs["temperature"] == 10.0
     summary = arviz.summary(idata, var_names=["potential"])
     assert np.isfinite(summary["r_hat"].values).all()
+    if algorithm == "dynamic":
+        assert idata.sample_stats.tree_depth.values.min() >= 1
+        assert (idata.sample_stats.n_steps.values < 2 ** idata.sample_stats.tree_depth.values).all()
+        import matplotlib
+        matplotlib.use("Agg")
+        arviz.plot_trace(idata, var_names=["potential"])  # ArviZ's own views work on it unchanged
 
 
 def test_sample_without_arviz(double_pendulum_sample, monkeypatch):

@@ -60,13 +60,16 @@ namespace {
 constexpr Real kPi = 3.14159265358979323846;
 
 // One transition of the chain whose state is s: the library keeps a chain in
-// memory (ChainSlot), here s itself with room for its proposal beside it.
+// memory (ChainSlot), here s itself with room for its proposal (and a
+// dynamic trajectory) beside it.
 template <class S, class M>
 HmcDraw transition(const S& sys, const M& method, const HmcControl& ctl, Real h, std::uint64_t chain,
                    std::uint64_t iteration, PhaseState<S>& s) {
   Vec<S::dof> proposal_q, proposal_p;
-  const ChainSlot slot{s.q.data(), s.p.data(), proposal_q.data(), proposal_p.data(), 1};
-  return hmc_transition(sys, method, ctl, h, chain, iteration, slot);
+  std::vector<Real> tree(ctl.dynamic ? std::size_t(DynamicTree::vectors(ctl.max_depth) * S::dof) : 0);
+  const ChainSlot slot{s.q.data(), s.p.data(), proposal_q.data(), proposal_p.data(), 1, tree.data()};
+  return ctl.dynamic ? dynamic_transition(sys, method, ctl, h, chain, iteration, slot)
+                     : hmc_transition(sys, method, ctl, h, chain, iteration, slot);
 }
 
 // ---------------------------------------------------------------------------
@@ -886,6 +889,253 @@ TEST(TileHmc, ChainsInTilesAreTheOneThreadSampler) {
   Composition<ConstrainedMidpoint> midpoints;
   midpoints.prm.scheme = CompositionScheme::triple_jump;
   tile_chains_against_one_thread<4>(midpoints, 0.06, 4, 2.0);
+}
+
+
+// ===========================================================================
+// 12. Dynamic integration time (dynamic_transition, Bet17): the exact
+// marginals of 1a, 1b and 1d, each test's power shown on deliberately
+// broken variants that the same test must reject:
+//   - no multinomial weights (the next state drawn uniformly from the
+//     trajectory): the energy error is never corrected, as without Metropolis;
+//   - the criterion on the whole trajectory only, not on its subtrees: a
+//     trajectory grown from another of its states would have stopped
+//     earlier, so the transition is no longer reversible (HG14 §3.1).
+// Not among them: a criterion on ambient momenta. Each state's momentum is
+// projected onto T*N, so M^-1 p at either end is tangent (G M^-1 p = 0) and
+// its product with the ambient sum rho is the tangent one; and any criterion
+// evaluated alike on every subtree keeps the sampler exact (it changes the
+// trajectories' lengths, not their symmetry). Unprojected momenta are
+// absorbed by RATTLE's first position solve, so they change only the start's
+// weight, which 4000 chains cannot see: the static tests show that power.
+// The reversibility check is shown to fire where it must (another root
+// backwards) by a transition found deterministically, as in 2.
+// Then the subtree bookkeeping against a direct enumeration, the trajectory's
+// statistics, and the engine: draws independent of threads, batches and
+// backend, dual averaging, bad configs.
+
+HmcControl dynamic_control(Real temperature, std::uint64_t seed) {
+  HmcControl c = control(temperature, 1, seed);
+  c.dynamic = true;
+  return c;
+}
+
+TEST(DynamicHmcMarginal, SphericalPendulumHeight) {
+  SphericalPendulum sys;
+  const Real kT = 2, a = sys.prm.mass * sys.prm.gravity / kT;
+  const Vec3 equator(1, 0, 0);
+  auto p_value = [&](const HmcControl& ctl, Real h) {
+    std::vector<Real> z;
+    for (const auto& s : final_states(sys, ctl, h, 4000, 30, equator)) z.push_back(s.q[2]);
+    return ks_p_value(ks_statistic(z, [&](Real x) { return sphere_height_cdf(x, a, sys.prm.length); }), z.size());
+  };
+  const HmcControl right = dynamic_control(kT, 61);
+  EXPECT_GT(p_value(right, 0.2), kAlpha);
+  EXPECT_GT(p_value(right, 0.45), kAlpha);  // large energy errors, corrected by the weights
+
+  HmcControl uniform = right;
+  uniform.multinomial = false;
+  EXPECT_LT(p_value(uniform, 0.45), kPowerP) << "the test cannot tell a sampler without multinomial weights";
+  HmcControl whole = right;
+  whole.check_subtrees = false;
+  EXPECT_LT(p_value(whole, 0.2), kPowerP) << "the test cannot tell a criterion on the whole trajectory only";
+}
+
+TEST(DynamicHmcMarginal, DoublePendulumRelativeAngleFollowsTheSurfaceMeasure) {
+  DoublePendulum sys;
+  sys.prm.gravity = 0;
+  sys.prm.mass1 = 1;
+  sys.prm.mass2 = 16;
+  const auto cdf = relative_angle_cdf(sys.prm.mass1, sys.prm.mass2);
+  auto p_value = [&](const HmcControl& ctl, Real h) {
+    std::vector<Real> d;
+    for (const auto& s : final_states(sys, ctl, h, 4000, 20, Vec<4>(1, 0, 1, -1))) d.push_back(relative_angle(s.q));
+    return ks_p_value(ks_statistic(d, cdf), d.size());
+  };
+  const HmcControl right = dynamic_control(1, 63);
+  EXPECT_GT(p_value(right, 0.05), kAlpha);
+  HmcControl whole = right;
+  whole.check_subtrees = false;
+  EXPECT_LT(p_value(whole, 0.05), kPowerP) << "the test cannot tell a criterion on the whole trajectory only";
+}
+
+TEST(DynamicHmcMarginal, FisherBinghamHeight) {
+  const Real kappa = 1.5, beta = 3;  // bimodal in z
+  const auto cdf = fisher_bingham_height_cdf(kappa, beta);
+  Mat<3, 3> a = Mat<3, 3>::Zero();
+  a(2, 2) = beta;
+  const FisherBingham sys = fisher_bingham(Vec3(0, 0, 1), kappa, a);
+  auto p_value = [&](const HmcControl& ctl, Real h) {
+    std::vector<Real> z;
+    for (const auto& s : final_states(sys, ctl, h, 4000, 30, Vec3(1, 0, 0))) z.push_back(s.q[2]);
+    return ks_p_value(ks_statistic(z, cdf), z.size());
+  };
+  const HmcControl right = dynamic_control(1, 65);
+  EXPECT_GT(p_value(right, 0.15), kAlpha);
+  EXPECT_GT(p_value(right, 0.3), kAlpha);  // (at 0.5, half the first steps fail: 30 iterations do not mix)
+  HmcControl uniform = right;
+  uniform.multinomial = false;
+  EXPECT_LT(p_value(uniform, 0.3), kPowerP) << "the test cannot tell a sampler without multinomial weights";
+  HmcControl whole = right;
+  whole.check_subtrees = false;
+  EXPECT_LT(p_value(whole, 0.15), kPowerP) << "the test cannot tell a criterion on the whole trajectory only";
+}
+
+// The reversibility check: the first transitions of a fixed sequence (double
+// pendulum, h = 0.7, where a step back from (q', -p') may find another root)
+// that a failed check stopped. Without the check the same transition goes on
+// past that step, taking it.
+TEST(DynamicHmc, TheReversibilityCheckStopsATrajectoryThatIsNoInvolution) {
+  DoublePendulum sys;
+  sys.prm.gravity = 0;
+  sys.prm.mass2 = 16;
+  const HmcControl checked = dynamic_control(1, 71);
+  HmcControl unchecked = checked;
+  unchecked.check_reversibility = false;
+  int found = 0;
+  for (std::uint64_t chain = 0; chain < 2000 && found < 3; ++chain) {
+    PhaseState<DoublePendulum> s = test::make_state<DoublePendulum>(Vec<4>(1, 0, 1, -1), Vec<4>::Zero());
+    for (std::uint64_t k = 0; k < 20 && found < 3; ++k) {
+      PhaseState<DoublePendulum> t = s;
+      const HmcDraw d = transition(sys, Rattle{}, checked, 0.7, chain, k, s);
+      if (d.outcome != HmcOutcome::reversibility) continue;
+      ++found;
+      const HmcDraw e = transition(sys, Rattle{}, unchecked, 0.7, chain, k, t);
+      EXPECT_NE(e.outcome, HmcOutcome::reversibility);
+      EXPECT_GT(e.steps, d.steps) << "chain " << chain << " transition " << k;
+    }
+  }
+  EXPECT_EQ(found, 3);
+}
+
+// closed_subtrees against the recursive tree it replaces: in a subtree of
+// 2^depth leaves grown leaf by leaf, the aligned subtrees of 2, 4, ... leaves
+// that end at leaf n start at leaves s; checkpoint k, written at the even
+// leaves, must hold leaf s of the subtree of 2^(hi - k + 1) leaves.
+TEST(DynamicHmc, CheckpointsAreTheFirstLeavesOfTheClosedSubtrees) {
+  for (int depth = 0; depth <= 10; ++depth) {
+    std::vector<int> written(12, -1);  // checkpoint -> the leaf it holds
+    for (int n = 0; n < (1 << depth); ++n) {
+      int lo = 0, hi = 0;
+      closed_subtrees(n, lo, hi);
+      if (n % 2 == 0) written[std::size_t(hi)] = n;
+      std::vector<int> starts;  // of the aligned subtrees of >= 2 leaves ending at n, smallest first
+      for (int size = 2; size <= (1 << depth); size *= 2)
+        if ((n + 1) % size == 0) starts.push_back(n + 1 - size);
+      ASSERT_EQ(hi - lo + 1, int(starts.size())) << "leaf " << n;
+      for (int k = hi; k >= lo; --k) ASSERT_EQ(written[std::size_t(k)], starts[std::size_t(hi - k)]) << "leaf " << n;
+      ASSERT_LT(hi, std::max(depth, 1)) << "leaf " << n;  // max_depth checkpoints suffice
+    }
+  }
+}
+
+// A trajectory's statistics: depth d (the doublings tried) took between
+// 2^(d-1) - 1 steps (the last subtree dropped at its first step) and 2^d - 1;
+// max_depth bounds it; the momentum and the position stay on T*N.
+TEST(DynamicHmc, TrajectoriesKeepTheirBounds) {
+  SphericalPendulum sys;
+  for (int max_depth : {2, 10}) {
+    HmcControl ctl = dynamic_control(2, 67);
+    ctl.max_depth = max_depth;
+    PhaseState<SphericalPendulum> s = test::make_state<SphericalPendulum>(Vec3(1, 0, 0), Vec3::Zero());
+    int u_turns = 0, at_max = 0;
+    for (int k = 0; k < 400; ++k) {
+      const HmcDraw d = transition(sys, Rattle{}, ctl, 0.1, 0, std::uint64_t(k), s);
+      ASSERT_GE(d.tree_depth, 1);
+      ASSERT_LE(d.tree_depth, max_depth);
+      ASSERT_LE(d.steps, (1 << d.tree_depth) - 1);
+      ASSERT_GE(d.steps, (1 << (d.tree_depth - 1)) - 1);
+      ASSERT_GE(d.acceptance, 0);
+      ASSERT_LE(d.acceptance, 1);
+      ASSERT_NEAR(s.q.norm(), 1, 1e-12);
+      ASSERT_NEAR(s.q.dot(s.p), 0, 1e-12);
+      ASSERT_NEAR(d.energy, total_energy(sys, s.q, s.p), 1e-12);
+      u_turns += d.outcome == HmcOutcome::u_turn;
+      at_max += d.outcome == HmcOutcome::max_depth;
+    }
+    if (max_depth == 2) EXPECT_GT(at_max, 200);  // a half period is ~30 steps of 0.1
+    if (max_depth == 10) EXPECT_EQ(u_turns, 400);
+  }
+}
+
+const std::string kDynamic = R"({"name": "rattle", "dt": 0.15})";
+
+TEST(DynamicHmcEngine, DrawsDoNotDependOnThreadsOrBatchesOrBackend) {
+  const std::string base = R"({"algorithm": "dynamic", "chains": 100, "draws": 20, "warmup": 20, "thin": 2,
+                              "seed": 9, "temperature": 3, "jitter": {"dt": 0.2}BATCH})";
+  auto run = [&](int threads, const std::string& batch, const std::string& backend) {
+    omp_set_num_threads(threads);
+    std::string s = base;
+    s.replace(s.find("BATCH"), 5, batch);
+    MemoryDraws out(100, 20, 3);
+    const SampleResult r = sample_into(sample_json(kSphere, kDynamic, s), out, backend);
+    EXPECT_EQ(r.outcomes[std::size_t(HmcOutcome::u_turn)] + r.outcomes[std::size_t(HmcOutcome::max_depth)] +
+                  r.outcomes[std::size_t(HmcOutcome::divergence)] + r.outcomes[std::size_t(HmcOutcome::newton)] +
+                  r.outcomes[std::size_t(HmcOutcome::reversibility)],
+              100 * 20);
+    std::int64_t steps = 0;
+    for (int k : out.steps) steps += k;
+    EXPECT_EQ(r.steps, steps);
+    return out;
+  };
+  const int all = omp_get_max_threads();
+  const MemoryDraws a = run(1, "", "cpu"), b = run(std::max(2, all), R"(, "batch_size": 16)", "cpu"),
+                    c = run(2, R"(, "batch_size": 7)", "cpu");
+  omp_set_num_threads(all);
+  EXPECT_EQ(a.q, b.q);
+  EXPECT_EQ(a.q, c.q);
+  EXPECT_EQ(a.tree_depth, c.tree_depth);
+  EXPECT_EQ(a.steps, c.steps);
+  EXPECT_EQ(a.step_size, c.step_size);
+  EXPECT_GT(*std::min_element(a.tree_depth.begin(), a.tree_depth.end()), 0);  // every draw written
+  EXPECT_GT(*std::max_element(a.tree_depth.begin(), a.tree_depth.end()), 2);
+}
+
+// The reference backend takes the same decisions over a short sample and
+// agrees to its solver's tolerance (as HmcEngine.ReferenceAgreesWithCpu).
+TEST(DynamicHmcEngine, ReferenceAgreesWithCpu) {
+  const std::string json = sample_json(kSphere, R"({"name": "rattle", "dt": 0.05})",
+                                       R"({"algorithm": "dynamic", "chains": 12, "draws": 4, "seed": 4, "temperature": 3})");
+  MemoryDraws cpu(12, 4, 3), ref(12, 4, 3);
+  sample_into(json, cpu, "cpu");
+  sample_into(json, ref, "reference");
+  EXPECT_EQ(cpu.tree_depth, ref.tree_depth);
+  EXPECT_EQ(cpu.steps, ref.steps);
+  for (std::size_t k = 0; k < cpu.q.size(); ++k) EXPECT_NEAR(cpu.q[k], ref.q[k], 1e-8) << k;
+}
+
+// Warm-up adapts the step size to the mean acceptance statistic (Stan's accept_stat__).
+// As in 5, the averaged step lands somewhat above the target in acceptance.
+TEST(DynamicHmcEngine, DualAveragingReachesItsTarget) {
+  auto run = [&](Real target) {
+    MemoryDraws out(100, 50, 3);
+    return sample_into(sample_json(kSphere, kDynamic,
+                                   R"({"algorithm": "dynamic", "chains": 100, "draws": 50, "warmup": 200, "seed": 2,
+                                       "temperature": 2, "target_acceptance": )" + std::to_string(target) + "}"),
+                       out);
+  };
+  const SampleResult low = run(0.6), high = run(0.95);
+  EXPECT_NEAR(low.mean_acceptance, 0.6, 0.2);
+  EXPECT_NEAR(high.mean_acceptance, 0.95, 0.04);
+  EXPECT_GT(low.step_size_min, high.step_size_max);
+}
+
+TEST(DynamicHmcConfig, BadInputIsNamedByItsPath) {
+  const std::string dyn = R"({"algorithm": "dynamic", "chains": 10, "draws": 10)";
+  expect_sample_error(sample_json(kSphere, kDynamic, R"({"algorithm": "nuts", "chains": 10, "draws": 10})"),
+                      "sample.algorithm", "dynamic");
+  expect_sample_error(sample_json(kSphere, kRattle, dyn + "}"), "method.steps", "chooses");
+  expect_sample_error(sample_json(kSphere, kDynamic, dyn + R"(, "max_depth": 0})"), "sample.max_depth", "between");
+  expect_sample_error(sample_json(kSphere, kDynamic, dyn + R"(, "max_depth": 21})"), "sample.max_depth", "between");
+  expect_sample_error(sample_json(kSphere, kDynamic, dyn + R"(, "max_energy_error": 0})"), "sample.max_energy_error",
+                      "positive");
+  expect_sample_error(sample_json(kSphere, kDynamic, dyn + R"(, "refresh_angle": 1})"), "sample.refresh_angle",
+                      "afresh");
+  expect_sample_error(sample_json(kSphere, kDynamic, dyn + R"(, "jitter": {"steps": 0.1}})"), "sample.jitter.steps",
+                      "chooses");
+  expect_sample_error(sample_json(kSphere, kRattle, R"({"chains": 10, "draws": 10, "max_depth": 5})"),
+                      "sample.max_depth", "dynamic");
+  expect_sample_error(sample_json(kSphere, kDynamic, R"({"chains": 10, "draws": 10})"), "method.steps", "missing");
 }
 
 }  // namespace

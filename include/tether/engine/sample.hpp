@@ -12,10 +12,16 @@
 #include <vector>
 
 #include "tether/engine/config.hpp"
+#include "tether/sampling/outcome.hpp"
 
 namespace tether {
 
 struct SampleSpec {
+  // "algorithm": static (L steps per proposal) or dynamic (the trajectory
+  // doubles until it turns back, at most 2^max_depth - 1 steps).
+  bool dynamic = false;
+  int max_depth = 10;
+  Real max_energy_error = 1000;  // dynamic: (H - H0)/kT beyond it, the trajectory diverged
   std::int64_t chains = 0;
   std::int64_t draws = 0;   // stored per chain, after warm-up and thinning
   std::int64_t warmup = 0;  // iterations that adapt the step size, not stored
@@ -31,7 +37,7 @@ struct SampleSpec {
 
 struct SampleConfig {
   // system, method (dt: the step size, adapted from there when warmup > 0;
-  // steps: L), method.newton, the chains' start (ensemble-style initial
+  // steps: L, static only), method.newton, the chains' start (ensemble-style initial
   // spec, seed, batch size), backend.
   RunConfig run;
   SampleSpec sample;
@@ -50,7 +56,8 @@ struct DrawBlock {
   int dof = 0;
   const Real *q = nullptr, *potential = nullptr, *acceptance = nullptr, *energy = nullptr, *step_size = nullptr;
   const std::int32_t* steps = nullptr;
-  const std::uint8_t* outcome = nullptr;  // HmcOutcome
+  const std::uint8_t* outcome = nullptr;     // HmcOutcome
+  const std::uint8_t* tree_depth = nullptr;  // doublings of a dynamic trajectory (0: static)
 };
 
 class DrawSink {
@@ -108,10 +115,12 @@ struct AcceptanceSum {
 struct SampleResult {
   std::string system, method, backend;
   std::int64_t chains = 0, draws = 0, warmup = 0, thin = 1;
-  // Over the stored draws: how many proposals ended each way (HmcOutcome order),
-  // and the mean acceptance probability.
-  std::array<std::int64_t, 4> outcomes{};
+  // Over the stored draws: how many proposals ended each way (HmcOutcome order;
+  // for a dynamic sampler, why its trajectories stopped growing), the mean
+  // acceptance probability, and the steps the proposals took.
+  std::array<std::int64_t, hmc_outcome_count> outcomes{};
   AcceptanceSum acceptance;
+  std::int64_t steps = 0;
   Real mean_acceptance = 0;
   Real step_size_min = std::numeric_limits<Real>::infinity(), step_size_max = 0;  // after warm-up
   double wall_seconds = 0, sampling_seconds = 0;
@@ -122,6 +131,7 @@ struct SampleResult {
   void merge(const SampleResult& o) {
     for (std::size_t k = 0; k < outcomes.size(); ++k) outcomes[k] += o.outcomes[k];
     acceptance.merge(o.acceptance);
+    steps += o.steps;
     step_size_min = std::min(step_size_min, o.step_size_min);
     step_size_max = std::max(step_size_max, o.step_size_max);
     sampling_seconds += o.sampling_seconds;

@@ -22,6 +22,10 @@
 // The chain samples exp(-H/kT) on T*N, whose q-marginal is
 // exp(-V(q)/kT) sigma_N(dq), sigma_N the surface measure that M induces on N.
 //
+// `sample.algorithm` "dynamic" replaces steps 2-5 by dynamic integration
+// time (dynamic_transition below): the trajectory doubles until it turns
+// back, and the next state is drawn from it (Bet17, after HG14).
+//
 // Step-size warm-up: dual averaging, HG14 §3.2.1 eq. (6) (their Algorithm 5), per chain.
 //
 // Randomness: the draws of iteration k of chain c are a pure function of
@@ -33,6 +37,7 @@
 #include "tether/core/random.hpp"
 #include "tether/ensemble/view.hpp"
 #include "tether/methods/projection.hpp"
+#include "tether/sampling/outcome.hpp"
 
 namespace tether {
 
@@ -52,27 +57,11 @@ bool symmetric_with_parameters(const M& m) {
   else return M::symmetric;
 }
 
-// Why a proposal was not taken (0: it was). Stored per draw.
-enum class HmcOutcome : std::uint8_t {
-  accepted = 0,
-  metropolis = 1,     // rejected by the Metropolis test
-  newton = 2,         // a step's solve failed (forwards or backwards)
-  reversibility = 3,  // the backward integration did not return to q
-};
-constexpr int hmc_outcome_count = 4;
-
-inline const char* hmc_outcome_name(HmcOutcome o) {
-  switch (o) {
-    case HmcOutcome::accepted: return "accepted";
-    case HmcOutcome::metropolis: return "metropolis";
-    case HmcOutcome::newton: return "newton";
-    case HmcOutcome::reversibility: return "reversibility";
-  }
-  return "unknown";
-}
-
 struct HmcControl {
-  int steps = 10;                 // L, the method's steps per proposal
+  bool dynamic = false;           // dynamic integration time (dynamic_transition), else L steps
+  int steps = 10;                 // L, the method's steps per proposal (static)
+  int max_depth = 10;             // the most doublings of a dynamic trajectory: 2^max_depth - 1 steps
+  Real max_energy_error = 1000;   // (H - H0) / kT beyond which a dynamic trajectory diverged (Stan's)
   Real step_jitter = 0;           // h drawn uniformly in h (1 +- step_jitter)
   Real steps_jitter = 0;          // L drawn uniformly in L (1 +- steps_jitter), at least 1
   Real temperature = 1;           // kT
@@ -85,6 +74,8 @@ struct HmcControl {
   bool project_momentum = true;
   bool check_reversibility = true;
   bool metropolis = true;
+  bool multinomial = true;        // dynamic: draw the next state by its weight exp(-H/kT), else uniformly
+  bool check_subtrees = true;     // dynamic: the criterion on every subtree, not only the whole trajectory
 };
 
 // What one transition reports.
@@ -92,7 +83,8 @@ struct HmcDraw {
   Real acceptance = 0;  // min(1, exp(-dH/kT)); 0 when a solve failed or the check rejected
   Real energy = 0;      // H of the state the chain is in after the transition
   Real step_size = 0;   // h used (after jitter)
-  int steps = 0;        // L used (after jitter)
+  int steps = 0;        // L used (after jitter); dynamic: the steps the trajectory took
+  int tree_depth = 0;   // dynamic: the doublings tried (Stan's treedepth__); static: 0
   HmcOutcome outcome = HmcOutcome::accepted;
 };
 
@@ -118,6 +110,9 @@ struct ChainSlot {
   Real *q, *p;                    // the chain's state
   Real *proposal_q, *proposal_p;  // the proposal's
   std::int64_t stride;
+  Real* tree = nullptr;  // a dynamic trajectory's vectors (DynamicTree), vector k at tree + k dof stride
+
+  TETHER_HD Real* tree_vector(int k, int dof) const { return tree + std::int64_t(k) * dof * stride; }
 
   template <int N>
   TETHER_HD void put(Real* a, const Vec<N>& x) const {
@@ -206,6 +201,229 @@ TETHER_HD HmcDraw hmc_transition(const S& sys, const Stepper& stepper, const Hmc
   return d;
 }
 
+// ---------------------------------------------------------------------------
+// Dynamic integration time: multinomial HMC with the generalised no-U-turn
+// criterion, Bet17 App. A (after HG14 Algorithm 3, Bet13), on T*N as the
+// static transition is: from (q, p0), p0 drawn and projected as in step 1,
+//   1. the trajectory doubles, each time in a direction d = +-1 drawn
+//      uniformly: a new subtree of 2^j steps of Psi_h continues from the
+//      trajectory's end in that direction (backwards in time: Psi_h from
+//      (q, -p), its states' momenta flipped back);
+//   2. every step is checked for reversibility as the static transition's
+//      trajectory is (one step back from (q', -p') must return to q, LRS19,
+//      ZHG18): where Newton finds another root backwards, the step is not an
+//      involution and the subtree is dropped;
+//   3. each state z of the trajectory weighs w(z) = exp(-(H(z) - H0)/kT); the
+//      subtree's candidate is drawn among its states with probability
+//      proportional to w (uniform progressive sampling, state by state), and
+//      replaces the trajectory's with probability min(1, W_sub / W_old)
+//      (biased progressive sampling, App. A.3.2);
+//   4. growth stops when the trajectory turns back (the criterion below on the
+//      whole trajectory, after merging), when the new subtree or any subtree
+//      of it turns back, a step fails or diverges (these drop the subtree), or
+//      at max_depth doublings.
+// The generalised criterion (Bet17 App. A.4.2): a trajectory from state a to
+// state b whose momenta sum to rho turns back when M^-1 p_a . rho <= 0 or
+// M^-1 p_b . rho <= 0. The momenta lie in T*N (each state's projected p), so
+// M^-1 p is a velocity tangent to N: the criterion is the manifold's own.
+// Subtrees are checked iteratively (as NumPyro and BlackJAX do): after leaf n
+// of a subtree, the subtrees that leaf closes, found from n's bits, against
+// checkpoints of (p, running sum) kept at their first leaves (one per level).
+
+// The vectors a chain keeps while its dynamic trajectory grows, each of
+// S::dof components (ChainSlot::tree).
+struct DynamicTree {
+  enum : int {
+    left_q, left_p, right_q, right_p,  // the trajectory's ends, momenta forwards in time
+    sub_q, sub_p,                      // the new subtree's candidate
+    rho, sub_rho,                      // sums of momenta: the trajectory's, the subtree's so far
+    from_q,                            // the state a step starts from, for its reversibility check
+    checkpoints                        // then max_depth each of: a subtree's first momentum, the
+                                       // running sum there, the momentum of the leaf before it
+  };
+  static constexpr int vectors(int max_depth) { return checkpoints + 3 * max_depth; }
+};
+
+// The generalised no-U-turn criterion (above): true when the trajectory
+// from the state with momentum p_a to the one with p_b, momenta summing to
+// rho, turns back.
+template <class S>
+TETHER_HD bool turns_back(const S& sys, const Vec<S::dof>& p_a, const Vec<S::dof>& p_b, const Vec<S::dof>& rho) {
+  return !(sys.inverse_mass_times(p_a).dot(rho) > 0) || !(sys.inverse_mass_times(p_b).dot(rho) > 0);
+}
+
+// A trajectory merged from a half A and a half B grown after it (in the
+// order they were built), each of two or more states: besides the whole,
+// Stan's extra checks (Stan 2.23; Mici's do_extra_subtree_checks), on A with
+// B's first state and on B with A's last, which catch the U-turns that
+// resonant step sizes hide from the whole (HG14's Gaussian targets).
+template <class S>
+TETHER_HD bool merge_turns_back(const S& sys, const Vec<S::dof>& a_first, const Vec<S::dof>& a_last,
+                                const Vec<S::dof>& a_rho, const Vec<S::dof>& b_first, const Vec<S::dof>& b_last,
+                                const Vec<S::dof>& b_rho) {
+  return turns_back(sys, a_first, b_first, Vec<S::dof>(a_rho + b_first)) ||
+         turns_back(sys, a_last, b_last, Vec<S::dof>(b_rho + a_last));
+}
+
+// log(exp(a) + exp(b)), a = -inf allowed.
+TETHER_HD inline Real log_add_exp(Real a, Real b) {
+  const Real hi = a > b ? a : b, lo = a > b ? b : a;
+  return hi + log1p(exp(lo - hi));
+}
+
+// Leaf n of a subtree closes the subtrees whose first leaves hold
+// checkpoints lo .. hi (lo > hi: none); an even leaf opens checkpoint hi.
+TETHER_HD inline void closed_subtrees(int n, int& lo, int& hi) {
+  hi = 0;
+  for (int m = n >> 1; m != 0; m >>= 1) hi += m & 1;  // set bits above the lowest
+  int trailing = 0;
+  for (int m = n; (m & 1) != 0; m >>= 1) ++trailing;  // subtrees ending at leaf n
+  lo = hi - trailing + 1;
+}
+
+// One dynamic transition of the chain in `slot` (hmc_transition's stream
+// and momentum, then the trajectory above); d.steps: the steps taken,
+// d.acceptance: their mean min(1, exp(-(H - H0)/kT)) (what dual averaging
+// adapts to, as Stan's accept_stat__), d.outcome: why growth stopped.
+template <class S, class Stepper>
+TETHER_HD HmcDraw dynamic_transition(const S& sys, const Stepper& stepper, const HmcControl& ctl, Real h,
+                                     std::uint64_t chain, std::uint64_t iteration, const ChainSlot& slot) {
+  constexpr int n = S::dof;
+  using V = Vec<n>;
+  using T = DynamicTree;
+  CounterRng rng(ctl.seed, chain, iteration + 1);
+  HmcDraw d;
+  d.step_size = h * (1 + ctl.step_jitter * (2 * rng.uniform() - 1));
+  rng.uniform();  // the static transition's L jitter: the momentum below is its momentum
+  d.steps = 0;
+
+  PhaseState<S> x;
+  x.q = slot.get<n>(slot.q);
+  V xi;
+  for (int c = 0; c < n; ++c) xi[c] = rng.normal();
+  x.p = sqrt(ctl.temperature) * sys.sqrt_mass_times(xi);
+  if (ctl.project_momentum && project_momentum(sys, x.q, x.p) != Status::ok) {
+    d.outcome = HmcOutcome::newton;
+    d.energy = total_energy(sys, x.q, slot.get<n>(slot.p));
+    return d;
+  }
+  const Real energy0 = total_energy(sys, x.q, x.p);
+  auto vec = [&](int k) { return slot.tree_vector(k, n); };
+  auto put = [&](int k, const V& y) { slot.put<n>(vec(k), y); };
+  auto get = [&](int k) { return slot.get<n>(vec(k)); };
+  const int ckpt_p = T::checkpoints, ckpt_rho = ckpt_p + ctl.max_depth, ckpt_prev = ckpt_rho + ctl.max_depth;
+  put(T::left_q, x.q), put(T::left_p, x.p), put(T::right_q, x.q), put(T::right_p, x.p), put(T::rho, x.p);
+  slot.put<n>(slot.proposal_q, x.q);
+  slot.put<n>(slot.proposal_p, x.p);
+  Real proposal_energy = energy0, log_weight = 0, accept_sum = 0;
+  d.outcome = HmcOutcome::max_depth;
+
+  for (int depth = 0; depth < ctl.max_depth; ++depth) {
+    d.tree_depth = depth + 1;
+    const Real dir = rng.uniform() < Real(0.5) ? Real(-1) : Real(1);
+    const int end_q = dir > 0 ? T::right_q : T::left_q, end_p = dir > 0 ? T::right_p : T::left_p;
+    const V inner_p = get(end_p), far_p = get(dir > 0 ? T::left_p : T::right_p);  // for the merge
+    x.q = get(end_q);
+    x.p = dir * get(end_p);  // integrating backwards in time: forwards from the flipped momentum
+    x.q_prev = x.q;
+    const int leaves = 1 << depth;
+    Real sub_log_weight = -INFINITY, sub_energy = 0;
+    V first_p = V::Zero(), previous_p = inner_p;
+    bool dropped = false;
+    for (int leaf = 0; leaf < leaves && !dropped; ++leaf) {
+      // One step, then its reversibility check from (q', -p').
+      put(T::from_q, x.q);
+      int iterations = 0;
+      if (stepper.step(sys, x, d.step_size, ctl.newton, iterations) != Status::ok) {
+        d.outcome = HmcOutcome::newton;
+        dropped = true;
+        break;
+      }
+      ++d.steps;
+      const V forward_p = dir * x.p;
+      put(end_q, x.q), put(end_p, forward_p);
+      if (ctl.check_reversibility) {
+        x.p = -x.p;
+        x.q_prev = x.q;
+        const bool back = stepper.step(sys, x, d.step_size, ctl.newton, iterations) == Status::ok &&
+                          max_abs(V(x.q - get(T::from_q))) <= ctl.reversibility_tolerance * sys.length_scale();
+        if (!back) {
+          d.outcome = HmcOutcome::reversibility;
+          dropped = true;
+          break;
+        }
+        x.q = get(end_q);
+        x.p = dir * forward_p;
+      }
+      x.q_prev = x.q;
+      const Real energy = total_energy(sys, x.q, forward_p);
+      const Real excess = (energy - energy0) / ctl.temperature;
+      accept_sum += excess <= 0 ? Real(1) : excess > 0 ? exp(-excess) : Real(0);  // 0 for a NaN energy
+      if (!(excess <= ctl.max_energy_error)) {
+        d.outcome = HmcOutcome::divergence;
+        dropped = true;
+        break;
+      }
+      // Uniform progressive sampling within the subtree.
+      const Real w = ctl.multinomial ? -excess : Real(0);
+      const Real sum = log_add_exp(sub_log_weight, w);
+      if (rng.uniform() < exp(w - sum)) {
+        put(T::sub_q, x.q), put(T::sub_p, forward_p);
+        sub_energy = energy;
+      }
+      sub_log_weight = sum;
+      // The subtrees this leaf closes, each with Stan's extra checks when it
+      // is a merge of two halves of two or more states (merge_turns_back).
+      const V running = (leaf == 0 ? V(V::Zero()) : get(T::sub_rho)) + forward_p;
+      put(T::sub_rho, running);
+      if (leaf == 0) first_p = forward_p;
+      int lo = 0, hi = 0;
+      closed_subtrees(leaf, lo, hi);
+      if (leaf % 2 == 0)
+        put(ckpt_p + hi, forward_p), put(ckpt_rho + hi, running), put(ckpt_prev + hi, previous_p);
+      previous_p = forward_p;
+      for (int k = hi; ctl.check_subtrees && k >= lo && !dropped; --k) {
+        const V p_k = get(ckpt_p + k), before_k = get(ckpt_rho + k) - p_k;
+        bool turned = turns_back(sys, p_k, forward_p, V(running - before_k));
+        if (!turned && k < hi) {  // halves: from checkpoint k, and from checkpoint k + 1 to this leaf
+          const V p_mid = get(ckpt_p + k + 1), before_mid = get(ckpt_rho + k + 1) - p_mid;
+          turned = merge_turns_back(sys, p_k, get(ckpt_prev + k + 1), V(before_mid - before_k), p_mid, forward_p,
+                                    V(running - before_mid));
+        }
+        if (turned) {
+          d.outcome = HmcOutcome::u_turn;
+          dropped = true;
+        }
+      }
+    }
+    if (dropped) break;
+
+    // Biased progressive sampling between the trajectory and the new subtree, then the merge.
+    const Real take = sub_log_weight >= log_weight ? Real(1) : exp(sub_log_weight - log_weight);
+    if (rng.uniform() < take) {
+      slot.put<n>(slot.proposal_q, get(T::sub_q));
+      slot.put<n>(slot.proposal_p, get(T::sub_p));
+      proposal_energy = sub_energy;
+    }
+    log_weight = log_add_exp(log_weight, sub_log_weight);
+    const V old_rho = get(T::rho), sub_rho = get(T::sub_rho), rho = old_rho + sub_rho;
+    put(T::rho, rho);
+    // The whole trajectory, and with check_subtrees Stan's extra checks.
+    if (turns_back(sys, far_p, get(end_p), rho) ||
+        (ctl.check_subtrees && depth > 0 &&
+         merge_turns_back(sys, far_p, inner_p, old_rho, first_p, get(end_p), sub_rho))) {
+      d.outcome = HmcOutcome::u_turn;
+      break;
+    }
+  }
+
+  d.acceptance = d.steps > 0 ? accept_sum / Real(d.steps) : Real(0);
+  slot.put<n>(slot.q, slot.get<n>(slot.proposal_q));
+  slot.put<n>(slot.p, slot.get<n>(slot.proposal_p));
+  d.energy = proposal_energy;
+  return d;
+}
+
 // Step-size adaptation by dual averaging, HG14 §3.2.1 eq. (6), with the
 // constants of their Algorithm 5: gamma = 0.05, t0 = 10, kappa = 0.75,
 // mu = log(10 h0). After the m-th warm-up transition with acceptance alpha,
@@ -248,6 +466,8 @@ struct SampleView {
   Real* draw_step_size = nullptr;
   std::int32_t* draw_steps = nullptr;
   std::uint8_t* draw_outcome = nullptr;
+  std::uint8_t* draw_tree_depth = nullptr;
+  Real* tree = nullptr;  // dynamic: DynamicTree::vectors(max_depth) x dof per chain (ChainSlot::tree)
 };
 
 // Which iterations a call runs: [first, first + iterations) of the chain's
@@ -265,12 +485,14 @@ template <class S, class Stepper>
 TETHER_HD TETHER_ONE_COPY void run_chain(const S& sys, const Stepper& stepper, const HmcControl& ctl,
                                          const SamplePlan& plan, const SampleView& v, std::int64_t i) {
   constexpr int n = S::dof;
-  const ChainSlot slot{v.q + i, v.p + i, v.proposal_q + i, v.proposal_p + i, v.count};
+  const ChainSlot slot{v.q + i, v.p + i, v.proposal_q + i, v.proposal_p + i, v.count, v.tree + i};
   Real h = v.step_size[i];
   DualAveraging da{v.log_h_bar[i], v.h_bar[i]};
   const std::uint64_t chain = static_cast<std::uint64_t>(v.first_chain + i);
   for (std::int64_t k = plan.first; k < plan.first + plan.iterations; ++k) {
-    const HmcDraw d = hmc_transition(sys, stepper, ctl, h, chain, static_cast<std::uint64_t>(k), slot);
+    const std::uint64_t iteration = static_cast<std::uint64_t>(k);
+    const HmcDraw d = ctl.dynamic ? dynamic_transition(sys, stepper, ctl, h, chain, iteration, slot)
+                                  : hmc_transition(sys, stepper, ctl, h, chain, iteration, slot);
     if (k < plan.warmup) {
       da.update(plan.mu, plan.target_acceptance, k + 1, d.acceptance, h);
       if (k + 1 == plan.warmup) h = exp(da.log_h_bar);
@@ -286,6 +508,7 @@ TETHER_HD TETHER_ONE_COPY void run_chain(const S& sys, const Stepper& stepper, c
     v.draw_step_size[j * v.count + i] = d.step_size;
     v.draw_steps[j * v.count + i] = d.steps;
     v.draw_outcome[j * v.count + i] = static_cast<std::uint8_t>(d.outcome);
+    v.draw_tree_depth[j * v.count + i] = static_cast<std::uint8_t>(d.tree_depth);
   }
   v.step_size[i] = h;
   v.log_h_bar[i] = da.log_h_bar;

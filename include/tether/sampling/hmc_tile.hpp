@@ -170,6 +170,7 @@ TETHER_HD TETHER_ONE_COPY void tile_run_chain(const S& sys, const M& method, con
     v.draw_step_size[j * v.count + i] = d.step_size;
     v.draw_steps[j * v.count + i] = d.steps;
     v.draw_outcome[j * v.count + i] = static_cast<std::uint8_t>(d.outcome);
+    v.draw_tree_depth[j * v.count + i] = 0;
   }
   if (!first_lane) return;
   v.step_size[i] = h;
@@ -178,14 +179,14 @@ TETHER_HD TETHER_ONE_COPY void tile_run_chain(const S& sys, const M& method, con
 }
 
 // The chain loop a host backend runs: in a tile (T = Real, one chain at a
-// time) where the pair steps in tiles, as a GPU does, else in one thread.
+// time) where the pair steps in tiles, as a GPU does, else in one thread
+// (a dynamic trajectory always: it has no tile form yet).
 template <class S, class Stepper>
 void host_run_chain(const S& sys, const Stepper& stepper, const HmcControl& ctl, const SamplePlan& plan,
                     const SampleView& v, std::int64_t i) {
   if constexpr (runs_in_tile<S, Stepper>)
-    tile_run_chain<S, Stepper, tile::Emulated<Real, S::tile_lanes>>(sys, stepper, ctl, plan, v, i);
-  else
-    run_chain(sys, stepper, ctl, plan, v, i);
+    if (!ctl.dynamic) return tile_run_chain<S, Stepper, tile::Emulated<Real, S::tile_lanes>>(sys, stepper, ctl, plan, v, i);
+  run_chain(sys, stepper, ctl, plan, v, i);
 }
 
 }  // namespace tether

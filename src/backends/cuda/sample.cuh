@@ -57,16 +57,18 @@ class CudaChainRunner final : public ChainRunner {
       allocate(d.draw_q, h.draw_q), allocate(d.draw_potential, h.draw_potential);
       allocate(d.draw_acceptance, h.draw_acceptance), allocate(d.draw_energy, h.draw_energy);
       allocate(d.draw_step_size, h.draw_step_size), allocate(d.draw_steps, h.draw_steps);
-      allocate(d.draw_outcome, h.draw_outcome);
+      allocate(d.draw_outcome, h.draw_outcome), allocate(d.draw_tree_depth, h.draw_tree_depth);
+      allocate(d.tree, h.tree);
       constexpr int threads = 128;
-      if constexpr (runs_in_tile<S, M>) {  // the cpu's chain loop too (host_run_chain)
+      const bool in_tile = runs_in_tile<S, M> && !ctl_.dynamic;  // the cpu's chain loop too (host_run_chain)
+      if constexpr (runs_in_tile<S, M>) {
         static_assert(threads % S::tile_lanes == 0, "whole tiles per block");
         const unsigned blocks = unsigned((h.count * S::tile_lanes + threads - 1) / threads);
-        chain_tile_kernel<S, M><<<blocks, threads>>>(sys_, method_, ctl_, plan, d);
-      } else {
-        chain_kernel<S, M><<<unsigned((h.count + threads - 1) / threads), threads>>>(sys_, method_, ctl_, plan, d);
+        if (in_tile) chain_tile_kernel<S, M><<<blocks, threads>>>(sys_, method_, ctl_, plan, d);
       }
-      const char* name = runs_in_tile<S, M> ? "chain_tile_kernel" : "chain_kernel";
+      if (!in_tile)
+        chain_kernel<S, M><<<unsigned((h.count + threads - 1) / threads), threads>>>(sys_, method_, ctl_, plan, d);
+      const char* name = in_tile ? "chain_tile_kernel" : "chain_kernel";
       cuda_check(cudaGetLastError(), (std::string(name) + " launch").c_str());
       cuda_check(cudaDeviceSynchronize(), name);
       copy_out(h.q, d.q), copy_out(h.p, d.p), copy_out(h.step_size, d.step_size);
@@ -74,6 +76,7 @@ class CudaChainRunner final : public ChainRunner {
       copy_out(h.draw_potential, d.draw_potential), copy_out(h.draw_acceptance, d.draw_acceptance);
       copy_out(h.draw_energy, d.draw_energy), copy_out(h.draw_step_size, d.draw_step_size);
       copy_out(h.draw_steps, d.draw_steps), copy_out(h.draw_outcome, d.draw_outcome);
+      copy_out(h.draw_tree_depth, d.draw_tree_depth);
     } catch (...) {
       for (void* ptr : owned) cudaFree(ptr);
       throw;
