@@ -11,12 +11,13 @@
 #   bench-cpu.json       tether_bench, cpu at 1e3 and 1e4 on the same cases (the ratios' other side)
 #   bench-chains-{cuda,cpu}.json  tether_bench, every chain method that steps in tiles, chain4 and
 #                        chain16: cuda at 1e4 and 1e5, cpu at 1e4
-#   shoot-{cuda,cpu}.json, sample-{cuda,cpu}.json   summary.json of tether shoot / sample
+#   CONFIG-{cuda,cpu}.json  summary.json of tether shoot / sample on configs/CONFIG.json: heisenberg_sphere,
+#                        double_pendulum_sample, fisher_bingham_sample (static), fisher_bingham_dynamic
 #   rattle-peers-gpu.json  bench/rattle_peers.py: tether cuda beside hand-written numba.cuda RATTLE
 #                        (plain and carrying the force) and JAX on the GPU, pendulum 10^6, chains 10^5
 # Stages run in order of what matters most (the tests first), each under a
 # time limit; a stage that runs out is killed with its children and leaves
-# its lines in check.log. Together the limits come to 680 s, the GPU peers'
+# its lines in check.log. Together the limits come to 740 s, the GPU peers'
 # last 100 of them (a device call allows 600 s: give it timeout_s 600, and the
 # peers are what a slow run loses); on an H100 with 16 host cores
 # (2026-11-27), before the chain benches and the peers were added, they took
@@ -121,12 +122,15 @@ stage bench-cuda 80 bash -c 'quiet "$@"' _ "$bin/tether_bench" --backends cuda -
   --sizes 1e3,1e4,1e5,1e6 --repeats 2 --min-time 0.1 -o "$out/bench-cuda.json"
 stage bench-cpu 50 bash -c 'quiet "$@"' _ "$bin/tether_bench" --backends cpu --configs "$here/configs" "${cases[@]}" \
   --sizes 1e3,1e4 --repeats 2 --min-time 0.1 -o "$out/bench-cpu.json"
-for engine in shoot sample; do
-  config=$here/configs/heisenberg_sphere.json
-  [ "$engine" = sample ] && config=$here/configs/double_pendulum_sample.json
+# The engines on both backends; the Fisher-Bingham sample static and dynamic
+# on one target: steps per second of dynamic over static, on cuda against the
+# cpu's, is what trajectories of different lengths in one warp cost.
+for job in shoot:heisenberg_sphere sample:double_pendulum_sample sample:fisher_bingham_sample \
+  sample:fisher_bingham_dynamic; do
+  engine=${job%%:*} config=$here/configs/${job#*:}.json name=${job#*:}
   for backend in cuda cpu; do
-    stage "$engine-$backend" 15 "$bin/tether" "$engine" "$config" --out "$work/$engine-$backend" --backend "$backend" --quiet
-    [ -f "$work/$engine-$backend/summary.json" ] && cp "$work/$engine-$backend/summary.json" "$out/$engine-$backend.json"
+    stage "$name-$backend" 15 "$bin/tether" "$engine" "$config" --out "$work/$name-$backend" --backend "$backend" --quiet
+    [ -f "$work/$name-$backend/summary.json" ] && cp "$work/$name-$backend/summary.json" "$out/$name-$backend.json"
   done
 done
 # The GPU peers, last (their JAX compiles are the least predictable): the device's own numba-cuda

@@ -252,11 +252,12 @@ TETHER_HD bool turns_back(const S& sys, const Vec<S::dof>& p_a, const Vec<S::dof
   return !(sys.inverse_mass_times(p_a).dot(rho) > 0) || !(sys.inverse_mass_times(p_b).dot(rho) > 0);
 }
 
-// A trajectory merged from a half A and a half B grown after it (in the
-// order they were built), each of two or more states: besides the whole,
-// Stan's extra checks (Stan 2.23; Mici's do_extra_subtree_checks), on A with
-// B's first state and on B with A's last, which catch the U-turns that
-// resonant step sizes hide from the whole (HG14's Gaussian targets).
+// A trajectory merged from a half A and a half B grown on from it, each of
+// two or more states (A's ends: a_first away from B, a_last beside it; B's:
+// b_first beside A, b_last away): besides the whole, Stan's extra checks
+// (Mici's do_extra_subtree_checks), on A with B's first state and on B with
+// A's last, which catch the U-turns the whole misses at resonant step sizes
+// (on Gaussian targets).
 template <class S>
 TETHER_HD bool merge_turns_back(const S& sys, const Vec<S::dof>& a_first, const Vec<S::dof>& a_last,
                                 const Vec<S::dof>& a_rho, const Vec<S::dof>& b_first, const Vec<S::dof>& b_last,
@@ -322,15 +323,18 @@ TETHER_HD HmcDraw dynamic_transition(const S& sys, const Stepper& stepper, const
     d.tree_depth = depth + 1;
     const Real dir = rng.uniform() < Real(0.5) ? Real(-1) : Real(1);
     const int end_q = dir > 0 ? T::right_q : T::left_q, end_p = dir > 0 ? T::right_p : T::left_p;
-    const V inner_p = get(end_p), far_p = get(dir > 0 ? T::left_p : T::right_p);  // for the merge
+    const int far_p = dir > 0 ? T::left_p : T::right_p;
     x.q = get(end_q);
     x.p = dir * get(end_p);  // integrating backwards in time: forwards from the flipped momentum
     x.q_prev = x.q;
     const int leaves = 1 << depth;
     Real sub_log_weight = -INFINITY, sub_energy = 0;
-    V first_p = V::Zero(), previous_p = inner_p;
     bool dropped = false;
     for (int leaf = 0; leaf < leaves && !dropped; ++leaf) {
+      int lo = 0, hi = 0;
+      closed_subtrees(leaf, lo, hi);
+      // An even leaf opens checkpoint hi: the momentum before it is the end's (leaf 0: the trajectory's).
+      if (leaf % 2 == 0) put(ckpt_prev + hi, get(end_p));
       // One step, then its reversibility check from (q', -p').
       put(T::from_q, x.q);
       int iterations = 0;
@@ -376,12 +380,7 @@ TETHER_HD HmcDraw dynamic_transition(const S& sys, const Stepper& stepper, const
       // is a merge of two halves of two or more states (merge_turns_back).
       const V running = (leaf == 0 ? V(V::Zero()) : get(T::sub_rho)) + forward_p;
       put(T::sub_rho, running);
-      if (leaf == 0) first_p = forward_p;
-      int lo = 0, hi = 0;
-      closed_subtrees(leaf, lo, hi);
-      if (leaf % 2 == 0)
-        put(ckpt_p + hi, forward_p), put(ckpt_rho + hi, running), put(ckpt_prev + hi, previous_p);
-      previous_p = forward_p;
+      if (leaf % 2 == 0) put(ckpt_p + hi, forward_p), put(ckpt_rho + hi, running);
       for (int k = hi; ctl.check_subtrees && k >= lo && !dropped; --k) {
         const V p_k = get(ckpt_p + k), before_k = get(ckpt_rho + k) - p_k;
         bool turned = turns_back(sys, p_k, forward_p, V(running - before_k));
@@ -408,10 +407,11 @@ TETHER_HD HmcDraw dynamic_transition(const S& sys, const Stepper& stepper, const
     log_weight = log_add_exp(log_weight, sub_log_weight);
     const V old_rho = get(T::rho), sub_rho = get(T::sub_rho), rho = old_rho + sub_rho;
     put(T::rho, rho);
-    // The whole trajectory, and with check_subtrees Stan's extra checks.
-    if (turns_back(sys, far_p, get(end_p), rho) ||
+    // The whole trajectory, and with check_subtrees Stan's extra checks
+    // (the old trajectory's inner end and the subtree's first state are checkpoint 0's).
+    if (turns_back(sys, get(far_p), get(end_p), rho) ||
         (ctl.check_subtrees && depth > 0 &&
-         merge_turns_back(sys, far_p, inner_p, old_rho, first_p, get(end_p), sub_rho))) {
+         merge_turns_back(sys, get(far_p), get(ckpt_prev), old_rho, get(ckpt_p), get(end_p), sub_rho))) {
       d.outcome = HmcOutcome::u_turn;
       break;
     }
