@@ -201,6 +201,13 @@ inline json sample_without_timings(json s) {
   return s;
 }
 
+// A sample config made dynamic: sample.algorithm "dynamic", no L.
+inline json dynamic_sample(json j) {
+  j["sample"]["algorithm"] = "dynamic";
+  j["method"].erase("steps");
+  return j;
+}
+
 // Seven chains in batches of 3 (which straddle the shards' slices).
 inline json sharded_sample_config() {
   json j = sample_config();

@@ -1458,15 +1458,17 @@ TEST_F(CliTest, SampleBadInputNamesThePathAndWritesNothing) {
 
 // ---------------------------------------------------------------- sample: shards, merge, checkpoints
 
-// Every draws.nc variable's values, group by group (posterior, sample_stats).
-std::map<std::string, std::vector<double>> draws_values(const fs::path& file) {
+// Every draws.nc variable's values, group by group (posterior, sample_stats;
+// tree_depth where the sample is dynamic).
+std::map<std::string, std::vector<double>> draws_values(const fs::path& file, bool dynamic = false) {
   std::map<std::string, std::vector<double>> v;
   int id = -1;
   EXPECT_EQ(nc_open(file.c_str(), NC_NOWRITE, &id), NC_NOERR) << file;
   if (id < 0) return v;
-  const std::pair<const char*, std::vector<const char*>> groups[] = {
+  std::pair<const char*, std::vector<const char*>> groups[] = {
       {"posterior", {"q", "potential", "chain", "draw"}},
       {"sample_stats", {"acceptance_rate", "energy", "step_size", "n_steps", "diverging", "outcome"}}};
+  if (dynamic) groups[1].second.push_back("tree_depth");
   for (const auto& [group, names] : groups) {
     int g = -1;
     EXPECT_EQ(nc_inq_grp_ncid(id, group, &g), NC_NOERR) << group;
@@ -1478,37 +1480,43 @@ std::map<std::string, std::vector<double>> draws_values(const fs::path& file) {
 
 // --shard k/K samples a slice of the chains; `tether merge` joins the K
 // folders (given last first) into the draws.nc and summary.json one sample
-// writes: the same numbers, and summary.json but for its timings.
+// writes: the same numbers, and summary.json but for its timings; for the
+// static and the dynamic algorithm.
 TEST_F(CliTest, SampleShardsMergeIntoTheSingleSamplesNumbers) {
-  const fs::path cfg = write("sample.json", sharded_sample_config()), whole = dir_ / "whole";
+ for (const bool dynamic : {false, true}) {
+  const std::string tag = dynamic ? "dynamic_" : "static_";
+  const fs::path cfg = write(tag + "sample.json", dynamic ? dynamic_sample(sharded_sample_config()) : sharded_sample_config());
+  const fs::path whole = dir_ / (tag + "whole");
   const auto sample = [&](const fs::path& out, const std::string& extra) {
     return tether("sample " + quote(cfg) + " --out " + quote(out) + " --quiet " + extra);
   };
   ASSERT_EQ(sample(whole, "").code, 0);
   EXPECT_FALSE(fs::exists(whole / "draws.bin")) << "the side file goes once draws.nc is made";
-  const auto expected = draws_values(whole / "draws.nc");
+  const auto expected = draws_values(whole / "draws.nc", dynamic);
   ASSERT_EQ(expected.at("posterior/q").size(), 7u * 25 * 3);
   for (const int count : {2, 3, 7}) {
     std::string dirs;
     for (int k = count - 1; k >= 0; --k) {
-      const fs::path d = dir_ / ("shard" + std::to_string(count) + "_" + std::to_string(k));
+      const fs::path d = dir_ / (tag + "shard" + std::to_string(count) + "_" + std::to_string(k));
       const Cli r = sample(d, "--shard " + std::to_string(k) + "/" + std::to_string(count));
       ASSERT_EQ(r.code, 0) << r.err;
       EXPECT_TRUE(fs::exists(d / "shard.tether") && fs::exists(d / "draws.bin")) << d;
       EXPECT_FALSE(fs::exists(d / "summary.json") || fs::exists(d / "draws.nc")) << "a shard is not a finished sample";
       dirs.append(" ").append(quote(d));
     }
-    const fs::path merged = dir_ / ("merged" + std::to_string(count));
+    const fs::path merged = dir_ / (tag + "merged" + std::to_string(count));
     const Cli m = tether("merge" + dirs + " --out " + quote(merged) + " --quiet");
     ASSERT_EQ(m.code, 0) << m.err;
-    EXPECT_EQ(draws_values(merged / "draws.nc"), expected) << count << " shards";
+    EXPECT_EQ(draws_values(merged / "draws.nc", dynamic), expected) << tag << count << " shards";
     EXPECT_EQ(sample_without_timings(json::parse(read_file(merged / "summary.json"))),
               sample_without_timings(json::parse(read_file(whole / "summary.json"))))
-        << count << " shards";
+        << tag << count << " shards";
   }
+ }
   // Shards of a sample and of a run do not merge; a sample has at most one shard per chain.
   ASSERT_EQ(run(write("run.json", base_config()), dir_ / "run_shard", "--shard 1/2").code, 2) << "5 trajectories, one slice";
-  const Cli r = sample(dir_ / "bad", "--shard 0/8");
+  const Cli r = tether("sample " + quote(write("sample.json", sharded_sample_config())) + " --out " +
+                       quote(dir_ / "bad") + " --quiet --shard 0/8");
   EXPECT_EQ(r.code, 2);
   EXPECT_NE(one_error_line(r).find("--shard: 7 chains make at most 7 shards, not 8"), std::string::npos) << r.err;
   EXPECT_FALSE(fs::exists(dir_ / "bad"));
@@ -1516,7 +1524,7 @@ TEST_F(CliTest, SampleShardsMergeIntoTheSingleSamplesNumbers) {
 
 // Killed with SIGKILL, or stopped with SIGTERM (a last checkpoint, exit 143),
 // after its first checkpoint, then resumed: the draws and summary of the
-// sample never stopped.
+// sample never stopped. A dynamic sample is killed and resumed too.
 TEST_F(CliTest, AStoppedSampleResumesToTheSameDraws) {
   const fs::path cfg = write("sample.json", checkpointed_sample_config()), whole = dir_ / "whole";
   const auto sample = [&](const fs::path& c, const fs::path& out, const std::string& extra) {
@@ -1524,6 +1532,19 @@ TEST_F(CliTest, AStoppedSampleResumesToTheSameDraws) {
   };
   ASSERT_EQ(sample(cfg, whole, "").code, 0);
   const auto expected = draws_values(whole / "draws.nc");
+  {
+    const fs::path dynamic_cfg = write("dynamic.json", dynamic_sample(checkpointed_sample_config()));
+    const fs::path dynamic_whole = dir_ / "dynamic_whole", out = dir_ / "dynamic_stopped";
+    ASSERT_EQ(sample(dynamic_cfg, dynamic_whole, "").code, 0);
+    stop_at_checkpoint(dir_, "sample", dynamic_cfg, out, "KILL");
+    if (!fs::exists(out / "summary.json")) {  // (else a faster machine finished first)
+      ASSERT_TRUE(fs::exists(out / "checkpoint.tether"));
+      ASSERT_EQ(sample(dynamic_cfg, out, "--resume").code, 0);
+      EXPECT_EQ(draws_values(out / "draws.nc", true), draws_values(dynamic_whole / "draws.nc", true));
+      EXPECT_EQ(sample_without_timings(json::parse(read_file(out / "summary.json"))),
+                sample_without_timings(json::parse(read_file(dynamic_whole / "summary.json"))));
+    }
+  }
   for (const std::string signal : {"KILL", "TERM"}) {
     const fs::path out = dir_ / ("stopped_" + signal);
     const Cli stopped = stop_at_checkpoint(dir_, "sample", cfg, out, signal);
