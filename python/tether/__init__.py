@@ -337,37 +337,17 @@ def shoot(config: Config, *, backend: str | None = None, threads: int | None = N
     return xr.Dataset(data, coords=coords, attrs=attrs)
 
 
-def _with_algorithm(config: Config, algorithm: str) -> Config:
-    """The config with sample.algorithm set; for "dynamic", without the keys that fix or jitter L."""
-    if algorithm not in ("static", "dynamic"):
-        raise _error("algorithm", f'must be "static" or "dynamic", got {algorithm!r}')
-    if isinstance(config, (str, bytes, os.PathLike)):
-        config = json.loads(_tether.read_config_file(os.fsencode(config)))
-    if not isinstance(config, dict) or not isinstance(config.get("sample"), dict):
-        return config  # the command's own checks say what is wrong
-    config = {**config, "sample": {**config["sample"], "algorithm": algorithm}}
-    if algorithm == "dynamic":
-        config["sample"].pop("refresh_angle", None)
-        if isinstance(config["sample"].get("jitter"), dict):
-            config["sample"]["jitter"] = {k: v for k, v in config["sample"]["jitter"].items() if k != "steps"}
-        if isinstance(config.get("method"), dict):
-            config["method"] = {k: v for k, v in config["method"].items() if k != "steps"}
-    return config
-
-
 def sample(config: Config, *, algorithm: str | None = None, backend: str | None = None, threads: int | None = None,
            progress: Progress = True):
     """Run constrained HMC chains (`tether sample`). Returns an arviz.InferenceData with groups
     posterior (q, potential) and sample_stats (acceptance_rate, energy, step_size, n_steps, diverging,
     outcome, and tree_depth for the dynamic algorithm), as draws.nc holds them; without ArviZ, a dict of
-    those two xarray.Datasets. algorithm ("static" or "dynamic") replaces the config's sample.algorithm;
-    "dynamic" chooses each trajectory's length, so the config's method.steps, sample.jitter.steps and
-    sample.refresh_angle are left out."""
-    if algorithm is not None:
-        config = _with_algorithm(config, algorithm)
+    those two xarray.Datasets. algorithm ("static" or "dynamic") replaces the config's sample.algorithm,
+    and the keys only the other one takes are left out (for "dynamic", which chooses each trajectory's
+    length: method.steps, sample.jitter.steps, sample.refresh_angle)."""
     text, source, _, _ = _config_text(config)
     created = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())  # as draws.nc: when the run started
-    r = _call(_tether.sample, progress, "chain-iterations", text, source, backend or "",
+    r = _call(_tether.sample, progress, "chain-iterations", text, source, algorithm or "", backend or "",
               _option("threads", threads, 1024))
     summary = json.loads(r["summary"])
     chains, draws, dof = r["q"].shape

@@ -769,6 +769,24 @@ SampleConfig parse_sample_config(const std::string& text, const std::string& sou
   return cfg;
 }
 
+std::string with_sample_algorithm(const std::string& text, const std::string& source, const std::string& algorithm) {
+  if (algorithm != "static" && algorithm != "dynamic")
+    throw ConfigError("algorithm", "must be \"static\" or \"dynamic\", got \"" + algorithm + "\"");
+  json j = parse_config_json(text, source);
+  if (!j.is_object() || !j.contains("sample") || !j["sample"].is_object()) return text;  // the parser says what is wrong
+  json& s = j["sample"];
+  s["algorithm"] = algorithm;
+  if (algorithm == "dynamic") {
+    s.erase("refresh_angle");
+    if (s.contains("jitter") && s["jitter"].is_object()) s["jitter"].erase("steps");
+    if (j.contains("method") && j["method"].is_object()) j["method"].erase("steps");
+  } else {
+    s.erase("max_depth");
+    s.erase("max_energy_error");
+  }
+  return j.dump();
+}
+
 SampleConfig load_sample_config_file(const std::string& path) {
   return parse_sample_config(read_config_file(path), path);
 }

@@ -308,9 +308,10 @@ nb::dict shoot(const std::string& text, const std::string& source, const std::st
   return out;
 }
 
-nb::dict sample(const std::string& text, const std::string& source, const std::string& backend, int threads,
-                nb::object progress) {
-  tether::SampleConfig c = tether::parse_sample_config(text, source);
+nb::dict sample(const std::string& text, const std::string& source, const std::string& algorithm,
+                const std::string& backend, int threads, nb::object progress) {
+  tether::SampleConfig c = tether::parse_sample_config(
+      algorithm.empty() ? text : tether::with_sample_algorithm(text, source, algorithm), source);
   if (!backend.empty()) c.run.backend = backend;
   Threads scope(threads);
   c.run.backend = tether::resolve_backend(c.run, c.sample.chains);
@@ -402,9 +403,10 @@ NB_MODULE(_tether, m) {
   m.def("shoot", [text](nb::bytes t, nb::bytes s, const std::string& b, int threads, nb::object progress) {
     return shoot(text(t), text(s), b, threads, std::move(progress));
   }, nb::arg("text"), nb::arg("source"), nb::arg("backend"), nb::arg("threads"), nb::arg("progress").none());
-  m.def("sample", [text](nb::bytes t, nb::bytes s, const std::string& b, int threads, nb::object progress) {
-    return sample(text(t), text(s), b, threads, std::move(progress));
-  }, nb::arg("text"), nb::arg("source"), nb::arg("backend"), nb::arg("threads"), nb::arg("progress").none());
+  m.def("sample", [text](nb::bytes t, nb::bytes s, const std::string& a, const std::string& b, int threads,
+                          nb::object progress) { return sample(text(t), text(s), a, b, threads, std::move(progress)); },
+        nb::arg("text"), nb::arg("source"), nb::arg("algorithm"), nb::arg("backend"), nb::arg("threads"),
+        nb::arg("progress").none());
   m.def("validate", [text](nb::bytes t, nb::bytes s, std::optional<Array> q0, std::optional<Array> p0) {
     return validate(text(t), text(s), q0, p0);
   }, nb::arg("text"), nb::arg("source"), nb::arg("q0").none(), nb::arg("p0").none());

@@ -1537,7 +1537,8 @@ TEST_F(CliTest, AStoppedSampleResumesToTheSameDraws) {
     const fs::path dynamic_whole = dir_ / "dynamic_whole", out = dir_ / "dynamic_stopped";
     ASSERT_EQ(sample(dynamic_cfg, dynamic_whole, "").code, 0);
     stop_at_checkpoint(dir_, "sample", dynamic_cfg, out, "KILL");
-    if (!fs::exists(out / "summary.json")) {  // (else a faster machine finished first)
+    if (fs::exists(out / "summary.json")) GTEST_SKIP() << "the sample finished before the signal: a faster machine";
+    {
       ASSERT_TRUE(fs::exists(out / "checkpoint.tether"));
       ASSERT_EQ(sample(dynamic_cfg, out, "--resume").code, 0);
       EXPECT_EQ(draws_values(out / "draws.nc", true), draws_values(dynamic_whole / "draws.nc", true));

@@ -1029,9 +1029,10 @@ TEST(DynamicHmc, CheckpointsAreTheFirstLeavesOfTheClosedSubtrees) {
   }
 }
 
-// A trajectory's statistics: depth d (the doublings tried) took between
-// 2^(d-1) - 1 steps (the last subtree dropped at its first step) and 2^d - 1;
-// max_depth bounds it; the momentum and the position stay on T*N.
+// A trajectory's statistics: depth d (the subtrees merged, Stan's) took
+// 2^d - 1 steps, and up to 2^d more in a subtree it dropped; max_depth bounds
+// d, and a trajectory stopped there dropped nothing; the momentum and the
+// position stay on T*N.
 TEST(DynamicHmc, TrajectoriesKeepTheirBounds) {
   SphericalPendulum sys;
   for (int max_depth : {2, 10}) {
@@ -1041,10 +1042,11 @@ TEST(DynamicHmc, TrajectoriesKeepTheirBounds) {
     int u_turns = 0, at_max = 0;
     for (int k = 0; k < 400; ++k) {
       const HmcDraw d = transition(sys, Rattle{}, ctl, 0.1, 0, std::uint64_t(k), s);
-      ASSERT_GE(d.tree_depth, 1);
+      ASSERT_GE(d.tree_depth, 1);  // (no step fails here, and a subtree of one step has no U-turn inside)
       ASSERT_LE(d.tree_depth, max_depth);
-      ASSERT_LE(d.steps, (1 << d.tree_depth) - 1);
-      ASSERT_GE(d.steps, (1 << (d.tree_depth - 1)) - 1);
+      ASSERT_GE(d.steps, (1 << d.tree_depth) - 1);
+      ASSERT_LE(d.steps, (1 << (d.tree_depth + 1)) - 1);
+      if (d.outcome == HmcOutcome::max_depth) ASSERT_EQ(d.steps, (1 << max_depth) - 1);
       ASSERT_GE(d.acceptance, 0);
       ASSERT_LE(d.acceptance, 1);
       ASSERT_NEAR(s.q.norm(), 1, 1e-12);
@@ -1060,7 +1062,7 @@ TEST(DynamicHmc, TrajectoriesKeepTheirBounds) {
 
 const std::string kDynamic = R"({"name": "rattle", "dt": 0.15})";
 
-TEST(DynamicHmcEngine, DrawsDoNotDependOnThreadsOrBatchesOrBackend) {
+TEST(DynamicHmcEngine, DrawsDoNotDependOnThreadsOrBatches) {
   const std::string base = R"({"algorithm": "dynamic", "chains": 100, "draws": 20, "warmup": 20, "thin": 2,
                               "seed": 9, "temperature": 3, "jitter": {"dt": 0.2}BATCH})";
   auto run = [&](int threads, const std::string& batch, const std::string& backend) {
@@ -1082,12 +1084,14 @@ TEST(DynamicHmcEngine, DrawsDoNotDependOnThreadsOrBatchesOrBackend) {
   const MemoryDraws a = run(1, "", "cpu"), b = run(std::max(2, all), R"(, "batch_size": 16)", "cpu"),
                     c = run(2, R"(, "batch_size": 7)", "cpu");
   omp_set_num_threads(all);
-  EXPECT_EQ(a.q, b.q);
-  EXPECT_EQ(a.q, c.q);
-  EXPECT_EQ(a.tree_depth, c.tree_depth);
-  EXPECT_EQ(a.steps, c.steps);
-  EXPECT_EQ(a.step_size, c.step_size);
-  EXPECT_GT(*std::min_element(a.tree_depth.begin(), a.tree_depth.end()), 0);  // every draw written
+  for (const MemoryDraws* other : {&b, &c}) {
+    EXPECT_EQ(a.q, other->q);
+    EXPECT_EQ(a.tree_depth, other->tree_depth);
+    EXPECT_EQ(a.steps, other->steps);
+    EXPECT_EQ(a.step_size, other->step_size);
+    EXPECT_EQ(a.acceptance, other->acceptance);
+  }
+  EXPECT_GE(*std::min_element(a.tree_depth.begin(), a.tree_depth.end()), 0);  // every draw written
   EXPECT_GT(*std::max_element(a.tree_depth.begin(), a.tree_depth.end()), 2);
 }
 
@@ -1115,8 +1119,8 @@ TEST(DynamicHmcEngine, DualAveragingReachesItsTarget) {
                        out);
   };
   const SampleResult low = run(0.6), high = run(0.95);
-  EXPECT_NEAR(low.mean_acceptance, 0.6, 0.2);
-  EXPECT_NEAR(high.mean_acceptance, 0.95, 0.04);
+  EXPECT_NEAR(low.mean_acceptance, 0.6, 0.08);  // (a failed step counts 0: at 0.6 a third of the trajectories meet one)
+  EXPECT_NEAR(high.mean_acceptance, 0.95, 0.03);
   EXPECT_GT(low.step_size_min, high.step_size_max);
 }
 

@@ -44,6 +44,13 @@ struct SampleConfig {
 };
 
 SampleConfig parse_sample_config(const std::string& json_text, const std::string& source);
+// The text of a sampling config with sample.algorithm set to `algorithm`
+// ("static" or "dynamic", else a ConfigError at `algorithm`), less the keys
+// only the other algorithm takes (for dynamic: method.steps,
+// sample.jitter.steps, sample.refresh_angle; for static: sample.max_depth,
+// sample.max_energy_error): what tether.sample(..., algorithm=) runs.
+std::string with_sample_algorithm(const std::string& json_text, const std::string& source,
+                                  const std::string& algorithm);
 SampleConfig load_sample_config_file(const std::string& path);
 // Whether a config file is a sampling config (it has a top-level "sample").
 bool is_sample_config_file(const std::string& path);

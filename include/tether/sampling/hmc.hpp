@@ -84,7 +84,7 @@ struct HmcDraw {
   Real energy = 0;      // H of the state the chain is in after the transition
   Real step_size = 0;   // h used (after jitter)
   int steps = 0;        // L used (after jitter); dynamic: the steps the trajectory took
-  int tree_depth = 0;   // dynamic: the doublings tried (Stan's treedepth__); static: 0
+  int tree_depth = 0;   // dynamic: the doublings kept (Stan's treedepth__); static: 0
   HmcOutcome outcome = HmcOutcome::accepted;
 };
 
@@ -283,9 +283,12 @@ TETHER_HD inline void closed_subtrees(int n, int& lo, int& hi) {
 }
 
 // One dynamic transition of the chain in `slot` (hmc_transition's stream
-// and momentum, then the trajectory above); d.steps: the steps taken,
-// d.acceptance: their mean min(1, exp(-(H - H0)/kT)) (what dual averaging
-// adapts to, as Stan's accept_stat__), d.outcome: why growth stopped.
+// and momentum, then the trajectory above); d.steps: the steps taken, a
+// failed one included; d.acceptance: their mean min(1, exp(-(H - H0)/kT)),
+// 0 for a failed or irreversible step (what dual averaging adapts to, as
+// Stan's accept_stat__, where a divergent step counts about 0); d.tree_depth:
+// the subtrees merged (Stan's treedepth__: a dropped one is not counted);
+// d.outcome: why growth stopped.
 template <class S, class Stepper>
 TETHER_HD HmcDraw dynamic_transition(const S& sys, const Stepper& stepper, const HmcControl& ctl, Real h,
                                      std::uint64_t chain, std::uint64_t iteration, const ChainSlot& slot) {
@@ -320,7 +323,6 @@ TETHER_HD HmcDraw dynamic_transition(const S& sys, const Stepper& stepper, const
   d.outcome = HmcOutcome::max_depth;
 
   for (int depth = 0; depth < ctl.max_depth; ++depth) {
-    d.tree_depth = depth + 1;
     const Real dir = rng.uniform() < Real(0.5) ? Real(-1) : Real(1);
     const int end_q = dir > 0 ? T::right_q : T::left_q, end_p = dir > 0 ? T::right_p : T::left_p;
     const int far_p = dir > 0 ? T::left_p : T::right_p;
@@ -338,12 +340,12 @@ TETHER_HD HmcDraw dynamic_transition(const S& sys, const Stepper& stepper, const
       // One step, then its reversibility check from (q', -p').
       put(T::from_q, x.q);
       int iterations = 0;
+      ++d.steps;
       if (stepper.step(sys, x, d.step_size, ctl.newton, iterations) != Status::ok) {
         d.outcome = HmcOutcome::newton;
         dropped = true;
         break;
       }
-      ++d.steps;
       const V forward_p = dir * x.p;
       put(end_q, x.q), put(end_p, forward_p);
       if (ctl.check_reversibility) {
@@ -405,6 +407,7 @@ TETHER_HD HmcDraw dynamic_transition(const S& sys, const Stepper& stepper, const
       proposal_energy = sub_energy;
     }
     log_weight = log_add_exp(log_weight, sub_log_weight);
+    d.tree_depth = depth + 1;
     const V old_rho = get(T::rho), sub_rho = get(T::sub_rho), rho = old_rho + sub_rho;
     put(T::rho, rho);
     // The whole trajectory, and with check_subtrees Stan's extra checks
