@@ -20,9 +20,13 @@ struct HostChains {
   std::vector<Real> draw_q, draw_potential, draw_acceptance, draw_energy, draw_step_size;
   std::vector<std::int32_t> draw_steps;
   std::vector<std::uint8_t> draw_outcome, draw_tree_depth;
-  std::vector<Real> tree;  // scratch: each chain's dynamic trajectory (tree_vectors x dof per chain)
+  // Scratch: each chain's dynamic trajectory, tree_vectors x dof per chain;
+  // held here for the host backends only (a GPU allocates its own).
+  int tree_vectors = 0;
+  std::vector<Real> tree;
 
-  HostChains(std::int64_t n, std::int64_t first, int dof_, std::int64_t draws_, int tree_vectors = 0);
+  HostChains(std::int64_t n, std::int64_t first, int dof_, std::int64_t draws_, int tree_vectors_ = 0,
+             bool tree_on_host = true);
 
   SampleView view() {
     SampleView v;

@@ -59,7 +59,7 @@ struct SampleProgress {
   // Restores what save wrote; false when it does not fit a sample of chains
   // [lo, hi) in batches of `batch` from lo, `iterations` each, `dof` coordinates.
   bool load(BlobReader& b, std::unique_ptr<HostChains>& h, std::int64_t lo, std::int64_t hi, std::int64_t batch,
-            std::int64_t iterations, int dof, std::int64_t draws, int tree_vectors) {
+            std::int64_t iterations, int dof, std::int64_t draws, int tree_vectors, bool tree_on_host) {
     std::int64_t count = 0;
     b.get(first), b.get(done);
     load_sample_tally(b, tally);
@@ -67,7 +67,7 @@ struct SampleProgress {
     if (!(first >= lo && first < hi && (first - lo) % batch == 0 && count == std::min(batch, hi - first) &&
           done >= 0 && done <= iterations))
       return false;
-    h = std::make_unique<HostChains>(count, first, dof, draws, tree_vectors);
+    h = std::make_unique<HostChains>(count, first, dof, draws, tree_vectors, tree_on_host);
     const std::size_t n = std::size_t(count) * std::size_t(dof);
     b.get(h->q), b.get(h->p), b.get(h->step_size), b.get(h->log_h_bar), b.get(h->h_bar);
     b.expect_end();
@@ -106,6 +106,7 @@ SampleResult sample_ensemble(const S& sys, const M& method, const SampleConfig& 
   const double total_work = double(hi - lo) * double(total);
   const int dof = S::dof;
   const int tree_vectors = spec.dynamic ? DynamicTree::vectors(spec.max_depth) : 0;
+  const bool tree_on_host = backend != "cuda";  // a GPU keeps its chains' trajectories itself
   const double bytes_per_draw = double(dof + 4) * sizeof(Real) + sizeof(std::int32_t) + 2;
   // A batch's dynamic trajectories keep at most max_tree_bytes (a batch changes no draw).
   const double tree_bytes = double(tree_vectors) * dof * sizeof(Real);
@@ -119,7 +120,7 @@ SampleResult sample_ensemble(const S& sys, const M& method, const SampleConfig& 
   std::unique_ptr<HostChains> resumed;
   if (opt.resume != nullptr) {
     BlobReader b(*opt.resume);
-    if (!at.load(b, resumed, lo, hi, batch, total, dof, stored_per_window, tree_vectors))
+    if (!at.load(b, resumed, lo, hi, batch, total, dof, stored_per_window, tree_vectors, tree_on_host))
       throw std::runtime_error("the checkpoint does not fit this sample (its chains, batches or iterations differ)");
   }
   const auto checkpoint = [&](const HostChains& h) {
@@ -132,7 +133,7 @@ SampleResult sample_ensemble(const S& sys, const M& method, const SampleConfig& 
     const std::int64_t first = at.first, count = std::min(batch, hi - first);
     std::unique_ptr<HostChains> fresh = std::move(resumed);
     if (!fresh) {
-      fresh = std::make_unique<HostChains>(count, first, dof, stored_per_window, tree_vectors);
+      fresh = std::make_unique<HostChains>(count, first, dof, stored_per_window, tree_vectors, tree_on_host);
       HostChains& h = *fresh;
       // Start: each chain's state on T*N, as the run's initial spec gives it.
       for (std::int64_t i = 0; i < count; ++i) {

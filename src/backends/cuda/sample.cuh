@@ -58,7 +58,13 @@ class CudaChainRunner final : public ChainRunner {
       allocate(d.draw_acceptance, h.draw_acceptance), allocate(d.draw_energy, h.draw_energy);
       allocate(d.draw_step_size, h.draw_step_size), allocate(d.draw_steps, h.draw_steps);
       allocate(d.draw_outcome, h.draw_outcome), allocate(d.draw_tree_depth, h.draw_tree_depth);
-      allocate(d.tree, h.tree);
+      // A dynamic trajectory's scratch lives on the device alone (HostChains holds none for cuda).
+      d.tree = nullptr;
+      const std::size_t tree_size = std::size_t(h.count) * std::size_t(h.dof) * std::size_t(h.tree_vectors);
+      if (tree_size > 0) {
+        cuda_check(cudaMalloc(&d.tree, tree_size * sizeof(Real)), "cudaMalloc");
+        owned.push_back(d.tree);
+      }
       constexpr int threads = 128;
       const bool in_tile = runs_in_tile<S, M> && !ctl_.dynamic;  // the cpu's chain loop too (host_run_chain)
       if constexpr (runs_in_tile<S, M>) {
