@@ -701,10 +701,9 @@ SampleConfig parse_sample_config(const std::string& text, const std::string& sou
     if (m.has("steps"))
       throw ConfigError(m.at("steps"), "fixes L, which sample.algorithm \"dynamic\" chooses per transition "
                                        "(at most 2^sample.max_depth - 1 steps); remove it");
-    for (const char* key : {"refresh_angle"})
-      if (sm.has(key))
-        throw ConfigError(sm.at(key), "applies to the static algorithm: a dynamic transition draws its momentum "
-                                      "afresh");
+    if (sm.has("refresh_angle"))
+      throw ConfigError(sm.at("refresh_angle"), "applies to the static algorithm: a dynamic transition draws its "
+                                                "momentum afresh");
     s.max_depth = int(sm.integer("max_depth", 1, 20, s.max_depth));
     s.max_energy_error = sm.positive("max_energy_error", s.max_energy_error);
     c.steps = 1;

@@ -23,7 +23,10 @@
 //     "draws" starts from a draws.nc; bad starts named by their path;
 // 11. chains in tiles (sampling/hmc_tile.hpp): the momenta drawn bead by
 //     bead are the one-thread transition's to the bit, and its transitions
-//     take the one-thread transition's decisions, states to roundoff.
+//     take the one-thread transition's decisions, states to roundoff;
+// 12. dynamic integration time (dynamic_transition): the marginals of 1 with
+//     the power of each test on broken variants, the reversibility check,
+//     the subtree bookkeeping, the trajectory's bounds, the engine.
 // Every expected value is derived from the mathematics, not read off output.
 #include <netcdf.h>
 #include <omp.h>
