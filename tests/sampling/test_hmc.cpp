@@ -923,14 +923,23 @@ HmcControl dynamic_control(Real temperature, std::uint64_t seed) {
   return c;
 }
 
+// The KS p-value of statistic(q) over the last states of 4000 chains from
+// `start` against its exact CDF.
+template <class S, class Statistic>
+Real marginal_p_value(const S& sys, const HmcControl& ctl, Real h, int iterations, const Vec<S::dof>& start,
+                      Statistic statistic, const std::function<Real(Real)>& cdf) {
+  std::vector<Real> x;
+  for (const auto& s : final_states(sys, ctl, h, 4000, iterations, start)) x.push_back(statistic(s.q));
+  return ks_p_value(ks_statistic(x, cdf), x.size());
+}
+
 TEST(DynamicHmcMarginal, SphericalPendulumHeight) {
   SphericalPendulum sys;
   const Real kT = 2, a = sys.prm.mass * sys.prm.gravity / kT;
   const Vec3 equator(1, 0, 0);
   auto p_value = [&](const HmcControl& ctl, Real h) {
-    std::vector<Real> z;
-    for (const auto& s : final_states(sys, ctl, h, 4000, 30, equator)) z.push_back(s.q[2]);
-    return ks_p_value(ks_statistic(z, [&](Real x) { return sphere_height_cdf(x, a, sys.prm.length); }), z.size());
+    return marginal_p_value(sys, ctl, h, 30, equator, [](const Vec3& q) { return q[2]; },
+                            [&](Real x) { return sphere_height_cdf(x, a, sys.prm.length); });
   };
   const HmcControl right = dynamic_control(kT, 61);
   EXPECT_GT(p_value(right, 0.2), kAlpha);
@@ -951,9 +960,7 @@ TEST(DynamicHmcMarginal, DoublePendulumRelativeAngleFollowsTheSurfaceMeasure) {
   sys.prm.mass2 = 16;
   const auto cdf = relative_angle_cdf(sys.prm.mass1, sys.prm.mass2);
   auto p_value = [&](const HmcControl& ctl, Real h) {
-    std::vector<Real> d;
-    for (const auto& s : final_states(sys, ctl, h, 4000, 20, Vec<4>(1, 0, 1, -1))) d.push_back(relative_angle(s.q));
-    return ks_p_value(ks_statistic(d, cdf), d.size());
+    return marginal_p_value(sys, ctl, h, 20, Vec<4>(1, 0, 1, -1), relative_angle, cdf);
   };
   const HmcControl right = dynamic_control(1, 63);
   EXPECT_GT(p_value(right, 0.05), kAlpha);
@@ -969,9 +976,7 @@ TEST(DynamicHmcMarginal, FisherBinghamHeight) {
   a(2, 2) = beta;
   const FisherBingham sys = fisher_bingham(Vec3(0, 0, 1), kappa, a);
   auto p_value = [&](const HmcControl& ctl, Real h) {
-    std::vector<Real> z;
-    for (const auto& s : final_states(sys, ctl, h, 4000, 30, Vec3(1, 0, 0))) z.push_back(s.q[2]);
-    return ks_p_value(ks_statistic(z, cdf), z.size());
+    return marginal_p_value(sys, ctl, h, 30, Vec3(1, 0, 0), [](const Vec3& q) { return q[2]; }, cdf);
   };
   const HmcControl right = dynamic_control(1, 65);
   EXPECT_GT(p_value(right, 0.15), kAlpha);
