@@ -24,9 +24,11 @@ struct HostChains {
   // held here for the host backends only (a GPU allocates its own).
   int tree_vectors = 0;
   std::vector<Real> tree;
+  // Each chain's metric when it is not the system's mass (MetricLayout).
+  std::vector<Real> metric;
 
   HostChains(std::int64_t n, std::int64_t first, int dof_, std::int64_t draws_, int tree_vectors_ = 0,
-             bool tree_on_host = true);
+             bool tree_on_host = true, int metric_size = 0);
 
   SampleView view() {
     SampleView v;
@@ -49,6 +51,7 @@ struct HostChains {
     v.draw_outcome = draw_outcome.data();
     v.draw_tree_depth = draw_tree_depth.data();
     v.tree = tree.data();
+    v.metric = metric.empty() ? nullptr : metric.data();
     return v;
   }
 };

@@ -12,7 +12,7 @@ HostEnsemble::HostEnsemble(std::int64_t n, int dof_, bool two_step_)
       status(n, 0), failed_step(n, 0), iterations_sum(n, 0), iterations_max(n, 0) {}
 
 HostChains::HostChains(std::int64_t n, std::int64_t first, int dof_, std::int64_t draws_, int tree_vectors_,
-                       bool tree_on_host)
+                       bool tree_on_host, int metric_size)
     : count(n), first_chain(first), draws(draws_), dof(dof_), q(std::size_t(n * dof_)), p(std::size_t(n * dof_)),
       step_size(std::size_t(n)), log_h_bar(std::size_t(n)), h_bar(std::size_t(n)),
       proposal_q(std::size_t(n * dof_)), proposal_p(std::size_t(n * dof_)),
@@ -20,6 +20,7 @@ HostChains::HostChains(std::int64_t n, std::int64_t first, int dof_, std::int64_
       draw_acceptance(std::size_t(n * draws_)), draw_energy(std::size_t(n * draws_)),
       draw_step_size(std::size_t(n * draws_)), draw_steps(std::size_t(n * draws_)),
       draw_outcome(std::size_t(n * draws_)), draw_tree_depth(std::size_t(n * draws_)),
-      tree_vectors(tree_vectors_), tree(tree_on_host ? std::size_t(n * dof_ * tree_vectors_) : 0) {}
+      tree_vectors(tree_vectors_), tree(tree_on_host ? std::size_t(n * dof_ * tree_vectors_) : 0),
+      metric(std::size_t(n) * std::size_t(metric_size)) {}
 
 }  // namespace tether

@@ -530,6 +530,11 @@ int do_sample(const std::string& config_path, const std::string& out, const std:
                 (long long)diagnostics.chains_used,
                 folder.dir().string().c_str());
   }
+  if (r.metric_fallbacks > 0)
+    std::fprintf(stderr,
+                 "warning: %lld warm-up windows estimated a metric that was not positive definite; those chains kept "
+                 "the metric they had (metric_fallbacks in summary.json)\n",
+                 (long long)r.metric_fallbacks);
   return 0;
 }
 

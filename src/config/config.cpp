@@ -692,7 +692,7 @@ SampleConfig parse_sample_config(const std::string& text, const std::string& sou
   c.dt = step_size(m, "dt");
 
   const Node sm = top.object("sample");
-  sm.only({"algorithm", "max_depth", "max_energy_error", "chains", "draws", "warmup", "thin", "seed", "batch_size",
+  sm.only({"algorithm", "metric", "max_depth", "max_energy_error", "chains", "draws", "warmup", "thin", "seed", "batch_size",
            "temperature", "jitter", "refresh_angle", "target_acceptance", "reversibility_tolerance", "initial"});
   static const std::string static_algorithm = "static";
   s.dynamic = sm.string("algorithm", {"static", "dynamic"}, &static_algorithm) == "dynamic";
@@ -738,6 +738,19 @@ SampleConfig parse_sample_config(const std::string& text, const std::string& sou
   if (!(s.target_acceptance < 1))
     throw ConfigError(sm.at("target_acceptance"), "must be in (0, 1), got " + show(json(s.target_acceptance)));
   s.reversibility_tolerance = sm.positive("reversibility_tolerance", s.reversibility_tolerance);
+  static const std::string mass_metric = "mass";
+  const std::string metric = sm.string("metric", {"mass", "identity", "diag", "dense"}, &mass_metric);
+  s.metric = metric == "identity" ? MetricKind::identity
+             : metric == "diag"   ? MetricKind::diag
+             : metric == "dense"  ? MetricKind::dense
+                                  : MetricKind::mass;
+  if (s.metric != MetricKind::mass && c.method_name != "rattle")
+    throw ConfigError(sm.at("metric"), "\"" + metric + "\" runs with method \"rattle\" only (its kick stays "
+                                       "volume-preserving with the metric's log-determinant force); method is \"" +
+                                           c.method_name + "\"");
+  if ((s.metric == MetricKind::diag || s.metric == MetricKind::dense) && s.warmup < 20)
+    throw ConfigError(sm.at("metric"), "\"" + metric + "\" is estimated in warm-up windows and needs "
+                                       "sample.warmup >= 20 (as Stan's), got " + std::to_string(s.warmup));
   c.seed = static_cast<std::uint64_t>(sm.integer("seed", 0, INT64_MAX, 0));
   c.batch_size = sm.integer("batch_size", 1, std::int64_t(1) << 30, c.batch_size);
   if (sm.has("initial")) {

@@ -22,8 +22,8 @@ namespace tether {
 
 // Draw storage per window: at most this many bytes.
 constexpr double max_window_bytes = 256.0 * 1024 * 1024;
-// A batch's dynamic trajectories (their DynamicTree vectors): at most this many bytes.
-constexpr double max_tree_bytes = 1024.0 * 1024 * 1024;
+// A batch's scratch (dynamic trajectories' DynamicTree vectors, metrics): at most this many bytes.
+constexpr double max_scratch_bytes = 1024.0 * 1024 * 1024;
 
 template <class S, class M>
 std::unique_ptr<ChainRunner> make_chain_runner(const std::string& backend, const S& sys, const M& method,
@@ -54,12 +54,13 @@ struct SampleProgress {
   void save(BlobWriter& w, const HostChains& h) const {
     w.put(first), w.put(done);
     save_sample_tally(w, tally);
-    w.put(h.count), w.put(h.q), w.put(h.p), w.put(h.step_size), w.put(h.log_h_bar), w.put(h.h_bar);
+    w.put(h.count), w.put(h.q), w.put(h.p), w.put(h.step_size), w.put(h.log_h_bar), w.put(h.h_bar), w.put(h.metric);
   }
   // Restores what save wrote; false when it does not fit a sample of chains
   // [lo, hi) in batches of `batch` from lo, `iterations` each, `dof` coordinates.
   bool load(BlobReader& b, std::unique_ptr<HostChains>& h, std::int64_t lo, std::int64_t hi, std::int64_t batch,
-            std::int64_t iterations, int dof, std::int64_t draws, int tree_vectors, bool tree_on_host) {
+            std::int64_t iterations, int dof, std::int64_t draws, int tree_vectors, bool tree_on_host,
+            int metric_size) {
     std::int64_t count = 0;
     b.get(first), b.get(done);
     load_sample_tally(b, tally);
@@ -67,12 +68,13 @@ struct SampleProgress {
     if (!(first >= lo && first < hi && (first - lo) % batch == 0 && count == std::min(batch, hi - first) &&
           done >= 0 && done <= iterations))
       return false;
-    h = std::make_unique<HostChains>(count, first, dof, draws, tree_vectors, tree_on_host);
+    h = std::make_unique<HostChains>(count, first, dof, draws, tree_vectors, tree_on_host, metric_size);
     const std::size_t n = std::size_t(count) * std::size_t(dof);
-    b.get(h->q), b.get(h->p), b.get(h->step_size), b.get(h->log_h_bar), b.get(h->h_bar);
+    b.get(h->q), b.get(h->p), b.get(h->step_size), b.get(h->log_h_bar), b.get(h->h_bar), b.get(h->metric);
     b.expect_end();
     return h->q.size() == n && h->p.size() == n && h->step_size.size() == std::size_t(count) &&
-           h->log_h_bar.size() == std::size_t(count) && h->h_bar.size() == std::size_t(count);
+           h->log_h_bar.size() == std::size_t(count) && h->h_bar.size() == std::size_t(count) &&
+           h->metric.size() == std::size_t(count) * std::size_t(metric_size);
   }
 };
 
@@ -90,6 +92,7 @@ SampleResult sample_ensemble(const S& sys, const M& method, const SampleConfig& 
   ctl.step_jitter = spec.step_jitter;
   ctl.steps_jitter = spec.steps_jitter;
   ctl.temperature = spec.temperature;
+  ctl.metric = spec.metric;
   ctl.refresh_cos = std::cos(spec.refresh_angle);
   if (spec.refresh_angle == Real(1.5707963267948966)) ctl.refresh_cos = 0;  // cos(pi/2) rounds to 6e-17
   ctl.reversibility_tolerance = spec.reversibility_tolerance;
@@ -107,10 +110,12 @@ SampleResult sample_ensemble(const S& sys, const M& method, const SampleConfig& 
   const int dof = S::dof;
   const int tree_vectors = spec.dynamic ? DynamicTree::vectors(spec.max_depth) : 0;
   const bool tree_on_host = backend != "cuda";  // a GPU keeps its chains' trajectories itself
+  const MetricLayout metric_layout = MetricLayout::of(spec.metric, dof);
   const double bytes_per_draw = double(dof + 4) * sizeof(Real) + sizeof(std::int32_t) + 2;
-  // A batch's dynamic trajectories keep at most max_tree_bytes (a batch changes no draw).
-  const double tree_bytes = double(tree_vectors) * dof * sizeof(Real);
-  const std::int64_t tree_cap = tree_vectors > 0 ? std::int64_t(max_tree_bytes / tree_bytes) : c.run.batch_size;
+  // A batch's dynamic trajectories and metrics keep at most max_scratch_bytes (a batch changes no draw).
+  const double scratch_bytes = (double(tree_vectors) * dof + metric_layout.size) * sizeof(Real);
+  const std::int64_t tree_cap =
+      scratch_bytes > 0 ? std::max<std::int64_t>(1, std::int64_t(max_scratch_bytes / scratch_bytes)) : c.run.batch_size;
   const std::int64_t batch = std::max<std::int64_t>(1, std::min({c.run.batch_size, hi - lo, tree_cap}));
   // Draw storage: at most max_window_bytes for a full batch.
   const std::int64_t draws_cap =
@@ -120,7 +125,8 @@ SampleResult sample_ensemble(const S& sys, const M& method, const SampleConfig& 
   std::unique_ptr<HostChains> resumed;
   if (opt.resume != nullptr) {
     BlobReader b(*opt.resume);
-    if (!at.load(b, resumed, lo, hi, batch, total, dof, stored_per_window, tree_vectors, tree_on_host))
+    if (!at.load(b, resumed, lo, hi, batch, total, dof, stored_per_window, tree_vectors, tree_on_host,
+                 metric_layout.size))
       throw std::runtime_error("the checkpoint does not fit this sample (its chains, batches or iterations differ)");
   }
   const auto checkpoint = [&](const HostChains& h) {
@@ -133,7 +139,8 @@ SampleResult sample_ensemble(const S& sys, const M& method, const SampleConfig& 
     const std::int64_t first = at.first, count = std::min(batch, hi - first);
     std::unique_ptr<HostChains> fresh = std::move(resumed);
     if (!fresh) {
-      fresh = std::make_unique<HostChains>(count, first, dof, stored_per_window, tree_vectors, tree_on_host);
+      fresh = std::make_unique<HostChains>(count, first, dof, stored_per_window, tree_vectors, tree_on_host,
+                                           metric_layout.size);
       HostChains& h = *fresh;
       // Start: each chain's state on T*N, as the run's initial spec gives it.
       for (std::int64_t i = 0; i < count; ++i) {
@@ -150,6 +157,7 @@ SampleResult sample_ensemble(const S& sys, const M& method, const SampleConfig& 
         h.step_size[std::size_t(i)] = c.run.dt;
         h.log_h_bar[std::size_t(i)] = 0;
         h.h_bar[std::size_t(i)] = 0;
+        if (metric_layout.size > 0) metric_start(spec.metric, dof, h.metric.data() + i, count, std::log(10 * c.run.dt));
       }
       at.done = 0;
     }
@@ -167,6 +175,7 @@ SampleResult sample_ensemble(const S& sys, const M& method, const SampleConfig& 
     plan.thin = spec.thin;
     plan.mu = std::log(10 * c.run.dt);
     plan.target_acceptance = spec.target_acceptance;
+    plan.windows = MetricWindows::stan(spec.warmup);
     // The first window is the backend's guess at a second's work, each next
     // one sized by the rate the last one measured: progress, checkpoints and
     // a caller's interruption come about once a second. Windows change no draw.
@@ -221,6 +230,9 @@ SampleResult sample_ensemble(const S& sys, const M& method, const SampleConfig& 
         last_checkpoint = at.done;
       }
     }
+    if (metric_layout.size > 0)
+      for (std::int64_t i = 0; i < count; ++i)
+        tally.metric_fallbacks += std::int64_t(h.metric[std::size_t(metric_layout.fallbacks * count + i)]);
     for (Real x : h.step_size) {
       tally.step_size_min = std::min(tally.step_size_min, x);
       tally.step_size_max = std::max(tally.step_size_max, x);

@@ -500,6 +500,15 @@ nlohmann::ordered_json sample_summary(const SampleConfig& c, const SampleResult&
   j["thin"] = r.thin;
   j["temperature"] = s.temperature;
   j["algorithm"] = s.dynamic ? "dynamic" : "static";
+  j["metric"] = metric_name(s.metric);
+  if (s.metric == MetricKind::diag || s.metric == MetricKind::dense) {
+    j["metric_fallbacks"] = r.metric_fallbacks;
+    j["metric_definition"] =
+        "the mass matrix M = Sigma^-1, Sigma estimated per chain in Stan's warm-up windows (75, 25 doubling, 50 "
+        "iterations) and regularised as Stan's; metric_fallbacks counts window ends (over all chains) whose estimate "
+        "was not positive definite, where the chain kept the metric it had. The chains sample V + kT/2 [log det(G "
+        "M^-1 G^T) - log det(G M0^-1 G^T)] so that the target stays exp(-V/kT) on the system's own measure";
+  }
   if (s.dynamic) {
     j["max_depth"] = s.max_depth;
     j["max_energy_error"] = s.max_energy_error;

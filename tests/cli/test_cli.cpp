@@ -1485,7 +1485,13 @@ std::map<std::string, std::vector<double>> draws_values(const fs::path& file, bo
 TEST_F(CliTest, SampleShardsMergeIntoTheSingleSamplesNumbers) {
  for (const bool dynamic : {false, true}) {
   const std::string tag = dynamic ? "dynamic_" : "static_";
-  const fs::path cfg = write(tag + "sample.json", dynamic ? dynamic_sample(sharded_sample_config()) : sharded_sample_config());
+  json config = sharded_sample_config();
+  if (dynamic) {  // with a metric adapted per chain in warm-up windows
+    config = dynamic_sample(config);
+    config["sample"]["metric"] = "diag";
+    config["sample"]["warmup"] = 30;
+  }
+  const fs::path cfg = write(tag + "sample.json", config);
   const fs::path whole = dir_ / (tag + "whole");
   const auto sample = [&](const fs::path& out, const std::string& extra) {
     return tether("sample " + quote(cfg) + " --out " + quote(out) + " --quiet " + extra);
@@ -1533,7 +1539,10 @@ TEST_F(CliTest, AStoppedSampleResumesToTheSameDraws) {
   ASSERT_EQ(sample(cfg, whole, "").code, 0);
   const auto expected = draws_values(whole / "draws.nc");
   {
-    const fs::path dynamic_cfg = write("dynamic.json", dynamic_sample(checkpointed_sample_config()));
+    json dynamic = dynamic_sample(checkpointed_sample_config());
+    dynamic["sample"]["metric"] = "dense";  // its metric is part of the checkpoint
+    dynamic["sample"]["draws"] = 1000;      // (each of its transitions costs some 3 static ones)
+    const fs::path dynamic_cfg = write("dynamic.json", dynamic);
     const fs::path dynamic_whole = dir_ / "dynamic_whole", out = dir_ / "dynamic_stopped";
     ASSERT_EQ(sample(dynamic_cfg, dynamic_whole, "").code, 0);
     stop_at_checkpoint(dir_, "sample", dynamic_cfg, out, "KILL");

@@ -26,7 +26,12 @@
 //     take the one-thread transition's decisions, states to roundoff;
 // 12. dynamic integration time (dynamic_transition): the marginals of 1 with
 //     the power of each test on broken variants, the reversibility check,
-//     the subtree bookkeeping, the trajectory's bounds, the engine.
+//     the subtree bookkeeping, the trajectory's bounds, the engine;
+// 13. a metric other than the mass (sampling/metric.hpp): its algebra, the
+//     log-determinant term's gradient and its vanishing where M = M0, the
+//     marginals of 1 with each metric (the power: without the term they
+//     fail), Stan's windows and estimate, adaptation that finds a target's
+//     scales, the engine and bad configs.
 // Every expected value is derived from the mathematics, not read off output.
 #include <netcdf.h>
 #include <omp.h>
@@ -1148,6 +1153,285 @@ TEST(DynamicHmcConfig, BadInputIsNamedByItsPath) {
   expect_sample_error(sample_json(kSphere, kRattle, R"({"chains": 10, "draws": 10, "max_depth": 5})"),
                       "sample.max_depth", "dynamic");
   expect_sample_error(sample_json(kSphere, kDynamic, R"({"chains": 10, "draws": 10})"), "method.steps", "missing");
+}
+
+// ===========================================================================
+// 13. A metric other than the mass. A fixed Sigma as a chain stores it: its
+// diagonal, or the packed lower Cholesky factor.
+template <int N>
+std::vector<Real> stored_metric(MetricKind kind, const Mat<N, N>& sigma) {
+  std::vector<Real> v(std::size_t(metric_values(kind, N)));
+  const Mat<N, N> l = sigma.llt().matrixL();
+  for (int r = 0; r < N; ++r) {
+    if (kind != MetricKind::dense) v[std::size_t(r)] = sigma(r, r);
+    else
+      for (int c = 0; c <= r; ++c) v[std::size_t(packed_index(r, c))] = l(r, c);
+  }
+  return v;
+}
+
+template <int N>
+Mat<N, N> random_covariance(std::uint64_t seed) {
+  CounterRng rng(seed, 0, 0);
+  Mat<N, N> a;
+  for (int r = 0; r < N; ++r)
+    for (int c = 0; c < N; ++c) a(r, c) = rng.normal();
+  return a * a.transpose() / N + Real(0.1) * Mat<N, N>::Identity();
+}
+
+// Sigma p, Sigma^-1 v and a square root C C^T = Sigma^-1, column by column, against Eigen's.
+TEST(Metric, AppliesSigmaItsInverseAndARootOfIt) {
+  const Mat<5, 5> sigma = random_covariance<5>(3);
+  for (MetricKind kind : {MetricKind::diag, MetricKind::dense}) {
+    const Mat<5, 5> want = kind == MetricKind::dense ? sigma : Mat<5, 5>(sigma.diagonal().asDiagonal());
+    const std::vector<Real> v = stored_metric(kind, sigma);
+    const ChainMetric m{kind, v.data(), 1};
+    Mat<5, 5> inverse, times, root;
+    for (int j = 0; j < 5; ++j) {
+      const Vec<5> e = Vec<5>::Unit(j);
+      inverse.col(j) = m.inverse_times(e);
+      times.col(j) = m.times(e);
+      root.col(j) = m.sqrt_times(e);
+    }
+    EXPECT_LT((inverse - want).norm(), 1e-13) << metric_name(kind);
+    EXPECT_LT((times - Mat<5, 5>(want.inverse())).norm(), 1e-11 * want.inverse().norm()) << metric_name(kind);
+    EXPECT_LT((root * root.transpose() - Mat<5, 5>(want.inverse())).norm(), 1e-11 * want.inverse().norm())
+        << metric_name(kind);
+  }
+}
+
+// V_M's gradient is its derivative (central differences of V_M itself, in
+// the ambient space where both are defined), for constraints with several
+// rows (the double pendulum's two, a chain's three bonds) and a dense Sigma; and
+// where M is the system's own mass, V_M is V.
+TEST(Metric, LogDeterminantTermHasItsGradientAndVanishesAtTheMass) {
+  auto check = [](const auto& sys, const auto& q, std::uint64_t seed) {
+    using S = std::decay_t<decltype(sys)>;
+    constexpr int n = S::dof;
+    const Mat<n, n> sigma = random_covariance<n>(seed);
+    const std::vector<Real> v = stored_metric(MetricKind::dense, sigma);
+    const MetricSystem<S> m{sys, ChainMetric{MetricKind::dense, v.data(), 1}, Real(1.7)};
+    const Vec<n> grad = m.potential_gradient(q);
+    const Real d = 1e-6;
+    for (int j = 0; j < n; ++j) {
+      Vec<n> up = q, down = q;
+      up[j] += d;
+      down[j] -= d;
+      EXPECT_NEAR(grad[j], (m.potential(up) - m.potential(down)) / (2 * d), 1e-6 * (1 + grad.norm())) << S::name << " " << j;
+    }
+    EXPECT_GT(std::abs(m.potential(q) - sys.potential(q)), 1e-3) << S::name << ": the term is there";
+    // Sigma = M0^-1 (these systems' masses are diagonal): V_M = V.
+    std::vector<Real> own(n);
+    for (int c = 0; c < n; ++c) own[std::size_t(c)] = sys.inverse_mass_times(Vec<n>(Vec<n>::Unit(c)))[c];
+    const MetricSystem<S> same{sys, ChainMetric{MetricKind::diag, own.data(), 1}, Real(1.7)};
+    EXPECT_NEAR(same.potential(q), sys.potential(q), 1e-12 * (1 + std::abs(sys.potential(q)))) << S::name;
+    EXPECT_LT((same.potential_gradient(q) - sys.potential_gradient(q)).norm(), 1e-8) << S::name;
+  };
+  DoublePendulum dp;
+  dp.prm.mass2 = 3;
+  check(dp, Vec<4>(0.6, -0.8, 1.5, -1.2), 5);
+  Chain<4> chain;
+  CounterRng rng(5, 0, 0);
+  check(chain, chain.thermal_configuration(rng, 1), 7);
+}
+
+// Stan's windows: 75 / 25, 50, 100, 200, 500 / 50 for 1000 warm-up
+// iterations; 15% / 75% / 10% below 150; dual averaging restarts after each.
+TEST(Metric, WindowsAreStans) {
+  auto windows = [](std::int64_t warmup) {
+    const MetricWindows w = MetricWindows::stan(warmup);
+    std::vector<std::pair<std::int64_t, std::int64_t>> out;
+    std::int64_t start = 0, end = -1;
+    for (std::int64_t k = 0; k < warmup; ++k) {
+      std::int64_t s = 0, e = 0;
+      if (w.window_of(k, s, e) && (s != start || e != end)) out.emplace_back(start = s, end = e);
+    }
+    return out;
+  };
+  using W = std::vector<std::pair<std::int64_t, std::int64_t>>;
+  EXPECT_EQ(windows(1000), (W{{75, 99}, {100, 149}, {150, 249}, {250, 449}, {450, 949}}));
+  EXPECT_EQ(windows(500), (W{{75, 99}, {100, 149}, {150, 249}, {250, 449}}));
+  EXPECT_EQ(windows(150), (W{{75, 99}}));
+  EXPECT_EQ(windows(100), (W{{15, 89}}));
+  const MetricWindows w = MetricWindows::stan(1000);
+  EXPECT_EQ(w.restart_before(0), 0);
+  EXPECT_EQ(w.restart_before(99), 0);
+  EXPECT_EQ(w.restart_before(100), 100);
+  EXPECT_EQ(w.restart_before(149), 100);
+  EXPECT_EQ(w.restart_before(150), 150);
+  EXPECT_EQ(w.restart_before(999), 950);
+}
+
+// A window's estimate is Stan's regularised sample covariance (its diagonal
+// for diag), here with length scale 2; an estimate that is not finite is
+// refused and Sigma kept. Either way the window's sums restart.
+TEST(Metric, WindowEstimateIsStansRegularisedCovariance) {
+  constexpr int n = 3, count = 30;
+  CounterRng rng(11, 0, 0);
+  std::vector<Vec<n>> x(count);
+  for (auto& v : x) v = Vec<n>(rng.normal(), 2 + 3 * rng.normal(), rng.normal()) + Vec<n>(0, 0, 0.5 * v[0]);
+  Vec<n> mean = Vec<n>::Zero();
+  for (const auto& v : x) mean += v / count;
+  Mat<n, n> cov = Mat<n, n>::Zero();
+  for (const auto& v : x) cov += (v - mean) * (v - mean).transpose() / (count - 1);
+  const Mat<n, n> want = Real(count) / (count + 5) * cov + Real(1e-3 * 4 * 5) / (count + 5) * Mat<n, n>::Identity();
+  for (MetricKind kind : {MetricKind::diag, MetricKind::dense}) {
+    const MetricLayout l = MetricLayout::of(kind, n);
+    std::vector<Real> m(std::size_t(l.size));
+    metric_start(kind, n, m.data(), 1, 0);
+    for (int k = 0; k < count; ++k) metric_add_state<n>(kind, l, m.data(), 1, x[std::size_t(k)], k + 1);
+    ASSERT_TRUE(metric_end_window<n>(kind, l, m.data(), 1, count, 2));
+    const ChainMetric got{kind, m.data() + l.values, 1};
+    Mat<n, n> sigma;
+    for (int j = 0; j < n; ++j) sigma.col(j) = got.inverse_times(Vec<n>(Vec<n>::Unit(j)));
+    const Mat<n, n> expected = kind == MetricKind::dense ? want : Mat<n, n>(want.diagonal().asDiagonal());
+    EXPECT_LT((sigma - expected).norm(), 1e-12 * expected.norm()) << metric_name(kind);
+    for (int e = l.mean; e < l.mu; ++e) EXPECT_EQ(m[std::size_t(e)], 0) << "the sums restart";
+    const std::vector<Real> before(m.begin(), m.end());
+    for (int k = 0; k < 5; ++k) metric_add_state<n>(kind, l, m.data(), 1, Vec<n>(1, Real(NAN), 0), k + 1);
+    EXPECT_FALSE(metric_end_window<n>(kind, l, m.data(), 1, 5, 2)) << metric_name(kind);
+    EXPECT_EQ(m, before) << "Sigma kept, the sums restarted";
+  }
+}
+
+// The marginals of 1a with a fixed metric far from the mass (Sigma =
+// diag(4, 1, 0.2), and that rotated for dense), by both algorithms: exact.
+// Power: without the log-determinant term the chain samples the measure M
+// induces, sqrt(q.Sigma q) times the target here, which the test rejects.
+TEST(MetricHmcMarginal, SphericalPendulumHeightWithEachMetric) {
+  SphericalPendulum sys;
+  const Real kT = 2, a = sys.prm.mass * sys.prm.gravity / kT;
+  const Vec3 start(0.6, 0, -0.8);  // where most of the mass is: a heavy direction mixes slowly
+  const auto height = [](const Vec3& q) { return q[2]; };
+  const auto cdf = [&](Real x) { return sphere_height_cdf(x, a, sys.prm.length); };
+  const Mat<3, 3> axes = Vec3(4, 1, 0.2).asDiagonal();
+  const Mat<3, 3> r = Eigen::AngleAxis<Real>(0.5, Vec3(1, -2, 1).normalized()).toRotationMatrix();
+  for (const auto& [kind, sigma] : {std::pair{MetricKind::identity, Mat<3, 3>(Mat<3, 3>::Identity())},
+                                    std::pair{MetricKind::diag, axes},
+                                    std::pair{MetricKind::dense, Mat<3, 3>(r * axes * r.transpose())}}) {
+    const std::vector<Real> v = stored_metric(kind, sigma);
+    MetricSystem<SphericalPendulum> m{sys, ChainMetric{kind, v.data(), 1}, kT};
+    const Real ps = marginal_p_value(m, control(kT, 10, 81), 0.1, 60, start, height, cdf);
+    const Real pd = marginal_p_value(m, dynamic_control(kT, 83), 0.1, 40, start, height, cdf);
+    EXPECT_GT(ps, kAlpha) << metric_name(kind);
+    EXPECT_GT(pd, kAlpha) << metric_name(kind);
+    if (kind == MetricKind::identity) continue;
+    m.correct_measure = false;
+    EXPECT_LT(marginal_p_value(m, dynamic_control(kT, 83), 0.1, 40, start, height, cdf), kPowerP)
+        << metric_name(kind) << ": the test cannot tell a sampler without the log-determinant term";
+  }
+}
+
+// 1b and 1d with dense metrics: several constraints, unequal masses (the
+// term's M0 part), a statistical target.
+TEST(MetricHmcMarginal, DoublePendulumAndFisherBinghamWithADenseMetric) {
+  DoublePendulum dp;
+  dp.prm.gravity = 0;
+  dp.prm.mass1 = 1;
+  dp.prm.mass2 = 4;
+  const std::vector<Real> v4 = stored_metric(MetricKind::dense, random_covariance<4>(13));
+  const MetricSystem<DoublePendulum> mdp{dp, ChainMetric{MetricKind::dense, v4.data(), 1}, 1};
+  EXPECT_GT(marginal_p_value(mdp, dynamic_control(1, 85), 0.1, 20, Vec<4>(1, 0, 1, -1), relative_angle,
+                             relative_angle_cdf(dp.prm.mass1, dp.prm.mass2)),
+            kAlpha);
+  const Real kappa = 1.5, beta = 3;
+  Mat<3, 3> a = Mat<3, 3>::Zero();
+  a(2, 2) = beta;
+  const FisherBingham fb = fisher_bingham(Vec3(0, 0, 1), kappa, a);
+  const std::vector<Real> v3 = stored_metric(MetricKind::dense, random_covariance<3>(17));
+  const MetricSystem<FisherBingham> mfb{fb, ChainMetric{MetricKind::dense, v3.data(), 1}, 1};
+  EXPECT_GT(marginal_p_value(mfb, dynamic_control(1, 87), 0.15, 30, Vec3(1, 0, 0), [](const Vec3& q) { return q[2]; },
+                             fisher_bingham_height_cdf(kappa, beta)),
+            kAlpha);
+}
+
+// Warm-up finds a target's scales: on a Bingham density exp(-5000 z^2) on
+// the sphere, x and y have variance (1 - 1/10^4)/2 and z 1/10^4 (to 1e-8).
+// After 1000 warm-up iterations each chain's Sigma holds them (to the
+// sampling error of its last window, 500 correlated states, plus Stan's
+// regularisation, 1e-5 on the diagonal), and its step size is some 30 times
+// what the mass allows.
+TEST(MetricHmcEngine, WarmupFindsTheTargetsScales) {
+  Mat<3, 3> a = Mat<3, 3>::Zero();
+  a(2, 2) = -5000;
+  const FisherBingham sys = fisher_bingham(Vec3(0, 0, 1), 0, a);
+  for (MetricKind kind : {MetricKind::diag, MetricKind::dense}) {
+    constexpr int chains = 8, n = 3;
+    const MetricLayout l = MetricLayout::of(kind, n);
+    std::vector<Real> q(n * chains), p(n * chains, 0), pq(n * chains), pp(n * chains), h(chains, 0.01),
+        lhb(chains, 0), hb(chains, 0), metric(std::size_t(l.size * chains));
+    std::vector<Real> tree(std::size_t(DynamicTree::vectors(10) * n * chains));
+    for (int i = 0; i < chains; ++i) {
+      q[std::size_t(i)] = 1;  // (1, 0, 0): on the equator
+      metric_start(kind, n, metric.data() + i, chains, std::log(0.1));
+    }
+    SampleView v;
+    v.count = chains, v.q = q.data(), v.p = p.data(), v.proposal_q = pq.data(), v.proposal_p = pp.data();
+    v.step_size = h.data(), v.log_h_bar = lhb.data(), v.h_bar = hb.data(), v.tree = tree.data();
+    v.metric = metric.data();
+    HmcControl ctl = dynamic_control(1, 91);
+    ctl.metric = kind;
+    SamplePlan plan;
+    plan.iterations = plan.warmup = 1000;
+    plan.mu = std::log(0.1);
+    plan.windows = MetricWindows::stan(1000);
+    for (int i = 0; i < chains; ++i) run_chain(sys, Rattle{}, ctl, plan, v, i);
+    for (int i = 0; i < chains; ++i) {
+      const ChainMetric m{kind, metric.data() + l.values * chains + i, chains};
+      Mat<3, 3> sigma;
+      for (int j = 0; j < 3; ++j) sigma.col(j) = m.inverse_times(Vec3(Vec3::Unit(j)));
+      EXPECT_NEAR(sigma(0, 0), 0.5, 0.2) << metric_name(kind) << " chain " << i;
+      EXPECT_NEAR(sigma(1, 1), 0.5, 0.2) << metric_name(kind) << " chain " << i;
+      EXPECT_NEAR(sigma(2, 2), 1.1e-4, 0.4e-4) << metric_name(kind) << " chain " << i;
+      EXPECT_EQ(metric[std::size_t(l.fallbacks * chains + i)], 0);
+      EXPECT_GT(h[std::size_t(i)], 0.3) << metric_name(kind) << " chain " << i;
+    }
+  }
+}
+
+// The engine: draws independent of threads and batches with adapted metrics
+// (each chain adapts its own), the reference backend agreeing with cpu.
+TEST(MetricHmcEngine, DrawsDoNotDependOnThreadsOrBatches) {
+  for (const std::string metric : {"diag", "dense"}) {
+    const std::string base = R"({"algorithm": "dynamic", "metric": ")" + metric +
+                             R"(", "chains": 50, "draws": 20, "warmup": 60, "seed": 9, "temperature": 3BATCH})";
+    auto run = [&](int threads, const std::string& batch) {
+      omp_set_num_threads(threads);
+      std::string s = base;
+      s.replace(s.find("BATCH"), 5, batch);
+      MemoryDraws out(50, 20, 3);
+      sample_into(sample_json(kSphere, R"({"name": "rattle", "dt": 0.1})", s), out);
+      return out;
+    };
+    const int all = omp_get_max_threads();
+    const MemoryDraws a = run(1, ""), b = run(std::max(2, all), R"(, "batch_size": 7)");
+    omp_set_num_threads(all);
+    EXPECT_EQ(a.q, b.q) << metric;
+    EXPECT_EQ(a.step_size, b.step_size) << metric;
+    EXPECT_GE(*std::min_element(a.outcome.begin(), a.outcome.end()), 0) << "every draw written";
+  }
+  // (Without warm-up: dual averaging tries steps where the reference solver
+  // fails and cpu's does not. The identity on unequal masses: V_M is not V.)
+  const std::string json = sample_json(R"({"name": "double_pendulum", "parameters": {"mass2": 3}})",
+                                       R"({"name": "rattle", "dt": 0.05})",
+                                       R"({"algorithm": "dynamic", "metric": "identity", "chains": 12, "draws": 4,
+                                           "seed": 4})");
+  MemoryDraws cpu(12, 4, 4), ref(12, 4, 4);
+  sample_into(json, cpu, "cpu");
+  sample_into(json, ref, "reference");
+  EXPECT_EQ(cpu.tree_depth, ref.tree_depth);
+  for (std::size_t k = 0; k < cpu.q.size(); ++k) EXPECT_NEAR(cpu.q[k], ref.q[k], 1e-8) << k;
+}
+
+TEST(MetricHmcConfig, BadInputIsNamedByItsPath) {
+  const std::string ok = R"("chains": 10, "draws": 10, "warmup": 20)";
+  expect_sample_error(sample_json(kSphere, kRattle, R"({"metric": "unit", )" + ok + "}"), "sample.metric", "dense");
+  expect_sample_error(sample_json(kSphere, R"({"name": "composition", "base": "rattle", "scheme": "triple_jump", "dt": 0.1, "steps": 2})",
+                                  R"({"metric": "diag", )" + ok + "}"),
+                      "sample.metric", "rattle");
+  expect_sample_error(sample_json(kSphere, kRattle, R"({"metric": "dense", "chains": 10, "draws": 10, "warmup": 19})"),
+                      "sample.metric", "warmup >= 20");
+  parse_sample_config(sample_json(kSphere, kRattle, R"({"metric": "identity", "chains": 10, "draws": 10})"), "test");
 }
 
 }  // namespace

@@ -248,6 +248,51 @@ struct DenseMatrix {
   }
 };
 
+// Cholesky factor A = L L^T of a symmetric positive definite K x K matrix
+// (a sampler's metric, a Gram matrix's log-determinant): the lower triangle
+// of A is read, L is kept in `l` (its strict upper triangle zero).
+template <int K>
+struct Cholesky {
+  Mat<K, K> l;
+
+  // False when A is not positive definite (or not finite).
+  TETHER_HD bool factor(const Mat<K, K>& a) {
+    l.setZero();
+    for (int c = 0; c < K; ++c) {
+      Real d = a(c, c);
+      for (int j = 0; j < c; ++j) d -= l(c, j) * l(c, j);
+      if (!(d > 0) || !is_finite(d)) return false;
+      l(c, c) = sqrt(d);
+      for (int r = c + 1; r < K; ++r) {
+        Real s = a(r, c);
+        for (int j = 0; j < c; ++j) s -= l(r, j) * l(c, j);
+        l(r, c) = s / l(c, c);
+      }
+    }
+    return true;
+  }
+  TETHER_HD Real log_det() const {
+    Real s = 0;
+    for (int c = 0; c < K; ++c) s += log(l(c, c));
+    return 2 * s;
+  }
+  // A^-1 b.
+  TETHER_HD Vec<K> solve(const Vec<K>& b) const {
+    Vec<K> y;
+    for (int r = 0; r < K; ++r) {
+      Real s = b[r];
+      for (int j = 0; j < r; ++j) s -= l(r, j) * y[j];
+      y[r] = s / l(r, r);
+    }
+    for (int r = K - 1; r >= 0; --r) {
+      Real s = y[r];
+      for (int j = r + 1; j < K; ++j) s -= l(j, r) * y[j];
+      y[r] = s / l(r, r);
+    }
+    return y;
+  }
+};
+
 // Tridiagonal K x K matrix (a bead chain's constraint Gram matrix), solved in
 // O(K) by the Thomas algorithm. lower[i] = A(i, i-1), upper[i] = A(i, i+1).
 // No pivoting: the chain Gram matrices are diagonally dominant.

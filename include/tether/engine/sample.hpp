@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "tether/engine/config.hpp"
+#include "tether/sampling/metric.hpp"
 #include "tether/sampling/outcome.hpp"
 
 namespace tether {
@@ -22,6 +23,9 @@ struct SampleSpec {
   bool dynamic = false;
   int max_depth = 10;
   Real max_energy_error = 1000;  // dynamic: (H - H0)/kT beyond it, the trajectory diverged
+  // "metric": the mass matrix the chains sample with: the system's own
+  // (mass), the identity, or one adapted in warm-up windows (diag, dense).
+  MetricKind metric = MetricKind::mass;
   std::int64_t chains = 0;
   std::int64_t draws = 0;   // stored per chain, after warm-up and thinning
   std::int64_t warmup = 0;  // iterations that adapt the step size, not stored
@@ -128,6 +132,9 @@ struct SampleResult {
   std::array<std::int64_t, hmc_outcome_count> outcomes{};
   AcceptanceSum acceptance;
   std::int64_t steps = 0;
+  // Warm-up windows whose metric estimate was not positive definite (the
+  // metric before it kept), over all chains.
+  std::int64_t metric_fallbacks = 0;
   Real mean_acceptance = 0;
   Real step_size_min = std::numeric_limits<Real>::infinity(), step_size_max = 0;  // after warm-up
   double wall_seconds = 0, sampling_seconds = 0;
@@ -139,6 +146,7 @@ struct SampleResult {
     for (std::size_t k = 0; k < outcomes.size(); ++k) outcomes[k] += o.outcomes[k];
     acceptance.merge(o.acceptance);
     steps += o.steps;
+    metric_fallbacks += o.metric_fallbacks;
     step_size_min = std::min(step_size_min, o.step_size_min);
     step_size_max = std::max(step_size_max, o.step_size_max);
     sampling_seconds += o.sampling_seconds;

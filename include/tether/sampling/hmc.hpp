@@ -27,6 +27,8 @@
 // back, and the next state is drawn from it (Bet17, after HG14).
 //
 // Step-size warm-up: dual averaging, HG14 §3.2.1 eq. (6) (their Algorithm 5), per chain.
+// Metric warm-up (`sample.metric` diag or dense): Stan's windows, the chain
+// then on V_M with M estimated (sampling/metric.hpp).
 //
 // Randomness: the draws of iteration k of chain c are a pure function of
 // (seed, c, k) (Philox, counter block k + 1; block 0 is the initial state's
@@ -37,6 +39,7 @@
 #include "tether/core/random.hpp"
 #include "tether/ensemble/view.hpp"
 #include "tether/methods/projection.hpp"
+#include "tether/sampling/metric.hpp"
 #include "tether/sampling/outcome.hpp"
 
 namespace tether {
@@ -65,6 +68,7 @@ struct HmcControl {
   Real step_jitter = 0;           // h drawn uniformly in h (1 +- step_jitter)
   Real steps_jitter = 0;          // L drawn uniformly in L (1 +- steps_jitter), at least 1
   Real temperature = 1;           // kT
+  MetricKind metric = MetricKind::mass;  // the momentum's and trajectory's M (sampling/metric.hpp)
   Real refresh_cos = 0;           // cos(a): 0 is a full refresh, near 1 keeps most of p
   Real reversibility_tolerance = 1e-8;  // |q_back - q|_inf / length scale
   NewtonOptions newton;
@@ -471,6 +475,7 @@ struct SampleView {
   std::uint8_t* draw_outcome = nullptr;
   std::uint8_t* draw_tree_depth = nullptr;
   Real* tree = nullptr;  // dynamic: DynamicTree::vectors(max_depth) x dof per chain (ChainSlot::tree)
+  Real* metric = nullptr;  // a metric other than the mass: MetricLayout::size per chain
 };
 
 // Which iterations a call runs: [first, first + iterations) of the chain's
@@ -482,7 +487,16 @@ struct SamplePlan {
   std::int64_t warmup = 0, thin = 1, first_draw = 0;
   Real mu = 0;                    // dual averaging's log(10 h0)
   Real target_acceptance = Real(0.8);
+  MetricWindows windows;          // where a diag or dense metric is estimated
 };
+
+// One transition of either algorithm.
+template <class S, class Stepper>
+TETHER_HD HmcDraw transition(const S& sys, const Stepper& stepper, const HmcControl& ctl, Real h, std::uint64_t chain,
+                             std::uint64_t iteration, const ChainSlot& slot) {
+  return ctl.dynamic ? dynamic_transition(sys, stepper, ctl, h, chain, iteration, slot)
+                     : hmc_transition(sys, stepper, ctl, h, chain, iteration, slot);
+}
 
 template <class S, class Stepper>
 TETHER_HD TETHER_ONE_COPY void run_chain(const S& sys, const Stepper& stepper, const HmcControl& ctl,
@@ -492,12 +506,35 @@ TETHER_HD TETHER_ONE_COPY void run_chain(const S& sys, const Stepper& stepper, c
   Real h = v.step_size[i];
   DualAveraging da{v.log_h_bar[i], v.h_bar[i]};
   const std::uint64_t chain = static_cast<std::uint64_t>(v.first_chain + i);
+  const MetricLayout layout = MetricLayout::of(ctl.metric, n);
+  Real* const metric = layout.size > 0 ? v.metric + i : nullptr;
+  const bool adapts = ctl.metric == MetricKind::diag || ctl.metric == MetricKind::dense;
   for (std::int64_t k = plan.first; k < plan.first + plan.iterations; ++k) {
     const std::uint64_t iteration = static_cast<std::uint64_t>(k);
-    const HmcDraw d = ctl.dynamic ? dynamic_transition(sys, stepper, ctl, h, chain, iteration, slot)
-                                  : hmc_transition(sys, stepper, ctl, h, chain, iteration, slot);
+    HmcDraw d;
+    if constexpr (takes_metric<Stepper>) {
+      if (metric != nullptr)
+        d = transition(MetricSystem<S>{sys, ChainMetric{ctl.metric, metric + layout.values * v.count, v.count},
+                                       ctl.temperature},
+                       stepper, ctl, h, chain, iteration, slot);
+      else
+        d = transition(sys, stepper, ctl, h, chain, iteration, slot);
+    } else {
+      d = transition(sys, stepper, ctl, h, chain, iteration, slot);
+    }
     if (k < plan.warmup) {
-      da.update(plan.mu, plan.target_acceptance, k + 1, d.acceptance, h);
+      const Real mu = adapts ? metric[layout.mu * v.count] : plan.mu;
+      da.update(mu, plan.target_acceptance, k + 1 - (adapts ? plan.windows.restart_before(k) : 0), d.acceptance, h);
+      std::int64_t start = 0, end = 0;
+      if (adapts && plan.windows.window_of(k, start, end)) {
+        metric_add_state(ctl.metric, layout, metric, v.count, slot.get<n>(slot.q), k - start + 1);
+        if (k == end) {  // a new Sigma; step-size adaptation restarts from it (Stan's)
+          if (!metric_end_window<n>(ctl.metric, layout, metric, v.count, end - start + 1, sys.length_scale()))
+            metric[layout.fallbacks * v.count] += 1;
+          metric[layout.mu * v.count] = log(10 * h);
+          da = DualAveraging{};
+        }
+      }
       if (k + 1 == plan.warmup) h = exp(da.log_h_bar);
       continue;
     }

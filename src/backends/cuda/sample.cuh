@@ -52,6 +52,8 @@ class CudaChainRunner final : public ChainRunner {
     try {
       copy_in(d.q, h.q), copy_in(d.p, h.p), copy_in(d.step_size, h.step_size);
       copy_in(d.log_h_bar, h.log_h_bar), copy_in(d.h_bar, h.h_bar);
+      d.metric = nullptr;
+      if (!h.metric.empty()) copy_in(d.metric, h.metric);
       // The proposals and the draws are only written by the kernel.
       allocate(d.proposal_q, h.proposal_q), allocate(d.proposal_p, h.proposal_p);
       allocate(d.draw_q, h.draw_q), allocate(d.draw_potential, h.draw_potential);
@@ -66,7 +68,8 @@ class CudaChainRunner final : public ChainRunner {
         owned.push_back(d.tree);
       }
       constexpr int threads = 128;
-      const bool in_tile = runs_in_tile<S, M> && !ctl_.dynamic;  // the cpu's chain loop too (host_run_chain)
+      // The cpu's chain loop too (host_run_chain).
+      const bool in_tile = runs_in_tile<S, M> && !ctl_.dynamic && ctl_.metric == MetricKind::mass;
       if constexpr (runs_in_tile<S, M>) {
         static_assert(threads % S::tile_lanes == 0, "whole tiles per block");
         const unsigned blocks = unsigned((h.count * S::tile_lanes + threads - 1) / threads);
@@ -83,6 +86,7 @@ class CudaChainRunner final : public ChainRunner {
       copy_out(h.draw_energy, d.draw_energy), copy_out(h.draw_step_size, d.draw_step_size);
       copy_out(h.draw_steps, d.draw_steps), copy_out(h.draw_outcome, d.draw_outcome);
       copy_out(h.draw_tree_depth, d.draw_tree_depth);
+      if (!h.metric.empty()) copy_out(h.metric, d.metric);
     } catch (...) {
       for (void* ptr : owned) cudaFree(ptr);
       throw;
