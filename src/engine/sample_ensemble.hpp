@@ -114,9 +114,9 @@ SampleResult sample_ensemble(const S& sys, const M& method, const SampleConfig& 
   const double bytes_per_draw = double(dof + 4) * sizeof(Real) + sizeof(std::int32_t) + 2;
   // A batch's dynamic trajectories and metrics keep at most max_scratch_bytes (a batch changes no draw).
   const double scratch_bytes = (double(tree_vectors) * dof + metric_layout.size) * sizeof(Real);
-  const std::int64_t tree_cap =
+  const std::int64_t scratch_cap =
       scratch_bytes > 0 ? std::max<std::int64_t>(1, std::int64_t(max_scratch_bytes / scratch_bytes)) : c.run.batch_size;
-  const std::int64_t batch = std::max<std::int64_t>(1, std::min({c.run.batch_size, hi - lo, tree_cap}));
+  const std::int64_t batch = std::max<std::int64_t>(1, std::min({c.run.batch_size, hi - lo, scratch_cap}));
   // Draw storage: at most max_window_bytes for a full batch.
   const std::int64_t draws_cap =
       std::max<std::int64_t>(1, std::int64_t(max_window_bytes / (bytes_per_draw * double(batch))));
