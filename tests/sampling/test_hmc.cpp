@@ -463,14 +463,20 @@ TEST(HmcEngine, DrawsDoNotDependOnThreadsOrBatches) {
 // generic dense Newton) takes the same decisions and agrees to its
 // tolerance over a short run (a long one would amplify roundoff through the
 // chaotic flow and the accept/reject thresholds).
-TEST(HmcEngine, ReferenceAgreesWithCpu) {
-  const std::string json = sample_json(kSphere, R"({"name": "rattle", "dt": 0.05, "steps": 8})",
-                                       R"({"chains": 20, "draws": 6, "seed": 4, "temperature": 3})");
-  MemoryDraws cpu(20, 6, 3), ref(20, 6, 3);
+void expect_reference_agrees_with_cpu(const std::string& json, std::int64_t chains, std::int64_t draws, int dof) {
+  MemoryDraws cpu(chains, draws, dof), ref(chains, draws, dof);
   sample_into(json, cpu, "cpu");
   sample_into(json, ref, "reference");
   EXPECT_EQ(cpu.outcome, ref.outcome);
+  EXPECT_EQ(cpu.steps, ref.steps);
+  EXPECT_EQ(cpu.tree_depth, ref.tree_depth);
   for (std::size_t k = 0; k < cpu.q.size(); ++k) EXPECT_NEAR(cpu.q[k], ref.q[k], 1e-8) << k;
+}
+
+TEST(HmcEngine, ReferenceAgreesWithCpu) {
+  expect_reference_agrees_with_cpu(sample_json(kSphere, R"({"name": "rattle", "dt": 0.05, "steps": 8})",
+                                               R"({"chains": 20, "draws": 6, "seed": 4, "temperature": 3})"),
+                                   20, 6, 3);
 }
 
 // 5. Dual averaging (HG14): after warm-up the chains' mean acceptance
@@ -1111,14 +1117,10 @@ TEST(DynamicHmcEngine, DrawsDoNotDependOnThreadsOrBatches) {
 // The reference backend takes the same decisions over a short sample and
 // agrees to its solver's tolerance (as HmcEngine.ReferenceAgreesWithCpu).
 TEST(DynamicHmcEngine, ReferenceAgreesWithCpu) {
-  const std::string json = sample_json(kSphere, R"({"name": "rattle", "dt": 0.05})",
-                                       R"({"algorithm": "dynamic", "chains": 12, "draws": 4, "seed": 4, "temperature": 3})");
-  MemoryDraws cpu(12, 4, 3), ref(12, 4, 3);
-  sample_into(json, cpu, "cpu");
-  sample_into(json, ref, "reference");
-  EXPECT_EQ(cpu.tree_depth, ref.tree_depth);
-  EXPECT_EQ(cpu.steps, ref.steps);
-  for (std::size_t k = 0; k < cpu.q.size(); ++k) EXPECT_NEAR(cpu.q[k], ref.q[k], 1e-8) << k;
+  expect_reference_agrees_with_cpu(
+      sample_json(kSphere, R"({"name": "rattle", "dt": 0.05})",
+                  R"({"algorithm": "dynamic", "chains": 12, "draws": 4, "seed": 4, "temperature": 3})"),
+      12, 4, 3);
 }
 
 // Warm-up adapts the step size to the mean acceptance statistic (Stan's accept_stat__).
@@ -1412,15 +1414,11 @@ TEST(MetricHmcEngine, DrawsDoNotDependOnThreadsOrBatches) {
   }
   // (Without warm-up: dual averaging tries steps where the reference solver
   // fails and cpu's does not. The identity on unequal masses: V_M is not V.)
-  const std::string json = sample_json(R"({"name": "double_pendulum", "parameters": {"mass2": 3}})",
-                                       R"({"name": "rattle", "dt": 0.05})",
-                                       R"({"algorithm": "dynamic", "metric": "identity", "chains": 12, "draws": 4,
-                                           "seed": 4})");
-  MemoryDraws cpu(12, 4, 4), ref(12, 4, 4);
-  sample_into(json, cpu, "cpu");
-  sample_into(json, ref, "reference");
-  EXPECT_EQ(cpu.tree_depth, ref.tree_depth);
-  for (std::size_t k = 0; k < cpu.q.size(); ++k) EXPECT_NEAR(cpu.q[k], ref.q[k], 1e-8) << k;
+  expect_reference_agrees_with_cpu(sample_json(R"({"name": "double_pendulum", "parameters": {"mass2": 3}})",
+                                               R"({"name": "rattle", "dt": 0.05})",
+                                               R"({"algorithm": "dynamic", "metric": "identity", "chains": 12,
+                                                   "draws": 4, "seed": 4})"),
+                                   12, 4, 4);
 }
 
 TEST(MetricHmcConfig, BadInputIsNamedByItsPath) {
