@@ -230,9 +230,18 @@ SampleResult sample_ensemble(const S& sys, const M& method, const SampleConfig& 
         last_checkpoint = at.done;
       }
     }
-    if (metric_layout.size > 0)
-      for (std::int64_t i = 0; i < count; ++i)
+    if (spec.metric == MetricKind::diag || spec.metric == MetricKind::dense) {
+      SampleResult batch_metrics;
+      for (std::int64_t i = 0; i < count; ++i) {
         tally.metric_fallbacks += std::int64_t(h.metric[std::size_t(metric_layout.fallbacks * count + i)]);
+        const ChainMetric m{spec.metric, h.metric.data() + metric_layout.values * count + i, count};
+        SampleResult chain;
+        for (int c = 0; c < dof; ++c) chain.metric_scale_min.push_back(std::sqrt(m.variance(c)));
+        chain.metric_scale_max = chain.metric_scale_min;
+        batch_metrics.merge(chain);
+      }
+      tally.merge(batch_metrics);
+    }
     for (Real x : h.step_size) {
       tally.step_size_min = std::min(tally.step_size_min, x);
       tally.step_size_max = std::max(tally.step_size_max, x);

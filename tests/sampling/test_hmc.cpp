@@ -1421,6 +1421,32 @@ TEST(MetricHmcEngine, DrawsDoNotDependOnThreadsOrBatches) {
                                    12, 4, 4);
 }
 
+// summary.json's metric_scales through the engine: each coordinate's
+// sqrt(Sigma_cc) over the chains, on the Bingham target above (sd 0.707,
+// 0.707, 0.00707; the last window has 100 states here, so the range is wide).
+TEST(MetricHmcEngine, ReportsTheScalesItLearned) {
+  for (const std::string metric : {"diag", "dense"}) {
+    MemoryDraws out(20, 5, 3);
+    const SampleResult r = sample_into(
+        sample_json(R"({"name": "fisher_bingham", "parameters": {"kappa": 0, "bingham": [0, 0, -10000, 0, 0, 0]}})",
+                    R"({"name": "rattle", "dt": 0.01})",
+                    R"({"algorithm": "dynamic", "metric": ")" + metric +
+                        R"(", "chains": 20, "draws": 5, "warmup": 300, "seed": 3})"),
+        out);
+    ASSERT_EQ(r.metric_scale_min.size(), 3u) << metric;
+    ASSERT_EQ(r.metric_scale_max.size(), 3u) << metric;
+    EXPECT_EQ(r.metric_fallbacks, 0) << metric;
+    for (int c = 0; c < 3; ++c) {
+      const Real sd = c < 2 ? 0.707 : 0.00707;
+      EXPECT_GT(r.metric_scale_min[c], 0.5 * sd) << metric << " " << c;
+      EXPECT_LT(r.metric_scale_max[c], 1.5 * sd) << metric << " " << c;
+      EXPECT_LE(r.metric_scale_min[c], r.metric_scale_max[c]);
+    }
+  }
+  MemoryDraws out(4, 5, 3);
+  EXPECT_TRUE(sample_into(sample_json(kSphere, kRattle, R"({"chains": 4, "draws": 5})"), out).metric_scale_min.empty());
+}
+
 TEST(MetricHmcConfig, BadInputIsNamedByItsPath) {
   const std::string ok = R"("chains": 10, "draws": 10, "warmup": 20)";
   expect_sample_error(sample_json(kSphere, kRattle, R"({"metric": "unit", )" + ok + "}"), "sample.metric", "dense");

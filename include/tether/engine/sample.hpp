@@ -135,6 +135,9 @@ struct SampleResult {
   // Warm-up windows whose metric estimate was not positive definite (the
   // metric before it kept), over all chains.
   std::int64_t metric_fallbacks = 0;
+  // The adapted metrics' scales sqrt(Sigma_cc), coordinate by coordinate:
+  // the least and the greatest over the chains (diag and dense; else empty).
+  std::vector<Real> metric_scale_min, metric_scale_max;
   Real mean_acceptance = 0;
   Real step_size_min = std::numeric_limits<Real>::infinity(), step_size_max = 0;  // after warm-up
   double wall_seconds = 0, sampling_seconds = 0;
@@ -147,6 +150,12 @@ struct SampleResult {
     acceptance.merge(o.acceptance);
     steps += o.steps;
     metric_fallbacks += o.metric_fallbacks;
+    const auto extreme = [](std::vector<Real>& a, const std::vector<Real>& b, bool least) {
+      if (a.empty()) a = b;
+      for (std::size_t c = 0; c < a.size() && c < b.size(); ++c) a[c] = least ? std::min(a[c], b[c]) : std::max(a[c], b[c]);
+    };
+    extreme(metric_scale_min, o.metric_scale_min, true);
+    extreme(metric_scale_max, o.metric_scale_max, false);
     step_size_min = std::min(step_size_min, o.step_size_min);
     step_size_max = std::max(step_size_max, o.step_size_max);
     sampling_seconds += o.sampling_seconds;

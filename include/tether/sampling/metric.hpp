@@ -77,6 +77,14 @@ struct ChainMetric {
   }
   TETHER_HD Real lower(int r, int c) const { return at(packed_index(r, c)); }
 
+  // Sigma_cc: the variance the metric gives coordinate c.
+  TETHER_HD Real variance(int c) const {
+    if (kind != MetricKind::dense) return at(c);
+    Real s = 0;
+    for (int j = 0; j <= c; ++j) s += lower(c, j) * lower(c, j);
+    return s;
+  }
+
   // Sigma p = M^-1 p.
   template <int N>
   TETHER_HD Vec<N> inverse_times(const Vec<N>& p) const {
