@@ -740,10 +740,8 @@ SampleConfig parse_sample_config(const std::string& text, const std::string& sou
   s.reversibility_tolerance = sm.positive("reversibility_tolerance", s.reversibility_tolerance);
   static const std::string mass_metric = "mass";
   const std::string metric = sm.string("metric", {"mass", "identity", "diag", "dense"}, &mass_metric);
-  s.metric = metric == "identity" ? MetricKind::identity
-             : metric == "diag"   ? MetricKind::diag
-             : metric == "dense"  ? MetricKind::dense
-                                  : MetricKind::mass;
+  for (MetricKind kind : {MetricKind::mass, MetricKind::identity, MetricKind::diag, MetricKind::dense})
+    if (metric == metric_name(kind)) s.metric = kind;
   if (s.metric != MetricKind::mass && c.method_name != "rattle")
     throw ConfigError(sm.at("metric"), "\"" + metric + "\" runs with method \"rattle\" only (its kick stays "
                                        "volume-preserving with the metric's log-determinant force); method is \"" +

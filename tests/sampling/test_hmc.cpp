@@ -76,8 +76,7 @@ HmcDraw transition(const S& sys, const M& method, const HmcControl& ctl, Real h,
   Vec<S::dof> proposal_q, proposal_p;
   std::vector<Real> tree(ctl.dynamic ? std::size_t(DynamicTree::vectors(ctl.max_depth) * S::dof) : 0);
   const ChainSlot slot{s.q.data(), s.p.data(), proposal_q.data(), proposal_p.data(), 1, tree.data()};
-  return ctl.dynamic ? dynamic_transition(sys, method, ctl, h, chain, iteration, slot)
-                     : hmc_transition(sys, method, ctl, h, chain, iteration, slot);
+  return tether::transition(sys, method, ctl, h, chain, iteration, slot);
 }
 
 // ---------------------------------------------------------------------------

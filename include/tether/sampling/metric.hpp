@@ -142,6 +142,23 @@ struct ChainMetric {
   }
 };
 
+// G(qa) W G(qb)^T, W = M^-1 given as a function, and W G(qb)^T into wgt.
+template <class S, class InverseMass>
+TETHER_HD Mat<S::constraint_count, S::constraint_count> weighted_gram(const S& sys, const Vec<S::dof>& qa,
+                                                                    const Vec<S::dof>& qb,
+                                                                    const InverseMass& inverse_mass,
+                                                                    Mat<S::dof, S::constraint_count>& wgt) {
+  constexpr int n = S::dof, k = S::constraint_count;
+  Mat<k, k> a;
+  for (int j = 0; j < k; ++j) {
+    Vec<k> e = Vec<k>::Zero();
+    e[j] = 1;
+    wgt.col(j) = inverse_mass(Vec<n>(sys.constraint_transpose_times(qb, e)));
+    a.col(j) = sys.constraint_jacobian_times(qa, Vec<n>(wgt.col(j)));
+  }
+  return a;
+}
+
 // log det(G W G^T) at q, W = M^-1 given as a function, and W G^T (G W G^T)^-1
 // (n x k) into d; false when G W G^T is not positive definite.
 template <class S, class InverseMass>
@@ -149,13 +166,7 @@ TETHER_HD bool gram_log_det(const S& sys, const Vec<S::dof>& q, const InverseMas
                             Mat<S::dof, S::constraint_count>& d) {
   constexpr int n = S::dof, k = S::constraint_count;
   Mat<n, k> wgt;
-  Mat<k, k> a;
-  for (int j = 0; j < k; ++j) {
-    Vec<k> e = Vec<k>::Zero();
-    e[j] = 1;
-    wgt.col(j) = inverse_mass(Vec<n>(sys.constraint_transpose_times(q, e)));
-    a.col(j) = sys.constraint_jacobian_times(q, Vec<n>(wgt.col(j)));
-  }
+  const Mat<k, k> a = weighted_gram(sys, q, q, inverse_mass, wgt);
   Cholesky<k> f;
   if (!f.factor(Mat<k, k>(Real(0.5) * (a + a.transpose())))) return false;
   log_det = f.log_det();
@@ -180,18 +191,29 @@ struct MetricSystem {
   // Off only in the tests, to show that a sampler without the term is wrong.
   bool correct_measure = true;
 
+  // The term's two log-determinants at q: their difference, log det(G M^-1
+  // G^T) - log det(G M0^-1 G^T), and D (above); false where a Gram matrix
+  // is not positive definite.
+  TETHER_HD bool measure_term(const Q& q, Real& difference, Mat<dof, constraint_count>& d) const {
+    Real log_det = 0, log_det0 = 0;
+    Mat<dof, constraint_count> d0;
+    if (!gram_log_det(sys, q, [&](const Q& p) { return metric.inverse_times(p); }, log_det, d) ||
+        !gram_log_det(sys, q, [&](const Q& p) { return Q(sys.inverse_mass_times(p)); }, log_det0, d0))
+      return false;
+    difference = log_det - log_det0;
+    d -= d0;
+    return true;
+  }
+
   TETHER_HD Real potential(const Q& q) const {
     if constexpr (constraint_count == 0) {
       return sys.potential(q);
-    } else if (!correct_measure) {
-      return sys.potential(q);
     } else {
-      Real log_det = 0, log_det0 = 0;
+      Real difference = 0;
       Mat<dof, constraint_count> d;
-      if (!gram_log_det(sys, q, [&](const Q& p) { return metric.inverse_times(p); }, log_det, d) ||
-          !gram_log_det(sys, q, [&](const Q& p) { return Q(sys.inverse_mass_times(p)); }, log_det0, d))
-        return Real(NAN);
-      return sys.potential(q) + Real(0.5) * temperature * (log_det - log_det0);
+      if (!correct_measure) return sys.potential(q);
+      if (!measure_term(q, difference, d)) return Real(NAN);
+      return sys.potential(q) + Real(0.5) * temperature * difference;
     }
   }
   TETHER_HD Q potential_gradient(const Q& q) const {
@@ -200,11 +222,8 @@ struct MetricSystem {
     if constexpr (constraint_count > 0) {
       constexpr int k = constraint_count;
       Real unused = 0;
-      Mat<dof, k> d, d0;
-      if (!gram_log_det(sys, q, [&](const Q& p) { return metric.inverse_times(p); }, unused, d) ||
-          !gram_log_det(sys, q, [&](const Q& p) { return Q(sys.inverse_mass_times(p)); }, unused, d0))
-        return Q::Constant(Real(NAN));
-      d -= d0;
+      Mat<dof, k> d;
+      if (!measure_term(q, unused, d)) return Q::Constant(Real(NAN));
       // tr(G(x) d) = sum_i (G(x) d_i)_i; its gradient by central differences.
       const auto trace = [&](const Q& x) {
         Real t = 0;
@@ -233,12 +252,9 @@ struct MetricSystem {
     if constexpr (constraint_count == 0) {
       return Gram();
     } else {
+      Mat<dof, constraint_count> unused;
       Gram m;
-      for (int j = 0; j < constraint_count; ++j) {
-        Vec<constraint_count> e = Vec<constraint_count>::Zero();
-        e[j] = 1;
-        m.a.col(j) = sys.constraint_jacobian_times(qa, metric.inverse_times(Q(sys.constraint_transpose_times(qb, e))));
-      }
+      m.a = weighted_gram(sys, qa, qb, [&](const Q& p) { return metric.inverse_times(p); }, unused);
       return m;
     }
   }
@@ -314,7 +330,7 @@ TETHER_HD bool metric_end_window(MetricKind kind, const MetricLayout& l, Real* m
   bool ok = n > 1;
   for (int e = 0; e < v; ++e) a(e) *= shrink;
   for (int r = 0; r < N; ++r) a(kind == MetricKind::dense ? packed_index(r, r) : r) += ridge;
-  if (kind == MetricKind::dense) {  // Cholesky in place, packed
+  if (kind == MetricKind::dense) {  // Cholesky in place, packed (Cholesky<N>'s N x N copy would sit in a GPU thread)
     for (int c = 0; ok && c < N; ++c) {
       Real d = a(packed_index(c, c));
       for (int j = 0; j < c; ++j) d -= a(packed_index(c, j)) * a(packed_index(c, j));
@@ -354,32 +370,31 @@ struct MetricWindows {
     }
     return w;
   }
+  TETHER_HD std::int64_t last() const { return warmup - term - 1; }  // the last window's end
+  // The window after [start, end] of `size` iterations (Stan's compute_next_window).
+  TETHER_HD void next(std::int64_t& start, std::int64_t& end, std::int64_t& size) const {
+    start = end + 1;
+    size *= 2;
+    end += size;
+    if (end != last() && end + 2 * size >= warmup - term) end = last();
+  }
   // The window [start, end] iteration k falls in; false when k is in neither.
   TETHER_HD bool window_of(std::int64_t k, std::int64_t& start, std::int64_t& end) const {
-    const std::int64_t last = warmup - term - 1;
-    if (k < init || k > last) return false;
+    if (k < init || k > last()) return false;
     std::int64_t size = base;
     start = init;
     end = init + base - 1;
-    while (k > end && end < last) {  // Stan's compute_next_window, at the end of each window
-      start = end + 1;
-      size *= 2;
-      end += size;
-      if (end != last && end + 2 * size >= warmup - term) end = last;
-    }
+    while (k > end && end < last()) next(start, end, size);
     return true;
   }
   // Where step-size adaptation last restarted before iteration k: after the
   // last window that ended before k (Stan restarts dual averaging there), else 0.
   TETHER_HD std::int64_t restart_before(std::int64_t k) const {
-    const std::int64_t last = warmup - term - 1;
-    std::int64_t restart = 0, size = base, end = init + base - 1;
+    std::int64_t restart = 0, start = init, size = base, end = init + base - 1;
     while (base > 0 && end < k) {
       restart = end + 1;
-      if (end == last) break;
-      size *= 2;
-      end += size;
-      if (end != last && end + 2 * size >= warmup - term) end = last;
+      if (end == last()) break;
+      next(start, end, size);
     }
     return restart;
   }
