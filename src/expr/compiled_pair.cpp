@@ -162,6 +162,36 @@ const DeclaredPair* load(const fs::path& so, const fs::path& seal, std::string& 
 
 }  // namespace
 
+std::vector<std::string> declared_compile_flags(const std::string& host_path) {
+  const auto holds_tree = [](const fs::path& src, const fs::path& generated) {
+    return fs::exists(src / "engine" / "for_pair.hpp") && fs::exists(generated / "declared_toolchain.hpp");
+  };
+  std::vector<fs::path> tree;
+  // An installed tether: the headers installed beside it.
+  for (const char* relative : declared_toolchain::installed_trees) {
+    std::error_code ec;
+    const fs::path root = fs::weakly_canonical(fs::path(host_path).parent_path() / relative, ec);
+    if (!ec && holds_tree(root / "src", root / "generated")) {
+      tree = {root / "src", root / "include", root / "generated"};
+      break;
+    }
+  }
+  // A binary of the build folder, or a program linking its engine library: the build folder's.
+  const fs::path build = declared_toolchain::build_dir, sources = declared_toolchain::source_dir;
+  if (tree.empty() && holds_tree(sources / "src", build / "generated"))
+    tree = {sources / "src", sources / "include", build / "generated"};
+  if (tree.empty())
+    throw ConfigError(where, "a declared system is compiled against tether's headers, which are neither installed "
+                             "beside " + host_path + " (" + declared_toolchain::installed_trees[0] + " or " +
+                             declared_toolchain::installed_trees[1] + " from its folder) nor in the folders it was "
+                             "built from (" + sources.string() + ", " + build.string() + "): install tether again "
+                             "(cmake --install, or pip install .)");
+  std::vector<std::string> flags;
+  for (const fs::path& dir : tree) flags.push_back("-I" + dir.string());
+  for (const char* f : declared_toolchain::flags) flags.emplace_back(f);
+  return flags;
+}
+
 std::string declared_pair_source(const DeclaredSystem& d, int method) {
   const MethodInfo& m = method_infos().at(std::size_t(method));
   std::ostringstream o;
@@ -193,9 +223,11 @@ const DeclaredPair& declared_pair(const DeclaredSystem& d, int method) {
 
   const std::string source = declared_pair_source(d, method);
   std::string host_path;
+  const std::string host = host_identity(host_path);
+  const std::vector<std::string> flags = declared_compile_flags(host_path);
   std::string key = source + "\n// compiler: " + declared_toolchain::compiler;
-  for (const char* f : declared_toolchain::flags) key += std::string(" ") + f;
-  key += "\n// for: " + host_identity(host_path) + "\n";
+  for (const std::string& f : flags) key += " " + f;
+  key += "\n// for: " + host + "\n";
   if (const auto it = loaded.find(key); it != loaded.end()) return *it->second;
 
   // The library resolves the engine's symbols in the binary that loads it;
@@ -220,20 +252,13 @@ const DeclaredPair& declared_pair(const DeclaredSystem& d, int method) {
   fs::remove_all(entry, ec);
   fs::create_directories(entry, ec);
   if (ec) throw ConfigError(where, "cannot make " + entry.string() + ": " + ec.message());
-  if (!fs::exists(fs::path(declared_toolchain::build_dir) / "generated" / "declared_toolchain.hpp") ||
-      !fs::exists(fs::path(declared_toolchain::source_dir) / "src" / "engine" / "for_pair.hpp"))
-    throw ConfigError(where, std::string("a declared system is compiled against the sources and build folder tether "
-                                         "was built from, ") + declared_toolchain::source_dir + " and " +
-                                 declared_toolchain::build_dir + ", which are not here (an installed tether): run "
-                                 "the tether of a build folder (scripts/build.sh), or its Python package "
-                                 "(PYTHONPATH=build/python)");
   if (::access(declared_toolchain::compiler, X_OK) != 0)
     throw ConfigError(where, std::string("a declared system is compiled when first used, with ") +
                                  declared_toolchain::compiler + ", the compiler tether was built with, which is not "
                                  "here: install it (Debian: apt-get install g++) or rebuild tether");
   write_text(cpp, source);
   std::vector<std::string> args{declared_toolchain::compiler};
-  for (const char* f : declared_toolchain::flags) args.emplace_back(f);
+  for (const std::string& f : flags) args.push_back(f);
   const fs::path partial = entry / "pair.so.partial";
   args.insert(args.end(), {"-o", partial.string(), cpp.string()});
   const std::string what = d.builtin_type.empty() ? d.name : d.builtin_type;  // "Chain<5>": the size is the news

@@ -11,6 +11,7 @@
 // not load is rebuilt; runs that compile the same pair at once take turns on
 // the entry's lock, so it is compiled once.
 #include <string>
+#include <vector>
 
 #include "engine/pair_entry.hpp"
 #include "expr/declared_system.hpp"
@@ -31,5 +32,11 @@ const DeclaredPair& declared_pair(const DeclaredSystem& d, int method);
 
 // The source compiled for the pair (tests; `tether` keeps it beside the library).
 std::string declared_pair_source(const DeclaredSystem& d, int method);
+
+// The compiler's arguments but the output and the source, for the engine in
+// the binary at `host_path`: tether's headers are the copy installed beside
+// that binary (CMakeLists.txt, tether_install_compile_tree), else those of
+// the build folder it was built in. A ConfigError when there are neither.
+std::vector<std::string> declared_compile_flags(const std::string& host_path);
 
 }  // namespace tether

@@ -1,6 +1,8 @@
 # ctest's install_consumer: installs the build tree into a fresh prefix, then
 # configures, builds and runs tests/consumer against it, as another project
-# would. Called with -DBUILD_DIR, -DSOURCE_DIR, -DWORK_DIR.
+# would, and runs the installed tether command on a declared system, which
+# it must compile against the headers installed beside it, not the source
+# tree's. Called with -DBUILD_DIR, -DSOURCE_DIR, -DWORK_DIR.
 file(REMOVE_RECURSE "${WORK_DIR}")
 function(step)
   execute_process(COMMAND ${ARGN} RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE out)
@@ -15,3 +17,28 @@ step(${CMAKE_COMMAND} -S "${SOURCE_DIR}/tests/consumer" -B "${WORK_DIR}/build" -
 step(${CMAKE_COMMAND} --build "${WORK_DIR}/build" -j2)
 step("${WORK_DIR}/build/pendulum")
 step("${WORK_DIR}/build/run_config" "${SOURCE_DIR}/tests/consumer/small.json")
+set(_cache "${WORK_DIR}/cache")
+step(${CMAKE_COMMAND} -E env "TETHER_CACHE_DIR=${_cache}" "${WORK_DIR}/prefix/bin/tether" run
+     "${SOURCE_DIR}/tests/consumer/declared.json" --out "${WORK_DIR}/declared_run" --quiet)
+if(NOT EXISTS "${WORK_DIR}/declared_run/final.csv")
+  message(FATAL_ERROR "the installed tether wrote no final.csv for a declared system")
+endif()
+file(GLOB _keys "${_cache}/declared/*/key.txt")
+list(LENGTH _keys _count)
+if(NOT _count EQUAL 1)
+  message(FATAL_ERROR "the installed tether compiled ${_count} pairs for one declared system, not 1")
+endif()
+file(READ "${_keys}" _key)
+file(REAL_PATH "${WORK_DIR}/prefix" _prefix)
+foreach(_tree src include generated)
+  string(FIND "${_key}" " -I${_prefix}/share/tether/compile/${_tree} " _at)
+  if(_at EQUAL -1)
+    message(FATAL_ERROR "the installed tether did not compile against its installed ${_tree}/ headers:\n${_key}")
+  endif()
+endforeach()
+foreach(_tree "${SOURCE_DIR}/src" "${SOURCE_DIR}/include" "${BUILD_DIR}/generated")
+  string(FIND "${_key}" " -I${_tree} " _at)
+  if(NOT _at EQUAL -1)
+    message(FATAL_ERROR "the installed tether compiled against ${_tree}, the build's:\n${_key}")
+  endif()
+endforeach()

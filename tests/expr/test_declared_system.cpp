@@ -17,6 +17,7 @@
 #include <string>
 
 #include "declared_toolchain.hpp"
+#include "expr/compiled_pair.hpp"
 #include "expr/declared_pendulum.hpp"
 #include "expr/declared_system.hpp"
 #include "tether/engine/config_error.hpp"
@@ -256,16 +257,44 @@ int main() {
   return worst < 1e-12 ? 0 : 1;
 }
 )src";
-  std::string cmd = declared_toolchain::compiler;
-  for (const std::string f : declared_toolchain::flags)
-    if (f != "-shared") cmd += " '" + f + "'";
-  cmd += " " + (dir / "main.cpp").string() + " -o " + (dir / "main").string() +
-                          " >" + (dir / "compile.log").string() + " 2>&1 && " + (dir / "main").string() + " >" +
-                          (dir / "run.log").string() + " 2>&1";
-  const int rc = std::system(cmd.c_str());
+  // (A stream, not operator+: GCC 12 misreads string concatenations here, PR 105329.)
+  std::ostringstream cmd;
+  cmd << declared_toolchain::compiler;
+  for (const std::string& f : declared_compile_flags(fs::canonical("/proc/self/exe").string()))
+    if (f != "-shared") cmd << " '" << f << "'";
+  cmd << " " << (dir / "main.cpp").string() << " -o " << (dir / "main").string() << " >"
+      << (dir / "compile.log").string() << " 2>&1 && " << (dir / "main").string() << " >" << (dir / "run.log").string()
+      << " 2>&1";
+  const int rc = std::system(cmd.str().c_str());
   std::stringstream log;
   log << std::ifstream(dir / "compile.log").rdbuf() << std::ifstream(dir / "run.log").rdbuf();
   EXPECT_TRUE(rc != -1 && WIFEXITED(rc) && WEXITSTATUS(rc) == 0) << log.str() << "\n" << d.source("MyPendulum");
+  fs::remove_all(dir);
+}
+
+// An installed tether compiles against the headers installed beside it
+// (bin/../share/tether/compile, or compile/ beside the Python module), not
+// against the source tree; a binary with none beside it, against the build
+// folder's. (tests/consumer/check.cmake runs an installed one.)
+TEST(DeclaredSystem, APairCompilesAgainstTheHeadersInstalledBesideTheBinary) {
+  const fs::path dir = fs::temp_directory_path() / ("tether_installed_tree_" + std::to_string(::getpid()));
+  fs::remove_all(dir);
+  const fs::path root = dir / "share" / "tether" / "compile";
+  fs::create_directories(root / "src" / "engine");
+  fs::create_directories(root / "generated");
+  fs::create_directories(dir / "bin");
+  std::ofstream(root / "src" / "engine" / "for_pair.hpp") << "#pragma once\n";
+  std::ofstream(root / "generated" / "declared_toolchain.hpp") << "#pragma once\n";
+  const fs::path real = fs::canonical(root);
+  const std::vector<std::string> installed = declared_compile_flags((dir / "bin" / "tether").string());
+  ASSERT_GE(installed.size(), 3u);
+  EXPECT_EQ(installed[0], "-I" + (real / "src").string());
+  EXPECT_EQ(installed[1], "-I" + (real / "include").string());
+  EXPECT_EQ(installed[2], "-I" + (real / "generated").string());
+  const std::vector<std::string> built = declared_compile_flags((dir / "bin" / "elsewhere" / "tether").string());
+  ASSERT_GE(built.size(), 3u);
+  EXPECT_EQ(built[0], "-I" + (fs::path(declared_toolchain::source_dir) / "src").string());
+  EXPECT_EQ(built[2], "-I" + (fs::path(declared_toolchain::build_dir) / "generated").string());
   fs::remove_all(dir);
 }
 
