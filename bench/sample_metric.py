@@ -20,8 +20,9 @@ One run, the same chains, warm-up and seed for each variant:
 Reported: the bulk ESS of the slowest coordinate (summary.json's min_ess_bulk
 over x, y, z and V), steps per draw, ESS per step and per second, and ratios to
 `static` with the mass. Each step of either algorithm evaluates the gradient
-the same number of times (its two kicks and its reversibility check's two), so
-ESS per step is ESS per gradient evaluation. Exactness: one-sample
+about twice (its end kick's, the next step's first kick reusing it, and its
+reversibility check's; one more where a trajectory or subtree starts), so
+ESS per step is ESS per gradient evaluation, up to that common factor. Exactness: one-sample
 Kolmogorov-Smirnov tests of each variant's last draw per chain (independent
 draws) against the exact marginals of z and the azimuth.
 """

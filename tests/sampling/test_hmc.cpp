@@ -1026,6 +1026,75 @@ TEST(DynamicHmc, TheReversibilityCheckStopsATrajectoryThatIsNoInvolution) {
   EXPECT_EQ(found, 3);
 }
 
+// First same as last in the sampler (hmc_step): RATTLE's end force is the
+// next step's first, and the reversibility check's, so a step costs one
+// gradient instead of two, and the transitions are the same: bit for bit
+// where the compiler fuses no multiply-adds (TETHER_FMA=OFF, or a portable
+// build), to roundoff where it does, since it fuses the two code paths'
+// kicks differently.
+
+// A Fisher-Bingham density (whose gradient, unlike the pendulum's, moves
+// with q: a stale force would show), counting its gradients.
+struct CountingFisherBingham : FisherBingham {
+  int* evaluations = nullptr;
+  Vec<dof> potential_gradient(const Vec<dof>& q) const {
+    ++*evaluations;
+    return FisherBingham::potential_gradient(q);
+  }
+};
+
+// RATTLE whose steps do not carry their force: the sampler before.
+struct RattleWithoutCarry : Rattle {
+  static constexpr bool carries_force = false;
+};
+
+TEST(HmcForceCarry, TransitionsAreTheSameWithAGradientAStepSaved) {
+  int evaluations = 0;
+  Mat<3, 3> bingham = Mat<3, 3>::Zero();
+  bingham(2, 2) = 3;
+  CountingFisherBingham sys;
+  static_cast<FisherBingham&>(sys) = fisher_bingham(Vec3(0, 0, 1), 1.5, bingham);
+  sys.evaluations = &evaluations;
+  for (const bool dynamic : {false, true}) {
+    HmcControl ctl = control(1, 12, 5);
+    ctl.dynamic = dynamic;
+    ctl.max_depth = 6;
+    PhaseState<CountingFisherBingham> a = test::make_state<CountingFisherBingham>(Vec3(1, 0, 0), Vec3::Zero()), b = a;
+    long with = 0, without = 0, steps = 0, accepted = 0;
+    for (std::uint64_t k = 0; k < 60; ++k) {
+      evaluations = 0;
+      const HmcDraw d = transition(sys, Rattle{}, ctl, 0.15, 3, k, a);
+      with += evaluations;
+      evaluations = 0;
+      const HmcDraw e = transition(sys, RattleWithoutCarry{}, ctl, 0.15, 3, k, b);
+      without += evaluations;
+      const std::string where = "transition " + std::to_string(k) + (dynamic ? ", dynamic" : ", static");
+      ASSERT_EQ(d.outcome, e.outcome) << where;
+      ASSERT_EQ(d.steps, e.steps) << where;
+#ifdef TETHER_NO_FMA
+      const Real roundoff = 0;
+#else
+      const Real roundoff = 1e-13;
+#endif
+      ASSERT_LE(std::abs(d.energy - e.energy), roundoff) << where;
+      ASSERT_LE(max_abs(Vec3(a.q - b.q)), roundoff) << where;
+      ASSERT_LE(max_abs(Vec3(a.p - b.p)), roundoff) << where;
+      steps += d.steps;
+      accepted += d.outcome == HmcOutcome::accepted;
+    }
+    if (!dynamic) EXPECT_GT(accepted, 30);  // (a dynamic draw's outcome says how its trajectory ended)
+    EXPECT_GT(steps, 60 * 4) << (dynamic ? "dynamic" : "static");
+    // Each step and each check's step took two gradients; now one, and one
+    // more where a trajectory (static: L steps, then L back) or a subtree starts.
+    EXPECT_EQ(without, 4 * steps) << (dynamic ? "dynamic" : "static");
+    if (dynamic)
+      EXPECT_LE(with, 2 * steps + 60 * ctl.max_depth);
+    else
+      EXPECT_EQ(with, 2 * steps + 60);
+    EXPECT_GE(with, 2 * steps);
+  }
+}
+
 // closed_subtrees against the recursive tree it replaces: in a subtree of
 // 2^depth leaves grown leaf by leaf, the aligned subtrees of 2, 4, ... leaves
 // that end at leaf n start at leaves s; checkpoint k, written at the even

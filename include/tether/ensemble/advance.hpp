@@ -19,10 +19,6 @@ struct StepControl {
   NewtonOptions newton;
 };
 
-// Methods whose step can keep its end force for the next step (ForceCarry).
-template <class M>
-constexpr bool carries_force = requires { requires M::carries_force; };
-
 // Whether a failed step of M leaves the state as it was. Every method's does
 // but a composition's, whose substeps move the state in place: for those
 // advance_trajectory's replay restores the last good state.

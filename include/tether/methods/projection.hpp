@@ -145,6 +145,10 @@ struct ForceCarry {
   bool valid = false;
 };
 
+// Methods whose step can keep its end force for the next step (ForceCarry).
+template <class M>
+constexpr bool carries_force = requires { requires M::carries_force; };
+
 // grad V(q): the carried value when there is one; a carry without one is
 // given it.
 template <class System, class T>

@@ -92,13 +92,28 @@ struct HmcDraw {
   HmcOutcome outcome = HmcOutcome::accepted;
 };
 
+// One step of the stepper from s. On the host a method that can keeps its
+// end force in `carry` for the next step that starts at s.q (ForceCarry: one
+// gradient a step instead of two, the same states), which for a metric's
+// V_M is most of a step. A GPU thread does not: there the carry's registers
+// cost more than the gradient they save, as the run engine's cuda backend.
+template <class S, class Stepper>
+TETHER_HD Status hmc_step(const S& sys, const Stepper& stepper, PhaseState<S>& s, Real h, const NewtonOptions& opt,
+                          int& iterations, [[maybe_unused]] ForceCarry<S>& carry) {
+#if !defined(__CUDA_ARCH__)
+  if constexpr (carries_force<Stepper>) return stepper.step(sys, s, h, opt, iterations, &carry);
+#endif
+  return stepper.step(sys, s, h, opt, iterations);
+}
+
 // L steps of the stepper from s; false (s undefined) when a step fails.
+// `carry` holds grad V at s.q, or nothing; after the steps, at their end.
 template <class S, class Stepper>
 TETHER_HD bool hmc_integrate(const S& sys, const Stepper& stepper, PhaseState<S>& s, Real h, int steps,
-                             const NewtonOptions& opt) {
+                             const NewtonOptions& opt, ForceCarry<S>& carry) {
   for (int k = 0; k < steps; ++k) {
     int iterations = 0;
-    if (stepper.step(sys, s, h, opt, iterations) != Status::ok) return false;
+    if (hmc_step(sys, stepper, s, h, opt, iterations, carry) != Status::ok) return false;
   }
   return true;
 }
@@ -171,8 +186,9 @@ TETHER_HD HmcDraw hmc_transition(const S& sys, const Stepper& stepper, const Hmc
   bool ok = true;
   HmcOutcome why = HmcOutcome::newton;
   const int passes = ctl.check_reversibility ? 2 : 1;
+  ForceCarry<S> force;  // the backward pass starts where the forward one ended, at the same q
   for (int pass = 0; ok && pass < passes; ++pass) {
-    ok = hmc_integrate(sys, stepper, x, d.step_size, d.steps, ctl.newton);
+    ok = hmc_integrate(sys, stepper, x, d.step_size, d.steps, ctl.newton, force);
     if (ok && pass == 0) {
       energy1 = total_energy(sys, x.q, x.p);
       ok = is_finite(energy1);
@@ -334,6 +350,7 @@ TETHER_HD HmcDraw dynamic_transition(const S& sys, const Stepper& stepper, const
     x.p = dir * get(end_p);  // integrating backwards in time: forwards from the flipped momentum
     x.q_prev = x.q;
     const int leaves = 1 << depth;
+    ForceCarry<S> at_end;  // grad V at the growing end, x.q: each step's end is the next one's start
     Real sub_log_weight = -INFINITY, sub_energy = 0;
     bool dropped = false;
     for (int leaf = 0; leaf < leaves && !dropped; ++leaf) {
@@ -345,7 +362,7 @@ TETHER_HD HmcDraw dynamic_transition(const S& sys, const Stepper& stepper, const
       put(T::from_q, x.q);
       int iterations = 0;
       ++d.steps;
-      if (stepper.step(sys, x, d.step_size, ctl.newton, iterations) != Status::ok) {
+      if (hmc_step(sys, stepper, x, d.step_size, ctl.newton, iterations, at_end) != Status::ok) {
         d.outcome = HmcOutcome::newton;
         dropped = true;
         break;
@@ -355,7 +372,8 @@ TETHER_HD HmcDraw dynamic_transition(const S& sys, const Stepper& stepper, const
       if (ctl.check_reversibility) {
         x.p = -x.p;
         x.q_prev = x.q;
-        const bool back = stepper.step(sys, x, d.step_size, ctl.newton, iterations) == Status::ok &&
+        ForceCarry<S> at_check = at_end;  // the check starts where the step ended
+        const bool back = hmc_step(sys, stepper, x, d.step_size, ctl.newton, iterations, at_check) == Status::ok &&
                           max_abs(V(x.q - get(T::from_q))) <= ctl.reversibility_tolerance * sys.length_scale();
         if (!back) {
           d.outcome = HmcOutcome::reversibility;
