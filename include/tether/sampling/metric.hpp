@@ -159,18 +159,20 @@ TETHER_HD Mat<S::constraint_count, S::constraint_count> weighted_gram(const S& s
   return a;
 }
 
-// log det(G W G^T) at q, W = M^-1 given as a function, and W G^T (G W G^T)^-1
-// (n x k) into d; false when G W G^T is not positive definite.
+// log det(G W G^T) at q, W = M^-1 given as a function, and where d is not
+// null W G^T (G W G^T)^-1 (n x k) into *d (the force needs it, an energy
+// not); false when G W G^T is not positive definite.
 template <class S, class InverseMass>
 TETHER_HD bool gram_log_det(const S& sys, const Vec<S::dof>& q, const InverseMass& inverse_mass, Real& log_det,
-                            Mat<S::dof, S::constraint_count>& d) {
+                            Mat<S::dof, S::constraint_count>* d) {
   constexpr int n = S::dof, k = S::constraint_count;
   Mat<n, k> wgt;
   const Mat<k, k> a = weighted_gram(sys, q, q, inverse_mass, wgt);
   Cholesky<k> f;
   if (!f.factor(Mat<k, k>(Real(0.5) * (a + a.transpose())))) return false;
   log_det = f.log_det();
-  for (int r = 0; r < n; ++r) d.row(r) = f.solve(Vec<k>(wgt.row(r).transpose())).transpose();
+  if (d != nullptr)
+    for (int r = 0; r < n; ++r) d->row(r) = f.solve(Vec<k>(wgt.row(r).transpose())).transpose();
   return true;
 }
 
@@ -192,16 +194,17 @@ struct MetricSystem {
   bool correct_measure = true;
 
   // The term's two log-determinants at q: their difference, log det(G M^-1
-  // G^T) - log det(G M0^-1 G^T), and D (above); false where a Gram matrix
-  // is not positive definite.
-  TETHER_HD bool measure_term(const Q& q, Real& difference, Mat<dof, constraint_count>& d) const {
+  // G^T) - log det(G M0^-1 G^T), and where d is not null D (above); false
+  // where a Gram matrix is not positive definite.
+  TETHER_HD bool measure_term(const Q& q, Real& difference, Mat<dof, constraint_count>* d) const {
     Real log_det = 0, log_det0 = 0;
     Mat<dof, constraint_count> d0;
     if (!gram_log_det(sys, q, [&](const Q& p) { return metric.inverse_times(p); }, log_det, d) ||
-        !gram_log_det(sys, q, [&](const Q& p) { return Q(sys.inverse_mass_times(p)); }, log_det0, d0))
+        !gram_log_det(sys, q, [&](const Q& p) { return Q(sys.inverse_mass_times(p)); }, log_det0,
+                      d != nullptr ? &d0 : nullptr))
       return false;
     difference = log_det - log_det0;
-    d -= d0;
+    if (d != nullptr) *d -= d0;
     return true;
   }
 
@@ -209,10 +212,9 @@ struct MetricSystem {
     if constexpr (constraint_count == 0) {
       return sys.potential(q);
     } else {
-      Real difference = 0;
-      Mat<dof, constraint_count> d;
       if (!correct_measure) return sys.potential(q);
-      if (!measure_term(q, difference, d)) return Real(NAN);
+      Real difference = 0;
+      if (!measure_term(q, difference, nullptr)) return Real(NAN);
       return sys.potential(q) + Real(0.5) * temperature * difference;
     }
   }
@@ -223,7 +225,7 @@ struct MetricSystem {
       constexpr int k = constraint_count;
       Real unused = 0;
       Mat<dof, k> d;
-      if (!measure_term(q, unused, d)) return Q::Constant(Real(NAN));
+      if (!measure_term(q, unused, &d)) return Q::Constant(Real(NAN));
       // tr(G(x) d) = sum_i (G(x) d_i)_i; its gradient by central differences.
       const auto trace = [&](const Q& x) {
         Real t = 0;
