@@ -1,9 +1,7 @@
 #pragma once
 // Backends for sampling: each runs run_chain over a batch of chains.
-// cpu: all cores, the very code the GPU runs (in a tile where the pair
-// steps in tiles: host_run_chain); reference: serial, each step solved from
-// the method's residual (reference_backend.hpp); cuda: one thread per chain,
-// or a tile of threads.
+// cpu and reference: backends/host_chain.hpp; cuda: one thread per chain,
+// or a tile of threads (backends/cuda/sample.cuh).
 #include <memory>
 #include <vector>
 
@@ -64,26 +62,6 @@ class ChainRunner {
   virtual void run(HostChains& chains, const SamplePlan& plan) = 0;
   // Steps per call that take about a second (the first window; the next ones are timed).
   virtual double work_per_call() const = 0;
-};
-
-template <class S, class Stepper>
-class HostChainRunner final : public ChainRunner {
- public:
-  HostChainRunner(const S& sys, const Stepper& stepper, const HmcControl& ctl, bool parallel, double work)
-      : sys_(sys), stepper_(stepper), ctl_(ctl), parallel_(parallel), work_(work) {}
-  void run(HostChains& h, const SamplePlan& plan) override {
-    const SampleView v = h.view();
-#pragma omp parallel for schedule(dynamic, 16) if (parallel_ && v.count > 1)
-    for (std::int64_t i = 0; i < v.count; ++i) host_run_chain(sys_, stepper_, ctl_, plan, v, i);
-  }
-  double work_per_call() const override { return work_; }
-
- private:
-  S sys_;
-  Stepper stepper_;
-  HmcControl ctl_;
-  bool parallel_;
-  double work_;
 };
 
 }  // namespace tether

@@ -5,13 +5,13 @@
 #include <limits>
 #include <string>
 
+#include "backends/host_chain.hpp"
 #include "engine/initial_state_extern.hpp"
 #include "tether/engine/config.hpp"
 #include "tether/core/random.hpp"
 #include "tether/methods/projection.hpp"
 #include "tether/methods/rattle.hpp"
 #include "tether/methods/rattle_midpoint.hpp"
-#include "tether/sampling/hmc_tile.hpp"
 #include "tether/systems/generalized_hamiltonian.hpp"
 
 namespace tether {
@@ -125,7 +125,7 @@ Status canonical_state(const S& sys, const RunConfig& c, std::int64_t id, PhaseS
                        .draw_steps = &steps,
                        .draw_outcome = &outcome,
                        .draw_tree_depth = &tree_depth};
-    host_run_chain(sys, Rattle{}, ctl, plan, v, 0);  // as tether sample runs chain id
+    host_chain(sys, HostChainStepper<Rattle>{}, ctl, plan, v, 0);  // as tether sample runs chain id
     s.q = q;
     s.p = p;
     return Status::ok;

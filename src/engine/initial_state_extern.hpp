@@ -28,11 +28,25 @@ void check_initial_states(const S& sys, const RunConfig& c);
 template <class S>
 void check_temperature(const S& sys, Real kT, const std::string& path);
 
+// A host backend's chain (backends/host_chain.hpp), which for RATTLE the
+// canonical start runs too: compiled with the initial states, not again in
+// RATTLE's generated unit.
+struct Rattle;
+struct HmcControl;
+struct SamplePlan;
+struct SampleView;
+template <class M>
+struct HostChainStepper;
+template <class S, class M>
+void host_chain(const S& sys, const HostChainStepper<M>& stepper, const HmcControl& ctl, const SamplePlan& plan,
+                const SampleView& v, std::int64_t i);
+
 }  // namespace tether
 
 // Instantiated once per system (engine/check_system.cpp, EXTERN empty) and
 // declared extern in every generated method unit (EXTERN = extern), instead
-// of compiled again for each method that pairs with the system.
+// of compiled again for each method that pairs with the system; the RATTLE
+// chain instead of again in RATTLE's unit.
 #define TETHER_INITIAL_STATES(EXTERN, I)                                                               \
   EXTERN template ::tether::Status tether::initial_state<::tether::SystemAt<I>>(                       \
       const ::tether::SystemAt<I>&, const ::tether::RunConfig&, std::int64_t,                         \
@@ -40,4 +54,7 @@ void check_temperature(const S& sys, Real kT, const std::string& path);
   EXTERN template void tether::check_initial_states<::tether::SystemAt<I>>(                          \
       const ::tether::SystemAt<I>&, const ::tether::RunConfig&);                                      \
   EXTERN template void tether::check_temperature<::tether::SystemAt<I>>(                             \
-      const ::tether::SystemAt<I>&, ::tether::Real, const std::string&);
+      const ::tether::SystemAt<I>&, ::tether::Real, const std::string&);                              \
+  EXTERN template void tether::host_chain<::tether::SystemAt<I>, ::tether::Rattle>(                  \
+      const ::tether::SystemAt<I>&, const ::tether::HostChainStepper<::tether::Rattle>&,               \
+      const ::tether::HmcControl&, const ::tether::SamplePlan&, const ::tether::SampleView&, std::int64_t);

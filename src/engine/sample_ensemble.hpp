@@ -9,8 +9,7 @@
 #include <memory>
 #include <string>
 
-#include "backends/chain_runner.hpp"
-#include "backends/reference/reference_backend.hpp"
+#include "backends/host_chain.hpp"
 #include "engine/sample_tally.hpp"
 #include "engine/initial_state_extern.hpp"
 #include "tether/engine/sample.hpp"
@@ -28,10 +27,8 @@ constexpr double max_scratch_bytes = 1024.0 * 1024 * 1024;
 template <class S, class M>
 std::unique_ptr<ChainRunner> make_chain_runner(const std::string& backend, const S& sys, const M& method,
                                                const HmcControl& ctl) {
-  if (backend == "cpu") return std::make_unique<HostChainRunner<S, M>>(sys, method, ctl, true, 5e6);
-  if (backend == "reference")
-    return std::make_unique<HostChainRunner<S, ReferenceStepper<M>>>(sys, ReferenceStepper<M>{method}, ctl, false,
-                                                                     2e3);
+  if (backend == "cpu") return std::make_unique<HostChainRunner<S, M>>(sys, method, ctl, false);
+  if (backend == "reference") return std::make_unique<HostChainRunner<S, M>>(sys, method, ctl, true);
 #ifdef TETHER_HAVE_CUDA
   if (backend == "cuda") return make_cuda_chain_runner<S, M>(sys, method, ctl);
 #endif

@@ -703,7 +703,7 @@ TEST(CanonicalStart, IsTheDrawOfTetherSample) {
   }
 }
 
-// The same for a chain, whose sampler runs in a tile (host_run_chain) in
+// The same for a chain, whose sampler runs in a tile (host_chain) in
 // tether sample and in the canonical start alike.
 TEST(CanonicalStart, IsTheDrawOfTetherSampleForAChainInATile) {
   const std::string system = R"({"name": "chain", "parameters": {"beads": 8, "bend_stiffness": 20.0}})";

@@ -178,16 +178,4 @@ TETHER_HD TETHER_ONE_COPY void tile_run_chain(const S& sys, const M& method, con
   v.h_bar[i] = da.h_bar;
 }
 
-// The chain loop a host backend runs: in a tile (T = Real, one chain at a
-// time) where the pair steps in tiles, as a GPU does, else in one thread
-// (a dynamic trajectory or a metric other than the mass always: they have no
-// tile form yet).
-template <class S, class Stepper>
-void host_run_chain(const S& sys, const Stepper& stepper, const HmcControl& ctl, const SamplePlan& plan,
-                    const SampleView& v, std::int64_t i) {
-  if constexpr (runs_in_tile<S, Stepper>)
-    if (!ctl.dynamic && ctl.metric == MetricKind::mass) return tile_run_chain<S, Stepper, tile::Emulated<Real, S::tile_lanes>>(sys, stepper, ctl, plan, v, i);
-  run_chain(sys, stepper, ctl, plan, v, i);
-}
-
 }  // namespace tether

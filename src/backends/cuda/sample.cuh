@@ -68,7 +68,7 @@ class CudaChainRunner final : public ChainRunner {
         owned.push_back(d.tree);
       }
       constexpr int threads = 128;
-      // The cpu's chain loop too (host_run_chain).
+      // The cpu's chain loop too (host_chain).
       const bool in_tile = runs_in_tile<S, M> && !ctl_.dynamic && ctl_.metric == MetricKind::mass;
       if constexpr (runs_in_tile<S, M>) {
         static_assert(threads % S::tile_lanes == 0, "whole tiles per block");
