@@ -5,9 +5,10 @@
 // Both run host_chain, the step chosen at run time, so that a pair's sampler
 // (its transitions, trees and metric adaptation) is compiled once for the two
 // backends: as two types it was a quarter of RATTLE's generated unit twice.
-// The canonical start replays `tether sample`'s RATTLE chain through the same
-// function (engine/initial_state.hpp), which engine/check_system.cpp compiles
-// once per system for both (engine/initial_state_extern.hpp).
+// Its one-thread chain goes through a pointer to the step, so that it is
+// compiled once per system for all methods (ChainStep). The canonical start
+// replays `tether sample`'s RATTLE chain through the same functions
+// (engine/initial_state.hpp).
 #include <memory>
 
 #include "backends/chain_runner.hpp"
@@ -34,6 +35,55 @@ struct HostChainStepper {
   }
 };
 
+// A host chain's step through a pointer to a HostChainStepper: run_chain with
+// it (its transitions, trees and metric adaptation) depends on the system
+// alone, so it is compiled once per system (host_chain_of_system) for every
+// method that samples on it, not once per pair. A call per step costs nothing
+// measurable beside a step's solves. Every step is handed the carry; a method
+// that keeps no end force leaves it empty.
+template <class S>
+struct ChainStep {
+  using Plain = Status (*)(const void*, const S&, PhaseState<S>&, Real, const NewtonOptions&, int&, ForceCarry<S>*);
+  using Metric = Status (*)(const void*, const MetricSystem<S>&, PhaseState<MetricSystem<S>>&, Real,
+                            const NewtonOptions&, int&, ForceCarry<MetricSystem<S>>*);
+  const void* stepper;
+  Plain plain;
+  Metric metric;  // null for a method that takes no metric (the config refuses one)
+  static constexpr bool carries_force = true;
+  static constexpr bool takes_metric = true;
+
+  Status step(const S& sys, PhaseState<S>& s, Real h, const NewtonOptions& opt, int& iterations,
+              ForceCarry<S>* carry = nullptr) const {
+    return plain(stepper, sys, s, h, opt, iterations, carry);
+  }
+  Status step(const MetricSystem<S>& sys, PhaseState<MetricSystem<S>>& s, Real h, const NewtonOptions& opt,
+              int& iterations, ForceCarry<MetricSystem<S>>* carry = nullptr) const {
+    return metric(stepper, sys, s, h, opt, iterations, carry);
+  }
+};
+
+// HostChainStepper<M>'s step on system Sys, as ChainStep calls it.
+template <class M, class Sys>
+Status step_through(const void* stepper, const Sys& sys, PhaseState<Sys>& s, Real h, const NewtonOptions& opt,
+                    int& iterations, ForceCarry<Sys>* carry) {
+  return static_cast<const HostChainStepper<M>*>(stepper)->step(sys, s, h, opt, iterations, carry);
+}
+
+// The one-thread chain of every method on S (engine/check_system.cpp
+// compiles it for the registry's systems, declared extern elsewhere:
+// engine/initial_state_extern.hpp).
+template <class S>
+void host_chain_of_system(const S& sys, const ChainStep<S>& step, const HmcControl& ctl, const SamplePlan& plan,
+                          const SampleView& v, std::int64_t i) {
+  if constexpr (SamplerMethodFor<Rattle, S>) {  // every system any method samples on
+    if (ctl.metric != MetricKind::mass && step.metric == nullptr)
+      throw std::logic_error("this method cannot run a chain with a metric");
+    run_chain(sys, step, ctl, plan, v, i);
+  } else {
+    throw std::logic_error(std::string(S::name) + " has no Monte Carlo chain");
+  }
+}
+
 // Chain i of the batch v: in a tile (T = Real, one chain at a time) where the
 // pair steps in tiles and the chain has the mass for metric and a static
 // trajectory, else in one thread (a dynamic trajectory or another metric
@@ -45,7 +95,9 @@ void host_chain(const S& sys, const HostChainStepper<M>& stepper, const HmcContr
     if constexpr (runs_in_tile<S, M>)
       if (!stepper.reference && !ctl.dynamic && ctl.metric == MetricKind::mass)
         return tile_run_chain<S, M, tile::Emulated<Real, S::tile_lanes>>(sys, stepper.method, ctl, plan, v, i);
-    run_chain(sys, stepper, ctl, plan, v, i);
+    typename ChainStep<S>::Metric metric = nullptr;
+    if constexpr (takes_metric<HostChainStepper<M>>) metric = &step_through<M, MetricSystem<S>>;
+    host_chain_of_system(sys, ChainStep<S>{&stepper, &step_through<M, S>, metric}, ctl, plan, v, i);
   } else {
     throw std::logic_error(std::string(M::name) + " cannot run a Monte Carlo chain on " + S::name);
   }

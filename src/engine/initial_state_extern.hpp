@@ -28,25 +28,30 @@ void check_initial_states(const S& sys, const RunConfig& c);
 template <class S>
 void check_temperature(const S& sys, Real kT, const std::string& path);
 
-// A host backend's chain (backends/host_chain.hpp), which for RATTLE the
-// canonical start runs too: compiled with the initial states, not again in
-// RATTLE's generated unit.
+// A host backend's chain (backends/host_chain.hpp): the one-thread chain of
+// every method on a system, and RATTLE's, which the canonical start runs too,
+// compiled with the initial states and not again in the generated units.
 struct Rattle;
 struct HmcControl;
 struct SamplePlan;
 struct SampleView;
 template <class M>
 struct HostChainStepper;
+template <class S>
+struct ChainStep;
 template <class S, class M>
 void host_chain(const S& sys, const HostChainStepper<M>& stepper, const HmcControl& ctl, const SamplePlan& plan,
                 const SampleView& v, std::int64_t i);
+template <class S>
+void host_chain_of_system(const S& sys, const ChainStep<S>& step, const HmcControl& ctl, const SamplePlan& plan,
+                          const SampleView& v, std::int64_t i);
 
 }  // namespace tether
 
 // Instantiated once per system (engine/check_system.cpp, EXTERN empty) and
 // declared extern in every generated method unit (EXTERN = extern), instead
-// of compiled again for each method that pairs with the system; the RATTLE
-// chain instead of again in RATTLE's unit.
+// of compiled again for each method that pairs with the system (the chains:
+// again for each method that samples on it).
 #define TETHER_INITIAL_STATES(EXTERN, I)                                                               \
   EXTERN template ::tether::Status tether::initial_state<::tether::SystemAt<I>>(                       \
       const ::tether::SystemAt<I>&, const ::tether::RunConfig&, std::int64_t,                         \
@@ -57,4 +62,7 @@ void host_chain(const S& sys, const HostChainStepper<M>& stepper, const HmcContr
       const ::tether::SystemAt<I>&, ::tether::Real, const std::string&);                              \
   EXTERN template void tether::host_chain<::tether::SystemAt<I>, ::tether::Rattle>(                  \
       const ::tether::SystemAt<I>&, const ::tether::HostChainStepper<::tether::Rattle>&,               \
+      const ::tether::HmcControl&, const ::tether::SamplePlan&, const ::tether::SampleView&, std::int64_t); \
+  EXTERN template void tether::host_chain_of_system<::tether::SystemAt<I>>(                           \
+      const ::tether::SystemAt<I>&, const ::tether::ChainStep<::tether::SystemAt<I>>&,                 \
       const ::tether::HmcControl&, const ::tether::SamplePlan&, const ::tether::SampleView&, std::int64_t);

@@ -55,11 +55,13 @@ TETHER_HD constexpr int metric_values(MetricKind kind, int dof) {
 }
 TETHER_HD constexpr int packed_index(int r, int c) { return r * (r + 1) / 2 + c; }  // L(r, c), c <= r
 
-// Only RATTLE runs with a metric (see above); its reference form too.
+// Only RATTLE runs with a metric (see above); its reference form too, and a
+// stepper that says it may (a host chain's step through a pointer, whose
+// metric step is RATTLE's).
 template <class Stepper>
 constexpr bool takes_metric = std::is_same_v<Stepper, Rattle> || requires(const Stepper& s) {
   { s.method } -> std::convertible_to<const Rattle&>;
-};
+} || requires { requires Stepper::takes_metric; };
 
 // One chain's metric: value e at values[e * stride] (SampleView's layout).
 struct ChainMetric {
