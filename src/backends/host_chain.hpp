@@ -2,14 +2,14 @@
 // The chains of the host backends: cpu (all cores, the step code the GPU
 // runs, in a tile where the pair steps in tiles, as a GPU does) and reference
 // (serial, each step solved from the method's residual: ReferenceStepper).
-// Both run host_chain, the step chosen at run time, so that a pair's sampler
-// (its transitions, trees and metric adaptation) is compiled once for the two
-// backends: as two types it was a quarter of RATTLE's generated unit twice.
-// Its one-thread chain goes through a pointer to the step, so that it is
-// compiled once per system for all methods (ChainStep). The canonical start
+// Both run host_chain, the step chosen at run time, and its one-thread chain
+// calls the step through a pointer (ChainStep): the sampler's transitions,
+// trees and metric adaptation are compiled once per system, for every method
+// and both backends, not once per pair and backend. The canonical start
 // replays `tether sample`'s RATTLE chain through the same functions
 // (engine/initial_state.hpp).
-#include <memory>
+#include <stdexcept>
+#include <string>
 
 #include "backends/chain_runner.hpp"
 #include "backends/reference/reference_backend.hpp"
@@ -51,6 +51,7 @@ struct ChainStep {
   Metric metric;  // null for a method that takes no metric (the config refuses one)
   static constexpr bool carries_force = true;
   static constexpr bool takes_metric = true;
+  // (A step without a carry is hmc_step's GPU branch, never taken here.)
 
   Status step(const S& sys, PhaseState<S>& s, Real h, const NewtonOptions& opt, int& iterations,
               ForceCarry<S>* carry = nullptr) const {
@@ -92,6 +93,7 @@ template <class S, class M>
 void host_chain(const S& sys, const HostChainStepper<M>& stepper, const HmcControl& ctl, const SamplePlan& plan,
                 const SampleView& v, std::int64_t i) {
   if constexpr (SamplerMethodFor<M, S>) {
+    static_assert(SamplerMethodFor<Rattle, S>, "host_chain_of_system<S> runs every method that samples on S");
     if constexpr (runs_in_tile<S, M>)
       if (!stepper.reference && !ctl.dynamic && ctl.metric == MetricKind::mass)
         return tile_run_chain<S, M, tile::Emulated<Real, S::tile_lanes>>(sys, stepper.method, ctl, plan, v, i);
