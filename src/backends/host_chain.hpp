@@ -22,10 +22,9 @@ template <class M>
 struct HostChainStepper {
   M method;
   bool reference = false;
-  // hmc_step hands the method's own step a carry for its end force; a
-  // reference step leaves it as it is, empty.
-  static constexpr bool carries_force = tether::carries_force<M>;
 
+  // The carry goes to a method that keeps its end force; a reference step
+  // leaves it as it is, empty.
   template <class S>
   Status step(const S& sys, PhaseState<S>& s, Real h, const NewtonOptions& opt, int& iterations,
               [[maybe_unused]] ForceCarry<S>* carry = nullptr) const {
