@@ -7,8 +7,8 @@ they spell out, on the cpu backend, in one run.
 
 Cases: the spherical pendulum (10^5 trajectories, dt 0.01, 1000 steps) and the united-atom
 chain of configs/chain16.json with 8 beads (10^4 trajectories, dt 0.002, 1000 steps: bonds
-held, bending and Ryckaert-Bellemans torsion, written out bond by bond as chain.hpp computes
-them), RATTLE, Newton tolerance 1e-13, the same "around" start for both (a declared system
+held, bending and Ryckaert-Bellemans torsion, declared once for any size as chain.hpp computes
+them, configs/bead_chain.json), RATTLE, Newton tolerance 1e-13, the same "around" start for both (a declared system
 has no thermal sampler). For each: trajectory-steps per second of both (their own
 integration_seconds, best of --repeats interleaved runs) and the ratio; the largest
 difference of their final q and p; the first-use compile (wall seconds of a tiny run with an
@@ -44,35 +44,19 @@ def builtin_pendulum():
 
 
 def declared_chain(beads, p):
-    """tether's chain (include/tether/systems/chain.hpp) as expressions: bonds d_i = r_{i+1} - r_i,
-    g_i = (|d_i|^2 - b^2) / (2b), k/2 (cos theta - cos theta0)^2 with cos theta = -d_i.d_{i+1} /
-    (|d_i||d_{i+1}|), and sum_n c_n cos^n psi with cos psi = -cos phi, cos phi = n1.n2 / (|n1||n2|)."""
-    coords = [f"{a}{i}" for i in range(beads) for a in "xyz"]
-    d = {}
-    for i in range(beads - 1):
-        for a in "xyz":
-            d[f"d{a}{i}"] = f"{a}{i + 1} - {a}{i}"
-    for i in range(beads - 2):  # bending
-        dot = " + ".join(f"d{a}{i}*d{a}{i + 1}" for a in "xyz")
-        d[f"cb{i}"] = f"-({dot}) / sqrt((dx{i}^2 + dy{i}^2 + dz{i}^2) * (dx{i + 1}^2 + dy{i + 1}^2 + dz{i + 1}^2))"
-    for i in range(beads - 3):  # torsion: n1 = d_i x d_{i+1}, n2 = d_{i+1} x d_{i+2}
-        for j, (u, v) in enumerate([(i, i + 1), (i + 1, i + 2)]):
-            d[f"n{j}x{i}"] = f"dy{u}*dz{v} - dz{u}*dy{v}"
-            d[f"n{j}y{i}"] = f"dz{u}*dx{v} - dx{u}*dz{v}"
-            d[f"n{j}z{i}"] = f"dx{u}*dy{v} - dy{u}*dx{v}"
-        dot = " + ".join(f"n0{a}{i}*n1{a}{i}" for a in "xyz")
-        d[f"cp{i}"] = (f"-({dot}) / sqrt((n0x{i}^2 + n0y{i}^2 + n0z{i}^2) * (n1x{i}^2 + n1y{i}^2 + n1z{i}^2))")
-    c = p["torsion"]
-    bend = " + ".join(f"(cb{i} - c0)^2" for i in range(beads - 2))
-    torsion = " + ".join(" + ".join(f"t{n} * cp{i}^{n}" if n else "t0" for n in range(6)) for i in range(beads - 3))
-    params = {"k": p["bend_stiffness"], "c0": math.cos(math.radians(p["bend_angle_degrees"])), "b": p["bond_length"]}
-    params.update({f"t{n}": c[n] for n in range(6)})
-    energy_scale = (beads - 2) * p["bend_stiffness"] + (beads - 3) * sum(abs(x) for x in c)
-    return {"declare": {
-        "name": f"declared_chain{beads}", "coordinates": coords, "mass": p["mass"], "parameters": params,
-        "definitions": d, "potential": f"k / 2 * ({bend}) + {torsion}",
-        "constraints": [f"(dx{i}^2 + dy{i}^2 + dz{i}^2 - b^2) / (2 * b)" for i in range(beads - 1)],
-        "length_scale": "b", "energy_scale": repr(energy_scale)}}
+    """tether's chain (include/tether/systems/chain.hpp) as configs/bead_chain.json declares it, once for
+    any size: bonds d_i = r_{i+1} - r_i, g_i = (|d_i|^2 - b^2) / (2b), k/2 (cos theta - cos theta0)^2 with
+    cos theta = -d_i.d_{i+1} / (|d_i||d_{i+1}|), and sum_n c_n cos^n psi with cos psi = -cos phi,
+    cos phi = n_i.n_{i+1} / (|n_i||n_{i+1}|), n_i = d_i x d_{i+1}; here with `beads` beads and the chain's
+    parameters `p`, set as `system.parameters` (no compile for them), without the pulling force."""
+    with open(os.path.join(ROOT, "configs", "bead_chain.json")) as f:
+        declaration = json.load(f)["system"]["declare"]
+    declaration["sizes"]["N"] = beads
+    declaration["mass"] = p["mass"]
+    return {"declare": declaration,
+            "parameters": {"b": p["bond_length"], "k": p["bend_stiffness"], "f": 0.0,
+                           "c0": math.cos(math.radians(p["bend_angle_degrees"])),
+                           **{f"t{n}": c for n, c in enumerate(p["torsion"])}}}
 
 
 def zigzag(beads, p):

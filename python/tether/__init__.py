@@ -58,11 +58,14 @@ class System:
     Holonomic: `coordinates` (or `dof`), `mass`, `potential`, `constraints`, `length_scale`,
     `energy_scale`; index-1 sub-Riemannian: `frame` (the vector fields X_i(q), each a list of
     components) and `potential`. `parameters` maps names to default values; `definitions` names
-    intermediate expressions. The engine parses, checks and differentiates them, as it does a JSON
-    config's: a mistake raises ConfigError naming the field and the position in its expression."""
+    intermediate expressions. Repeated structure is written once as in a config: `sizes` names
+    whole numbers, a list item ``{"for": "i = 1..N", "each": ...}`` repeats, names take indices
+    (``x[i]``, or SymPy's ``IndexedBase``) and ``sum(i = 1..N, ...)`` (or SymPy's ``Sum``) sums.
+    The engine parses, checks and differentiates them, as it does a JSON config's: a mistake
+    raises ConfigError naming the field and the position in its expression."""
 
-    _FIELDS = ("coordinates", "dof", "mass", "parameters", "definitions", "potential", "constraints",
-               "frame", "length_scale", "energy_scale")
+    _FIELDS = ("sizes", "coordinates", "dof", "mass", "parameters", "definitions", "potential",
+               "constraints", "frame", "length_scale", "energy_scale")
 
     def __init__(self, name: str, **fields: Any):
         unknown = set(fields) - set(self._FIELDS)
@@ -101,6 +104,11 @@ def _expression(value: Any) -> Any:
         def _print_NumberSymbol(self, e):  # pi, E, ...: their value
             return repr(float(e))
 
+        def _print_Sum(self, e):  # SymPy's first limit is the innermost; the grammar's the outermost
+            ranges = ", ".join(f"{self._print(i)} = {self._print(a)}..{self._print(b)}"
+                               for i, a, b in reversed(e.limits))
+            return f"sum({ranges}, {self._print(e.function)})"
+
         _print_Exp1 = _print_Pi = _print_NumberSymbol
 
     return Grammar().doprint(sympy.sympify(value))
@@ -110,22 +118,32 @@ def _name(value: Any) -> str:
     return value if isinstance(value, str) else str(value)
 
 
+def _items(value: Any, one: Any) -> list:
+    """A list of a System's field, each item converted by `one`, and the items of a repeated one,
+    ``{"for": ..., "each": item or [items]}``."""
+    def item(x):
+        return [one(y) for y in x] if isinstance(x, list) else one(x)
+    return [{k: (item(v) if k == "each" else v) for k, v in x.items()} if isinstance(x, dict) and "for" in x
+            else one(x) for x in value]
+
+
 def _declared(key: str, value: Any) -> Any:
     """One field of a System as JSON: names as strings, expressions as text of the grammar."""
     if key == "coordinates":
-        return [_name(c) for c in value]
+        return _items(value, _name)
     if key == "parameters":  # SymPy numbers as floats; anything else as given, for the engine to check
         return {_name(k): v if isinstance(v, (int, float, np.generic, str)) or not hasattr(v, "is_number")
                 else float(v) for k, v in value.items()}
     if key == "definitions":
-        return {_name(k): _expression(v) for k, v in value.items()}
+        return {_name(k): ({**v, "each": _expression(v["each"])} if isinstance(v, dict) and "each" in v
+                           else _expression(v)) for k, v in value.items()}
     if key == "constraints":
-        return [_expression(g) for g in value]
+        return _items(value, _expression)
     if key == "frame":
-        return [[_expression(c) for c in field] for field in value]
+        return _items(value, lambda field: _items(field, _expression) if isinstance(field, list) else field)
     if key in ("potential", "length_scale", "energy_scale"):
         return _expression(value)
-    return value  # dof, mass
+    return value  # sizes, dof, mass
 
 
 def _error(path: str, message: str) -> ConfigError:

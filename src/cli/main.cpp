@@ -685,7 +685,8 @@ void do_list(bool as_json) {
     for (const auto& f : tether::declared_functions()) functions += (functions.empty() ? "" : ", ") + f;
     std::printf("  %-22s yours, compiled when first used (README, \"Your own system\"): expressions of numbers, "
                 "parameters, + - * / ^ and %s; holonomic: coordinates, mass, V(q), g(q) (%s); nonholonomic: a frame "
-                "X_i(q) and V(q), H = 1/2 sum <p, X_i>^2 + V (%s)\n",
+                "X_i(q) and V(q), H = 1/2 sum <p, X_i>^2 + V (%s); repeated structure written once: sizes, "
+                "{\"for\": \"i = 1..N\", \"each\": ...} items, indexed names x[i] and sum(i = 1..N, ...)\n",
                 "system.declare", functions.c_str(), methods_of(tether::Family::holonomic).c_str(),
                 methods_of(tether::Family::nonholonomic).c_str());
   }

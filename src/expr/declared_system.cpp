@@ -11,6 +11,7 @@
 #include <set>
 #include <sstream>
 
+#include "expr/repeated.hpp"
 #include "registry/parameter_io.hpp"
 #include "tether/engine/config_error.hpp"
 
@@ -132,7 +133,7 @@ GiNaC::ex parse(const nlohmann::json& j, const std::string& path, const Names& n
     return GiNaC::ex(x);
   }
   const std::string text = j.get<std::string>();
-  if (text.size() > 100000) throw ConfigError(path, "is longer than 100000 characters");
+  if (text.size() > (std::size_t(64) << 20)) throw ConfigError(path, "is longer than 64 MiB");  // written out (expr/repeated.cpp)
   if (text.find_first_not_of(" \t\n\r") == std::string::npos) throw ConfigError(path, "is empty");
   check_tokens(text, names, path);
   try {
@@ -294,18 +295,17 @@ bool is_function(const std::string& name) {
   return std::find(declared_functions().begin(), declared_functions().end(), name) != declared_functions().end();
 }
 
-}  // namespace
-
-DeclaredSystem parse_declared_system(const nlohmann::json& j, const std::string& path) {
+// A declaration without repeated structure (expr/repeated.hpp has written it out).
+DeclaredSystem parse_plain(const nlohmann::json& j, const std::string& path) {
   if (!j.is_object()) throw ConfigError(path, "must be an object");
   const auto key = [&](const std::string& k) { return path + "." + k; };
   static const std::set<std::string> known = {"name",        "coordinates", "dof",          "mass",        "parameters",
                                               "definitions", "potential",   "constraints", "length_scale", "energy_scale",
                                               "frame"};
   for (const auto& [k, v] : j.items())
-    if (!known.count(k)) throw ConfigError(key(k), "unknown key (known: name, coordinates or dof, mass, parameters, "
-                                                   "definitions, potential, constraints, length_scale, energy_scale, "
-                                                   "frame)");
+    if (!known.count(k)) throw ConfigError(key(k), "unknown key (known: name, sizes, coordinates or dof, mass, "
+                                                   "parameters, definitions, potential, constraints, length_scale, "
+                                                   "energy_scale, frame)");
   // A frame declares an index-1 sub-Riemannian system, H = 1/2 sum <p, X_i(q)>^2 + V(q) (LJM12 §6.2):
   // no constraints, no mass matrix and no scales (its relative errors are against its own energy).
   const bool framed = j.contains("frame");
@@ -536,6 +536,17 @@ DeclaredSystem parse_declared_system(const nlohmann::json& j, const std::string&
   return d;
 }
 
+}  // namespace
+
+DeclaredSystem parse_declared_system(const nlohmann::json& j, const std::string& path) {
+  const ExpandedDeclaration plain = expand_repeated(j, path);
+  try {
+    return parse_plain(plain.declaration, path);
+  } catch (const ConfigError& e) {
+    throw plain.as_written(e);
+  }
+}
+
 std::shared_ptr<const DeclaredSystem> declare_system(const Node& declare) {
   return std::make_shared<const DeclaredSystem>(parse_declared_system(declare.json(), declare.path()));
 }
@@ -654,10 +665,8 @@ std::string DeclaredSystem::source(const std::string& type_name) const {
     o << "    g[" << e << "] = T(" << body(s.jacobian[entries[e].first][entries[e].second]) << ");\n";
   o << "  }\n  template <class X>\n  TETHER_HD Mat<" << K << ", " << N
     << ", typename X::Scalar> jacobian(const Eigen::MatrixBase<X>& q) const {\n" << scalar << "    T g[" << NNZ
-    << "];\n    jacobian_nonzeros(q, g);\n    Mat<" << K << ", " << N << ", T> G;\n";
-  for (std::size_t i = 0; i < k; ++i)
-    for (std::size_t c = 0; c < n; ++c)
-      o << "    G(" << i << ", " << c << ") = " << (nonzero(i, c) ? g("g", i, c) : "T(0.0)") << ";\n";
+    << "];\n    jacobian_nonzeros(q, g);\n    Mat<" << K << ", " << N << ", T> G;\n    G.setConstant(T(0.0));\n";
+  for (const auto& [i, c] : entries) o << "    G(" << i << ", " << c << ") = " << g("g", i, c) << ";\n";
   o << "    return G;\n  }\n";
   const auto sum = [](const std::vector<std::string>& terms) {
     if (terms.empty()) return std::string("T(0.0)");

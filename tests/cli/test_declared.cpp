@@ -152,6 +152,26 @@ TEST_F(Declared, TheRigidWaterOfTheExampleKeepsItsDistancesOnEveryBackend) {
   EXPECT_LT(max_difference(read_file(dir_ / "cpu" / "final.csv"), read_file(dir_ / "reference" / "final.csv")), 1e-10);
 }
 
+// configs/bead_chain.json, a chain declared once for any number of beads
+// (sizes, ranges, indexed names and sums written out), pulled at its ends:
+// its bonds held on both backends, which agree.
+TEST_F(Declared, TheBeadChainOfTheExampleKeepsItsBondsOnEveryBackend) {
+  json c = json::parse(read_file(fs::path(TETHER_SOURCE_DIR) / "configs" / "bead_chain.json"));
+  c["method"]["steps"] = 300;
+  c["ensemble"]["size"] = 8;
+  for (const std::string backend : {"cpu", "reference"}) {
+    c["backend"] = backend;
+    const Cli r = run(write("bead_chain.json", c), dir_ / backend);
+    ASSERT_EQ(r.code, 0) << r.err;
+    const json s = json::parse(read_file(dir_ / backend / "summary.json"));
+    EXPECT_EQ(s["system"], "bead_chain");
+    EXPECT_EQ(s["failed_trajectories"], 0);
+    EXPECT_LT(s["max_constraint_violation"].get<double>(), 1e-12) << backend;
+    EXPECT_LT(s["max_relative_energy_error"].get<double>(), 1e-4) << backend;
+  }
+  EXPECT_LT(max_difference(read_file(dir_ / "cpu" / "final.csv"), read_file(dir_ / "reference" / "final.csv")), 1e-10);
+}
+
 // configs/five_bar.json, a closed-loop planar linkage (four rods between two
 // ground pivots, two degrees of freedom): RATTLE is symmetric, so running
 // the final states back with p flipped returns to the start (to Newton's
@@ -319,6 +339,11 @@ TEST_F(Declared, BadDeclarationsAreRefusedBeforeAnythingIsCompiledOrWritten) {
        [](json& c) { c["system"]["declare"]["potential"] = "z); system(\"touch /tmp/tether_pwned\"); (z"; },
        "system.declare.potential"},
       {"code in a name", [](json& c) { c["system"]["declare"]["name"] = "x\"; int main(){}"; }, "system.declare.name"},
+      {"an index of a name without one", [](json& c) { c["system"]["declare"]["potential"] = "m * g * sum(i = 1..3, z[i])"; },
+       "system.declare.potential: indexes \"z\" at position 23"},
+      {"code in a range",
+       [](json& c) { c["system"]["declare"]["potential"] = "sum(i = 1..system(\"touch /tmp/tether_pwned\"), z)"; },
+       "system.declare.potential: has \"system\" in an index"},
       {"an unknown parameter", [](json& c) { c["system"]["parameters"] = {{"h", 1}}; }, "system.parameters.h"},
       {"a name and a declaration", [](json& c) { c["system"]["name"] = "spherical_pendulum"; }, "system.name"},
       {"a thermal start", [](json& c) { c["ensemble"]["initial"] = {{"sampler", "thermal"}, {"temperature", 1}}; },

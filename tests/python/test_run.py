@@ -121,6 +121,30 @@ def test_a_system_written_with_sympy_is_the_declared_one(capfd):
     assert stronger.attrs["system"] == "water" and not np.array_equal(stronger.q, expected.q)
 
 
+def test_sympy_sums_and_indexed_names_print_as_the_grammar_repeats():
+    """SymPy's IndexedBase and Sum (its first limit innermost) become the grammar's x[i] and
+    sum(i = ..., j = ..., ...) (outermost first); repeated items pass through; and the engine reads
+    the result as a config's, refusing an index past the last at its field."""
+    sympy = pytest.importorskip("sympy")
+    N, k = sympy.symbols("N k")
+    i, j = sympy.symbols("i j", integer=True)
+    x, d = sympy.IndexedBase("x"), sympy.IndexedBase("d")
+    springs = dict(sizes={"N": 4}, coordinates=[{"for": "i = 1..N", "each": [x[i]]}], parameters={k: 2.0},
+                   definitions={d[i]: {"for": "i = 1..N-1", "each": x[i + 1] - x[i]}},
+                   potential=sympy.Sum(d[i] ** 2, (i, 1, N - 1)) + sympy.Sum(x[i] * x[j], (j, i + 1, N), (i, 1, N)),
+                   constraints=[x[1]])
+    assert tether.System("springs", **springs).declaration == {
+        "name": "springs", "sizes": {"N": 4}, "coordinates": [{"for": "i = 1..N", "each": ["x[i]"]}],
+        "parameters": {"k": 2.0}, "definitions": {"d[i]": {"for": "i = 1..N-1", "each": "x[i + 1] - x[i]"}},
+        "potential": "sum(i = 1..N - 1, (d[i])^(2)) + sum(i = 1..N, j = i + 1..N, x[i]*x[j])",
+        "constraints": ["x[1]"]}
+    springs["constraints"] = [x[N + 1]]
+    with pytest.raises(tether.ConfigError, match=r"names x\[5\] at position 1, which is not declared") as e:
+        tether.validate({"system": tether.System("springs", **springs), "method": {"name": "rattle", "dt": 0.01, "steps": 1},
+                         "ensemble": {"size": 1, "initial": {"sampler": "around", "q": [0] * 4, "p": [0] * 4}}})
+    assert e.value.path == "system.declare.constraints[0]"
+
+
 def test_a_sympy_expression_outside_the_grammar_is_refused_at_its_field():
     sympy = pytest.importorskip("sympy")
     x, y = sympy.symbols("x y")
@@ -132,9 +156,10 @@ def test_a_sympy_expression_outside_the_grammar_is_refused_at_its_field():
 
 
 def test_a_declared_chain_is_the_built_in_chain():
-    """The chain of configs/chain16.json with 8 beads, written out as expressions bond by bond
-    (bench/declared_peers.py): the same trajectories as the built-in chain to roundoff, through the
-    declaration's reverse-mode gradient and its tridiagonal Gram matrix solved in lanes."""
+    """The chain of configs/chain16.json with 8 beads, declared as configs/bead_chain.json declares
+    it for any size (bench/declared_peers.py): the same trajectories as the built-in chain to
+    roundoff, through the declaration written out, its reverse-mode gradient and its tridiagonal
+    Gram matrix solved in lanes."""
     sys.path.insert(0, str(SOURCE / "bench"))
     from declared_peers import declared_chain, zigzag
     parameters = json.loads((SOURCE / "configs" / "chain16.json").read_text())["system"]["parameters"]
