@@ -15,6 +15,7 @@
 #include <Eigen/Core>
 #include <cmath>
 
+#include "tether/core/hd.hpp"
 #include "tether/core/status.hpp"
 #include "tether/core/types.hpp"
 
@@ -104,20 +105,22 @@ LaneMask<W> operator!(const LaneMask<W>& a) {
   return LaneMask<W>::of(a.m == 0);
 }
 
+// One vector instruction where math errno is off (declared systems' units):
+// inlined, or it is a call (through the PLT in a shared library) per use.
 template <int W>
-Lanes<W> sqrt(const Lanes<W>& a) {
+TETHER_LANE_OP Lanes<W> sqrt(const Lanes<W>& a) {
   Lanes<W> r;
   for (int l = 0; l < W; ++l) r.v[l] = __builtin_sqrt(a.v[l]);
   return r;
 }
 template <int W>
-Lanes<W> fabs(const Lanes<W>& a) {
+TETHER_LANE_OP Lanes<W> fabs(const Lanes<W>& a) {
   Lanes<W> r;
   for (int l = 0; l < W; ++l) r.v[l] = __builtin_fabs(a.v[l]);
   return r;
 }
 template <int W>
-Lanes<W> abs(const Lanes<W>& a) {
+TETHER_LANE_OP Lanes<W> abs(const Lanes<W>& a) {
   return fabs(a);
 }
 // The functions a declared system's expressions may call
