@@ -246,14 +246,51 @@ def step_functions(jit):
         nu = -(x * px + y * py + z * pz) / (m * L) / ((x * x + y * y + z * z) / (m * L * L))
         return x, y, z, px + x * nu / L, py + y * nu / L, pz + z * nu / L, True
 
-    return chain_gradient, chain_step, pendulum_step
+    # One trajectory's whole run, the same on both targets: its state in row t of Q and P (read,
+    # then written back, as far as it got), False where a step failed.
+    @jit
+    def pendulum_run(Q, P, t, steps, m, L, grav, h):
+        # V = m g z: the gradient is constant, so there is no force to carry.
+        x, y, z = Q[t, 0], Q[t, 1], Q[t, 2]
+        px, py, pz = P[t, 0], P[t, 1], P[t, 2]
+        good = True
+        for _ in range(steps):
+            x, y, z, px, py, pz, good = pendulum_step(x, y, z, px, py, pz, m, L, m * grav, h)
+            if not good:
+                break
+        Q[t, 0], Q[t, 1], Q[t, 2] = x, y, z
+        P[t, 0], P[t, 1], P[t, 2] = px, py, pz
+        return good
+
+    @jit
+    def chain_run(Q, P, t, q, p, g, qp, q1, lam, con, lower, diag, upper, rhs, x, c, d,
+                  steps, n, m, b, stiff, c0, tor, has_tor, h, fsal):
+        for i in range(n):
+            for a in range(3):
+                q[i, a] = Q[t, i, a]
+                p[i, a] = P[t, i, a]
+        if fsal:
+            chain_gradient(q, g, n, stiff, c0, tor, has_tor)
+        good = True
+        for _ in range(steps):
+            if not chain_step(q, p, g, qp, q1, lam, con, lower, diag, upper, rhs, x, c, d,
+                              n, m, b, stiff, c0, tor, has_tor, h, fsal):
+                good = False
+                break
+        for i in range(n):
+            for a in range(3):
+                Q[t, i, a] = q[i, a]
+                P[t, i, a] = p[i, a]
+        return good
+
+    return pendulum_run, chain_run
 
 
 def numba_kernels():
     import numba
     from numba import njit, prange
 
-    chain_gradient, chain_step, pendulum_step = step_functions(njit(inline="always"))
+    pendulum_trajectory, chain_trajectory = step_functions(njit(inline="always"))
 
     @njit(parallel=True)
     def chain_run(Q, P, steps, m, b, stiff, c0, tor, has_tor, h, fsal):
@@ -261,35 +298,19 @@ def numba_kernels():
         k = n - 1
         ok = np.ones(T, dtype=np.bool_)
         for t in prange(T):
-            q = Q[t].copy(); p = P[t].copy()
+            q = np.empty((n, 3)); p = np.empty((n, 3))
             g = np.empty((n, 3)); qp = np.empty((n, 3)); q1 = np.empty((n, 3))
             lam = np.empty(k); con = np.empty(k); lower = np.empty(k); diag = np.empty(k); upper = np.empty(k)
             rhs = np.empty(k); x = np.empty(k); c = np.empty(k); d = np.empty(k)
-            if fsal:
-                chain_gradient(q, g, n, stiff, c0, tor, has_tor)
-            for _ in range(steps):
-                if not chain_step(q, p, g, qp, q1, lam, con, lower, diag, upper, rhs, x, c, d,
-                                  n, m, b, stiff, c0, tor, has_tor, h, fsal):
-                    ok[t] = False
-                    break
-            Q[t] = q; P[t] = p
+            ok[t] = chain_trajectory(Q, P, t, q, p, g, qp, q1, lam, con, lower, diag, upper, rhs, x, c, d,
+                                     steps, n, m, b, stiff, c0, tor, has_tor, h, fsal)
         return ok
 
     @njit(parallel=True)
     def pendulum_run(Q, P, steps, m, L, grav, h):
-        # V = m g z: the gradient is constant, so there is no force to carry.
-        T = Q.shape[0]
-        ok = np.ones(T, dtype=np.bool_)
-        for t in prange(T):
-            x, y, z = Q[t, 0], Q[t, 1], Q[t, 2]
-            px, py, pz = P[t, 0], P[t, 1], P[t, 2]
-            for _ in range(steps):
-                x, y, z, px, py, pz, good = pendulum_step(x, y, z, px, py, pz, m, L, m * grav, h)
-                if not good:
-                    ok[t] = False
-                    break
-            Q[t, 0], Q[t, 1], Q[t, 2] = x, y, z
-            P[t, 0], P[t, 1], P[t, 2] = px, py, pz
+        ok = np.ones(Q.shape[0], dtype=np.bool_)
+        for t in prange(Q.shape[0]):
+            ok[t] = pendulum_trajectory(Q, P, t, steps, m, L, grav, h)
         return ok
 
     return numba, chain_run, pendulum_run
@@ -304,7 +325,7 @@ def numba_cuda_kernels():
     seconds between CUDA events around the launch (compile excluded: call it once first)."""
     from numba import float64
 
-    chain_gradient, chain_step, pendulum_step = step_functions(cuda.jit(device=True, inline=True))
+    pendulum_trajectory, chain_trajectory = step_functions(cuda.jit(device=True, inline=True))
     threads = 128
 
     def timed(kernel, blocks, *args):
@@ -319,17 +340,8 @@ def numba_cuda_kernels():
         @cuda.jit
         def kernel(Q, P, steps, ok):
             t = cuda.grid(1)
-            if t >= Q.shape[0]:
-                return
-            x, y, z = Q[t, 0], Q[t, 1], Q[t, 2]
-            px, py, pz = P[t, 0], P[t, 1], P[t, 2]
-            for _ in range(steps):
-                x, y, z, px, py, pz, good = pendulum_step(x, y, z, px, py, pz, m, L, m * grav, h)
-                if not good:
-                    ok[t] = False
-                    break
-            Q[t, 0], Q[t, 1], Q[t, 2] = x, y, z
-            P[t, 0], P[t, 1], P[t, 2] = px, py, pz
+            if t < Q.shape[0]:
+                ok[t] = pendulum_trajectory(Q, P, t, steps, m, L, grav, h)
         return kernel
 
     def chain(n, m, b, stiff, c0, tor, has_tor, h, fsal):
@@ -350,21 +362,8 @@ def numba_cuda_kernels():
             torsion = cuda.local.array(6, float64)
             for i in range(6):
                 torsion[i] = tor[i]
-            for i in range(n):
-                for a in range(3):
-                    q[i, a] = Q[t, i, a]
-                    p[i, a] = P[t, i, a]
-            if fsal:
-                chain_gradient(q, g, n, stiff, c0, torsion, has_tor)
-            for _ in range(steps):
-                if not chain_step(q, p, g, qp, q1, lam, con, lower, diag, upper, rhs, x, c, d,
-                                  n, m, b, stiff, c0, torsion, has_tor, h, fsal):
-                    ok[t] = False
-                    break
-            for i in range(n):
-                for a in range(3):
-                    Q[t, i, a] = q[i, a]
-                    P[t, i, a] = p[i, a]
+            ok[t] = chain_trajectory(Q, P, t, q, p, g, qp, q1, lam, con, lower, diag, upper, rhs, x, c, d,
+                                     steps, n, m, b, stiff, c0, torsion, has_tor, h, fsal)
         return kernel
 
     def runner(kernel):
