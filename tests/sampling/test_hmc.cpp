@@ -1364,6 +1364,39 @@ TEST(Metric, WindowEstimateIsStansRegularisedCovariance) {
   }
 }
 
+// After a window, a step size from trial steps (Stan's init_stepsize): on the
+// Bingham density exp(-5000 z^2) on the sphere with its own scales as Sigma,
+// from a step a million times too small and from one a hundred times too
+// large the trials end within a factor 8 of each other (each stops at the
+// first step whose acceptance crossed 0.8, one from below and one from
+// above, each trial with its own momentum); that step is tens of times the
+// one the mass allows (what warm-up kept before the window); and the chain
+// has not moved.
+TEST(Metric, AStepSizeFromTrialsCrossesStansThresholdFromEitherSide) {
+  Mat<3, 3> a = Mat<3, 3>::Zero();
+  a(2, 2) = -5000;
+  const FisherBingham sys = fisher_bingham(Vec3(0, 0, 1), 0, a);
+  const std::vector<Real> scales = stored_metric(MetricKind::diag, Mat<3, 3>(Vec3(0.5, 0.5, 1e-4).asDiagonal()));
+  const std::vector<Real> mass = stored_metric(MetricKind::identity, Mat<3, 3>(Mat<3, 3>::Identity()));
+  const MetricSystem<FisherBingham> adapted{sys, ChainMetric{MetricKind::diag, scales.data(), 1}, 1};
+  const MetricSystem<FisherBingham> unit{sys, ChainMetric{MetricKind::identity, mass.data(), 1}, 1};
+  std::vector<Real> q = {0.6, 0.8, 0}, p = {0.1, -0.2, 0.3}, pq(3), pp(3);
+  const ChainSlot slot{q.data(), p.data(), pq.data(), pp.data(), 1, nullptr};
+  const HmcControl ctl = dynamic_control(1, 93);
+  for (std::uint64_t iteration : {75, 100, 150}) {
+    const Real up = reasonable_step_size(adapted, Rattle{}, ctl, 1e-6, 3, iteration, slot);
+    const Real down = reasonable_step_size(adapted, Rattle{}, ctl, 100, 3, iteration, slot);
+    const Real with_mass = reasonable_step_size(unit, Rattle{}, ctl, 1e-6, 3, iteration, slot);
+    EXPECT_GT(up, 1e-3) << iteration;
+    EXPECT_LT(down, 10) << iteration;
+    EXPECT_LT(std::max(up / down, down / up), 8) << iteration << ": " << up << " from below, " << down << " from above";
+    EXPECT_GT(std::min(up, down) / with_mass, 10) << iteration;
+    EXPECT_EQ(reasonable_step_size(adapted, Rattle{}, ctl, 1e-6, 3, iteration, slot), up) << "a pure function";
+  }
+  EXPECT_EQ(q, (std::vector<Real>{0.6, 0.8, 0}));
+  EXPECT_EQ(p, (std::vector<Real>{0.1, -0.2, 0.3}));
+}
+
 // The marginals of 1a with a fixed metric far from the mass (Sigma =
 // diag(4, 1, 0.2), and that rotated for dense), by both algorithms: exact.
 // Power: without the log-determinant term the chain samples the measure M
@@ -1491,7 +1524,10 @@ TEST(MetricHmcEngine, DrawsDoNotDependOnThreadsOrBatches) {
 
 // summary.json's metric_scales through the engine: each coordinate's
 // sqrt(Sigma_cc) over the chains, on the Bingham target above (sd 0.707,
-// 0.707, 0.00707; the last window has 100 states here, so the range is wide).
+// 0.707, 0.00707). The last window has n = 100 states here, so the range is
+// wide, and Stan's regularisation, 1e-3 5/(n + 5) on the variances, is as
+// large as z's own: what the scales estimate is sqrt(n/(n + 5) sd^2 + that),
+// 0.69 for x and y and 0.0098 for z.
 TEST(MetricHmcEngine, ReportsTheScalesItLearned) {
   for (const std::string metric : {"diag", "dense"}) {
     MemoryDraws out(20, 5, 3);
@@ -1505,7 +1541,8 @@ TEST(MetricHmcEngine, ReportsTheScalesItLearned) {
     ASSERT_EQ(r.metric_scale_max.size(), 3u) << metric;
     EXPECT_EQ(r.metric_fallbacks, 0) << metric;
     for (int c = 0; c < 3; ++c) {
-      const Real sd = c < 2 ? 0.707 : 0.00707;
+      const Real variance = c < 2 ? 0.5 : 5e-5, n = 100;
+      const Real sd = std::sqrt(n / (n + 5) * variance + 1e-3 * 5 / (n + 5));
       EXPECT_GT(r.metric_scale_min[c], 0.5 * sd) << metric << " " << c;
       EXPECT_LT(r.metric_scale_max[c], 1.5 * sd) << metric << " " << c;
       EXPECT_LE(r.metric_scale_min[c], r.metric_scale_max[c]);

@@ -28,12 +28,14 @@
 //
 // Step-size warm-up: dual averaging, HG14 §3.2.1 eq. (6) (their Algorithm 5), per chain.
 // Metric warm-up (`sample.metric` diag or dense): Stan's windows, the chain
-// then on V_M with M estimated (sampling/metric.hpp).
+// then on V_M with M estimated (sampling/metric.hpp), and after each window
+// a step size found by trial steps (reasonable_step_size), as Stan's.
 //
 // Randomness: the draws of iteration k of chain c are a pure function of
 // (seed, c, k) (Philox, counter block k + 1; block 0 is the initial state's
 // stream), so chains are reproducible across backends, threads and batches.
 #include <cstdint>
+#include <limits>
 
 #include "tether/core/families.hpp"
 #include "tether/core/random.hpp"
@@ -449,6 +451,50 @@ TETHER_HD HmcDraw dynamic_transition(const S& sys, const Stepper& stepper, const
   return d;
 }
 
+// A step size for a new metric, as Stan finds one after each metric window
+// (base_hmc::init_stepsize: HG14 Algorithm 4, with Stan's threshold 0.8 on
+// exp(Delta) where HG14 take 0.5): from
+// h, one step of Psi_h with a fresh momentum from the chain's q, and
+// Delta = (H0 - H1)/kT; then, on the side of log 0.8 where that Delta fell,
+// one step after another, each with a fresh momentum, h doubling (above) or
+// halving (below) until a step's Delta crosses it; that h is kept. A failed
+// step or solve counts as Delta = -inf (too large a step). At most 64
+// doublings or halvings. The chain does not move; its momenta come from
+// block 2^31 of iteration k's substream, which no transition reaches.
+template <class S, class Stepper>
+TETHER_HD Real reasonable_step_size(const S& sys, const Stepper& stepper, const HmcControl& ctl, Real h,
+                                    std::uint64_t chain, std::uint64_t iteration, const ChainSlot& slot) {
+  constexpr int n = S::dof;
+  CounterRng rng(ctl.seed, chain, iteration + 1, std::uint32_t(1) << 31);
+  const Real threshold = log(Real(0.8));
+  int direction = 0;
+  for (int trial = 0; trial <= 64; ++trial) {
+    PhaseState<S> x;
+    x.q = slot.get<n>(slot.q);
+    Vec<n> xi;
+    for (int c = 0; c < n; ++c) xi[c] = rng.normal();
+    x.p = sqrt(ctl.temperature) * sys.sqrt_mass_times(xi);
+    Real delta = -std::numeric_limits<Real>::infinity();
+    if (project_momentum(sys, x.q, x.p) == Status::ok) {
+      const Real energy0 = total_energy(sys, x.q, x.p);
+      x.q_prev = x.q;
+      int iterations = 0;
+      ForceCarry<S> force;
+      if (hmc_step(sys, stepper, x, h, ctl.newton, iterations, force) == Status::ok) {
+        const Real energy1 = total_energy(sys, x.q, x.p);
+        if (is_finite(energy1)) delta = (energy0 - energy1) / ctl.temperature;
+      }
+    }
+    if (direction == 0) {
+      direction = delta > threshold ? 1 : -1;
+      continue;
+    }
+    if (direction == 1 ? !(delta > threshold) : !(delta < threshold)) break;
+    if (trial < 64) h = direction == 1 ? 2 * h : h / 2;
+  }
+  return h;
+}
+
 // Step-size adaptation by dual averaging, HG14 §3.2.1 eq. (6), with the
 // constants of their Algorithm 5: gamma = 0.05, t0 = 10, kappa = 0.75,
 // mu = log(10 h0). After the m-th warm-up transition with acceptance alpha,
@@ -546,9 +592,13 @@ TETHER_HD TETHER_ONE_COPY void run_chain(const S& sys, const Stepper& stepper, c
       std::int64_t start = 0, end = 0;
       if (adapts && plan.windows.window_of(k, start, end)) {
         metric_add_state(ctl.metric, layout, metric, v.count, slot.get<n>(slot.q), k - start + 1);
-        if (k == end) {  // a new Sigma; step-size adaptation restarts from it (Stan's)
+        if (k == end) {  // a new Sigma: a step size for it, and step-size adaptation restarts there (Stan's)
           if (!metric_end_window<n>(ctl.metric, layout, metric, v.count, end - start + 1, sys.length_scale()))
             metric[layout.fallbacks * v.count] += 1;
+          if constexpr (takes_metric<Stepper>)
+            h = reasonable_step_size(MetricSystem<S>{sys, ChainMetric{ctl.metric, metric + layout.values * v.count, v.count},
+                                                     ctl.temperature},
+                                     stepper, ctl, h, chain, iteration, slot);
           metric[layout.mu * v.count] = log(10 * h);
           da = DualAveraging{};
         }
