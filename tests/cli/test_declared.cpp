@@ -58,6 +58,30 @@ double max_difference(const std::string& a, const std::string& b) {
 class Declared : public CliTest {
  protected:
   bool compiled(const Cli& r) const { return r.err.find("tether: compiling") != std::string::npos; }
+
+  // configs/`file`, shortened to `steps` steps of `size` trajectories, on cpu
+  // and reference: `system` with no failure, its constraints within
+  // `violation` and its energy within `energy`, and the two backends' final
+  // states apart by 1e-10 at most (the reference backend solves each step
+  // by its own Newton, to the tolerance: the bound of the built-in pairs'
+  // agreement, test_backends).
+  void expect_on_both_host_backends(const std::string& file, int steps, int size, const std::string& system,
+                                    double violation, double energy) {
+    json c = json::parse(read_file(fs::path(TETHER_SOURCE_DIR) / "configs" / file));
+    c["method"]["steps"] = steps;
+    c["ensemble"]["size"] = size;
+    for (const std::string backend : {"cpu", "reference"}) {
+      c["backend"] = backend;
+      const Cli r = run(write(file, c), dir_ / backend);
+      ASSERT_EQ(r.code, 0) << r.err;
+      const json s = json::parse(read_file(dir_ / backend / "summary.json"));
+      EXPECT_EQ(s["system"], system);
+      EXPECT_EQ(s["failed_trajectories"], 0) << backend;
+      EXPECT_LT(s["max_constraint_violation"].get<double>(), violation) << backend;
+      EXPECT_LT(s["max_relative_energy_error"].get<double>(), energy) << backend;
+    }
+    EXPECT_LT(max_difference(read_file(dir_ / "cpu" / "final.csv"), read_file(dir_ / "reference" / "final.csv")), 1e-10);
+  }
 };
 
 TEST_F(Declared, ThePendulumDeclaredRunsAsTheBuiltInOneOnEveryHostBackend) {
@@ -135,41 +159,14 @@ TEST_F(Declared, TwoRunsAtOnceCompileThePairOnceAndBothSucceed) {
 // A molecule no built-in system covers, configs/water.json: a rigid
 // three-site water (three distances held) turning in a field.
 TEST_F(Declared, TheRigidWaterOfTheExampleKeepsItsDistancesOnEveryBackend) {
-  json c = json::parse(read_file(fs::path(TETHER_SOURCE_DIR) / "configs" / "water.json"));
-  c["method"]["steps"] = 500;
-  c["ensemble"]["size"] = 16;
-  for (const std::string backend : {"cpu", "reference"}) {
-    c["backend"] = backend;
-    const Cli r = run(write("water.json", c), dir_ / backend);
-    ASSERT_EQ(r.code, 0) << r.err;
-    const json s = json::parse(read_file(dir_ / backend / "summary.json"));
-    EXPECT_EQ(s["system"], "water");
-    EXPECT_LT(s["max_constraint_violation"].get<double>(), 1e-10) << backend;
-    EXPECT_LT(s["max_relative_energy_error"].get<double>(), 1e-3) << backend;
-  }
-  // The reference backend solves each step by its own Newton on the residual,
-  // to the tolerance: the bound of the built-in pairs' agreement (test_backends).
-  EXPECT_LT(max_difference(read_file(dir_ / "cpu" / "final.csv"), read_file(dir_ / "reference" / "final.csv")), 1e-10);
+  expect_on_both_host_backends("water.json", 500, 16, "water", 1e-10, 1e-3);
 }
 
 // configs/bead_chain.json, a chain declared once for any number of beads
 // (sizes, ranges, indexed names and sums written out), pulled at its ends:
 // its bonds held on both backends, which agree.
 TEST_F(Declared, TheBeadChainOfTheExampleKeepsItsBondsOnEveryBackend) {
-  json c = json::parse(read_file(fs::path(TETHER_SOURCE_DIR) / "configs" / "bead_chain.json"));
-  c["method"]["steps"] = 300;
-  c["ensemble"]["size"] = 8;
-  for (const std::string backend : {"cpu", "reference"}) {
-    c["backend"] = backend;
-    const Cli r = run(write("bead_chain.json", c), dir_ / backend);
-    ASSERT_EQ(r.code, 0) << r.err;
-    const json s = json::parse(read_file(dir_ / backend / "summary.json"));
-    EXPECT_EQ(s["system"], "bead_chain");
-    EXPECT_EQ(s["failed_trajectories"], 0);
-    EXPECT_LT(s["max_constraint_violation"].get<double>(), 1e-12) << backend;
-    EXPECT_LT(s["max_relative_energy_error"].get<double>(), 1e-4) << backend;
-  }
-  EXPECT_LT(max_difference(read_file(dir_ / "cpu" / "final.csv"), read_file(dir_ / "reference" / "final.csv")), 1e-10);
+  expect_on_both_host_backends("bead_chain.json", 300, 8, "bead_chain", 1e-12, 1e-4);
 }
 
 // configs/five_bar.json, a closed-loop planar linkage (four rods between two

@@ -17,6 +17,7 @@
 #include <string>
 
 #include "declared_toolchain.hpp"
+#include "expr/bad_declarations.hpp"
 #include "expr/compiled_pair.hpp"
 #include "expr/declared_pendulum.hpp"
 #include "expr/declared_system.hpp"
@@ -112,12 +113,6 @@ TEST(DeclaredSystem, TheGramMatrixIsTridiagonalWhereTheConstraintsAreAChain) {
   EXPECT_NE(loop.find("runs_in_lanes = false;"), std::string::npos);
 }
 
-struct BadDeclaration {
-  std::string name;
-  std::function<void(json&)> edit;
-  std::string path, message;
-};
-
 // Every bad declaration is one ConfigError naming the JSON path and, in an
 // expression, the position; text that tries to be code never gets further.
 TEST(DeclaredSystem, BadDeclarationsNameThePathAndPosition) {
@@ -185,17 +180,7 @@ TEST(DeclaredSystem, BadDeclarationsNameThePathAndPosition) {
       {"an unknown key", [](json& j) { j["potentail"] = "z"; }, "system.declare.potentail", "unknown key"},
       {"both dof and coordinates", [](json& j) { j["dof"] = 3; }, "system.declare.coordinates", "not both"},
   };
-  for (const BadDeclaration& c : cases) {
-    json j = pendulum();
-    c.edit(j);
-    try {
-      parse_declared_system(j, "system.declare");
-      ADD_FAILURE() << c.name << ": accepted";
-    } catch (const ConfigError& e) {
-      EXPECT_EQ(e.path(), c.path) << c.name << ": " << e.what();
-      EXPECT_NE(std::string(e.what()).find(c.message), std::string::npos) << c.name << ": " << e.what();
-    }
-  }
+  expect_refused(pendulum(), cases);
 }
 
 // The generated type is a HolonomicSystem of tether's, compiled here with

@@ -5,12 +5,12 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
-#include <functional>
 #include <nlohmann/json.hpp>
 #include <random>
 #include <string>
 #include <vector>
 
+#include "expr/bad_declarations.hpp"
 #include "expr/declared_system.hpp"
 #include "expr/repeated.hpp"
 #include "tether/engine/config_error.hpp"
@@ -122,17 +122,11 @@ TEST(RepeatedDeclaration, TheSystemDeclaredIsTheOneItsFormulasGive) {
   }
 }
 
-struct BadRepetition {
-  std::string name;
-  std::function<void(json&)> edit;
-  std::string path, message;
-};
-
 // Each bad repetition is one ConfigError at the path as written, with the
 // position in the text and the indices where they matter; nothing a range or
 // an index says is read but whole numbers, indices and sizes.
 TEST(RepeatedDeclaration, BadRepetitionsNameThePathAsWrittenAndThePosition) {
-  const std::vector<BadRepetition> cases = {
+  const std::vector<BadDeclaration> cases = {
       {"an index past the last", [](json& j) { j["constraints"][1]["each"] = "x[i+2] - x[i]"; },
        "system.declare.constraints[1].each", "names x[4] at position 1 (i = 2), which is not declared (x runs from x[1] to x[3])"},
       {"an unknown size", [](json& j) { j["constraints"][1]["for"] = "i = 1..M"; }, "system.declare.constraints[1].for",
@@ -197,17 +191,7 @@ TEST(RepeatedDeclaration, BadRepetitionsNameThePathAsWrittenAndThePosition) {
        [](json& j) { j["constraints"][1] = {{"for", "i = 1..N-1"}, {"each", {"x[i]", "y[i+1]", "x[i+1]"}}}; },
        "system.declare.constraints", "holds 7 constraints for 6 coordinates"},
   };
-  for (const BadRepetition& c : cases) {
-    json j = three_beads();
-    c.edit(j);
-    try {
-      parse_declared_system(j, "system.declare");
-      ADD_FAILURE() << c.name << ": accepted";
-    } catch (const ConfigError& e) {
-      EXPECT_EQ(e.path(), c.path) << c.name << ": " << e.what();
-      EXPECT_NE(std::string(e.what()).find(c.message), std::string::npos) << c.name << ": " << e.what();
-    }
-  }
+  expect_refused(three_beads(), cases);
 }
 
 }  // namespace
