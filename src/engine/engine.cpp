@@ -136,23 +136,23 @@ static_assert(Methods::size == TETHER_METHOD_COUNT,
               "CMake counted a different number of methods in tether/registry.hpp: keep one per line there");
 #endif
 
-// A declared system's pair is compiled when first used (expr/compiled_pair.hpp).
-const PairEntry& entry_for(const RunConfig& c) {
-  return c.declared ? declared_pair(*c.declared, c.method).entry : entry(Systems{}, c.system, c.method);
+// A declared system's pair is compiled when first used, one engine at a time (expr/compiled_pair.hpp).
+const PairEntry& entry_for(const RunConfig& c, PairEngine engine) {
+  return c.declared ? declared_pair(*c.declared, c.method, engine).entry : entry(Systems{}, c.system, c.method);
 }
 
 }  // namespace
 
 void check_config(const RunConfig& c) {
   if (c.declared)
-    declared_pair(*c.declared, c.method).check(c);
+    declared_pair(*c.declared, c.method, PairEngine::run).check(c);
   else
     check_system(c);
 }
 
 RunResult run(const RunConfig& c, const RunOptions& opt) {
   check_config(c);
-  return entry_for(c).run(c, opt, resolve_backend(c, c.size));
+  return entry_for(c, PairEngine::run).run(c, opt, resolve_backend(c, c.size));
 }
 
 RunResult merge_shards(const RunConfig& c, const std::vector<std::string>& tallies) {
@@ -181,7 +181,7 @@ RunResult merge_shards(const RunConfig& c, const std::vector<std::string>& talli
 ShootResult shoot(const ShootConfig& c, const ShootOptions& opt) {
   const auto start = std::chrono::steady_clock::now();
   const std::string backend = resolve_shoot_backend(c);
-  ShootResult r = entry_for(c.run).shoot(c, opt, backend);
+  ShootResult r = entry_for(c.run, PairEngine::shoot).shoot(c, opt, backend);
   r.system = c.run.system_name;
   r.method = c.run.method_name;
   r.stages = c.run.stages;
@@ -193,7 +193,7 @@ ShootResult shoot(const ShootConfig& c, const ShootOptions& opt) {
 SampleResult sample(const SampleConfig& c, const SampleOptions& opt) {
   const auto start = std::chrono::steady_clock::now();
   const std::string backend = resolve_backend(c.run, c.sample.chains);
-  SampleResult r = entry_for(c.run).sample(c, opt, backend);
+  SampleResult r = entry_for(c.run, PairEngine::sample).sample(c, opt, backend);
   r.wall_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   return r;
 }

@@ -18,20 +18,27 @@
 
 namespace tether {
 
-// What the library compiled for one (declared system, method) pair exports.
+// The engine a pair's library holds: each is compiled when first used, so
+// that `tether run` does not wait for the sampler's code (a third of a RATTLE
+// pair's compile) and `tether sample` not for the run engine's.
+enum class PairEngine { run, shoot, sample };
+
+// What the library compiled for one (declared system, method, engine) exports:
+// the entry point of its engine (the others null) and, for run, the check
+// of explicit states (engine/pair_entry.hpp's check_system).
 struct DeclaredPair {
   PairEntry entry;
-  void (*check)(const RunConfig&) = nullptr;  // explicit states against the manifold (engine/pair_entry.hpp's check_system)
+  void (*check)(const RunConfig&) = nullptr;
 };
 
 // The pair's library: loaded from the cache, or compiled first. Errors are
 // ConfigErrors at system.declare: no compiler, a compiler failure (the
 // generated source and the compiler's messages are kept; the message says
 // where), a library that does not load.
-const DeclaredPair& declared_pair(const DeclaredSystem& d, int method);
+const DeclaredPair& declared_pair(const DeclaredSystem& d, int method, PairEngine engine);
 
-// The source compiled for the pair (tests; `tether` keeps it beside the library).
-std::string declared_pair_source(const DeclaredSystem& d, int method);
+// The source compiled for the pair (`tether` keeps it beside the library).
+std::string declared_pair_source(const DeclaredSystem& d, int method, PairEngine engine);
 
 // The compiler's arguments but the output and the source, for the engine in
 // the binary at `host_path`: tether's headers are the copy installed beside
