@@ -40,6 +40,14 @@ const DeclaredPair& declared_pair(const DeclaredSystem& d, int method, PairEngin
 // The source compiled for the pair (`tether` keeps it beside the library).
 std::string declared_pair_source(const DeclaredSystem& d, int method, PairEngine engine);
 
+// The CUDA unit of the pair's kernels (backends/cuda/instantiate_pair.cuh),
+// and nvcc's arguments for it but the output and the source, as this build
+// compiles its own kernels (generated/declared_toolchain.hpp; none without
+// CUDA). The cuda backend does not run declared pairs yet: the tests compile
+// this unit to PTX, so that a declared type that is not device code fails.
+std::string declared_pair_cuda_source(const DeclaredSystem& d, int method);
+std::vector<std::string> declared_cuda_compile_flags(const std::string& host_path);
+
 // The compiler's arguments but the output and the source, for the engine in
 // the binary at `host_path`: tether's headers are the copy installed beside
 // that binary (CMakeLists.txt, tether_install_compile_tree), else those of

@@ -14,13 +14,16 @@
 #include <nlohmann/json.hpp>
 #include <random>
 #include <sstream>
+#include <stdexcept>
 #include <string>
+#include <vector>
 
 #include "declared_toolchain.hpp"
 #include "expr/bad_declarations.hpp"
 #include "expr/compiled_pair.hpp"
 #include "expr/declared_pendulum.hpp"
 #include "expr/declared_system.hpp"
+#include "tether/engine/catalog.hpp"
 #include "tether/engine/config_error.hpp"
 #include "tether/systems/spherical_pendulum.hpp"
 
@@ -254,6 +257,53 @@ int main() {
   std::stringstream log;
   log << std::ifstream(dir / "compile.log").rdbuf() << std::ifstream(dir / "run.log").rdbuf();
   EXPECT_TRUE(rc != -1 && WIFEXITED(rc) && WEXITSTATUS(rc) == 0) << log.str() << "\n" << d.source("MyPendulum");
+  fs::remove_all(dir);
+}
+
+// Each kind of declared type, with a method of its family, compiled as CUDA
+// kernels the way this build compiles its own (to PTX alone, cicc at -O0, in
+// a compile-check build): a chain's tridiagonal Gram matrix (RATTLE), a
+// triangle's dense one (SHAKE), a frame's dual numbers (Gauss-Legendre).
+// Skipped in a build without CUDA.
+TEST(DeclaredSystem, EachKindOfDeclaredTypeCompilesAsCudaKernels) {
+  if (*declared_toolchain::cuda_compiler == 0) GTEST_SKIP() << "a build without CUDA";
+  const auto method = [](const std::string& name) {
+    for (std::size_t m = 0; m < method_infos().size(); ++m)
+      if (method_infos()[m].name == name) return int(m);
+    throw std::logic_error("no method " + name);
+  };
+  const std::vector<std::pair<json, std::string>> cases = {
+      {json::parse(R"json({"name": "rod", "sizes": {"N": 4}, "coordinates": [{"for": "i = 1..N", "each": ["x[i]", "y[i]", "z[i]"]}],
+                          "potential": "z[N]", "constraints": [{"for": "i = 1..N-1",
+                          "each": "(x[i+1]-x[i])^2 + (y[i+1]-y[i])^2 + (z[i+1]-z[i])^2 - 1"}]})json"),
+       "rattle"},
+      {json::parse(R"json({"name": "triangle", "dof": 9, "constraints": ["(q3-q0)^2 + (q4-q1)^2 + (q5-q2)^2 - 1",
+                          "(q6-q0)^2 + (q7-q1)^2 + (q8-q2)^2 - 1", "(q6-q3)^2 + (q7-q4)^2 + (q8-q5)^2 - 1"]})json"),
+       "shake"},
+      {json::parse(R"json({"name": "my_heisenberg", "coordinates": ["x", "y", "z"],
+                          "frame": [[1, 0, "-y/2"], [0, 1, "x/2"]], "potential": "z^2"})json"),
+       "gauss_legendre"},
+  };
+  const fs::path dir = fs::temp_directory_path() / ("tether_declared_cuda_" + std::to_string(::getpid()));
+  fs::remove_all(dir);
+  fs::create_directories(dir);
+  for (const auto& [declaration, name] : cases) {
+    const DeclaredSystem d = parse_declared_system(declaration, "system.declare");
+    const fs::path unit = dir / (d.name + ".cu"), log = dir / (d.name + ".log");
+    std::ofstream(unit) << declared_pair_cuda_source(d, method(name));
+    std::ostringstream cmd;
+    cmd << declared_toolchain::cuda_compiler;
+    for (const std::string& f : declared_cuda_compile_flags(fs::canonical("/proc/self/exe").string())) cmd << " '" << f << "'";
+    cmd << " -ptx " << unit.string() << " -o " << (dir / (d.name + ".ptx")).string() << " >" << log.string() << " 2>&1";
+    const int rc = std::system(cmd.str().c_str());
+    std::stringstream messages;
+    messages << std::ifstream(log).rdbuf();
+    EXPECT_TRUE(rc != -1 && WIFEXITED(rc) && WEXITSTATUS(rc) == 0) << d.name << " with " << name << ":\n" << messages.str();
+    std::stringstream ptx;
+    ptx << std::ifstream(dir / (d.name + ".ptx")).rdbuf();
+    EXPECT_NE(ptx.str().find(".entry"), std::string::npos) << d.name << ": no kernel";
+    EXPECT_NE(ptx.str().find("UserSystem"), std::string::npos) << d.name << ": no kernel of the declared type";
+  }
   fs::remove_all(dir);
 }
 
