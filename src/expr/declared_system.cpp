@@ -291,6 +291,14 @@ Real evaluate(const GiNaC::ex& e, const GiNaC::exmap& at) {
   return n.to_double();
 }
 
+// The names of the symbols `e` holds.
+std::set<std::string> symbols_of(const GiNaC::ex& e) {
+  std::set<std::string> names;
+  for (auto it = e.preorder_begin(); it != e.preorder_end(); ++it)
+    if (GiNaC::is_a<GiNaC::symbol>(*it)) names.insert(GiNaC::ex_to<GiNaC::symbol>(*it).get_name());
+  return names;
+}
+
 bool is_function(const std::string& name) {
   return std::find(declared_functions().begin(), declared_functions().end(), name) != declared_functions().end();
 }
@@ -377,7 +385,9 @@ DeclaredSystem parse_plain(const nlohmann::json& j, const std::string& path) {
   // Definitions: each parsed over every declared name, then substituted in
   // turn (in any order; a cycle is refused).
   std::map<std::string, GiNaC::realsymbol> placeholders;
+  std::map<std::string, std::string> definition_of;  // a placeholder's name (d_<name>) -> the definition's
   std::map<std::string, GiNaC::ex> defined, raw;
+  std::map<std::string, std::set<std::string>> raw_symbols;  // the symbols each definition holds directly
   std::vector<std::string> order;  // every definition after those it uses
   if (j.contains("definitions")) {
     const auto& defs = j["definitions"];
@@ -389,18 +399,21 @@ DeclaredSystem parse_plain(const nlohmann::json& j, const std::string& path) {
         throw ConfigError(where, "is also a coordinate's, a parameter's or a function's name");
       names.definitions.insert(name);
       placeholders.emplace(name, GiNaC::realsymbol("d_" + name));  // a C name: name is an identifier
+      definition_of.emplace("d_" + name, name);
       table[name] = placeholders.at(name);
     }
     for (const auto& [name, value] : defs.items())
       raw[name] = parse(value, key("definitions") + "." + name, names, table);
+    for (const auto& [name, e] : raw) raw_symbols[name] = symbols_of(e);
     std::map<std::string, int> state;  // 1: being resolved, 2: resolved
     std::function<GiNaC::ex(const std::string&)> resolve = [&](const std::string& name) -> GiNaC::ex {
       if (state[name] == 2) return defined.at(name);
       if (state[name] == 1) throw ConfigError(key("definitions") + "." + name, "refers to itself through the definitions");
       state[name] = 1;
       GiNaC::exmap sub;
-      for (const auto& [other, symbol] : placeholders)
-        if (raw.at(name).has(symbol)) sub[symbol] = resolve(other);
+      for (const std::string& symbol : raw_symbols.at(name))
+        if (const auto other = definition_of.find(symbol); other != definition_of.end())
+          sub[placeholders.at(other->second)] = resolve(other->second);
       defined[name] = raw.at(name).subs(sub);
       state[name] = 2;
       order.push_back(name);
@@ -475,24 +488,43 @@ DeclaredSystem parse_plain(const nlohmann::json& j, const std::string& path) {
   }
 
   // Exact derivatives: V's by the program above, the constraints' (small) of their substituted form.
+  // Who holds which symbol directly is found once (symbols_of), not asked
+  // of every expression for every symbol: with a chain's hundreds of
+  // definitions that had been most of a cached start.
   {
+    // V's terms (a sum's, or V itself), and which of them hold each symbol.
+    std::vector<GiNaC::ex> terms;
+    if (GiNaC::is_a<GiNaC::add>(s->potential_direct))
+      for (std::size_t t = 0; t < s->potential_direct.nops(); ++t) terms.push_back(s->potential_direct.op(t));
+    else
+      terms.push_back(s->potential_direct);
+    std::map<std::string, std::vector<std::size_t>> terms_holding;
+    for (std::size_t t = 0; t < terms.size(); ++t)
+      for (const std::string& symbol : symbols_of(terms[t])) terms_holding[symbol].push_back(t);
     std::set<std::string> used;  // the definitions V uses, directly or through others
-    for (auto it = order.rbegin(); it != order.rend(); ++it)
-      if (s->potential_direct.has(placeholders.at(*it)) ||
-          std::any_of(used.begin(), used.end(), [&](const std::string& u) { return raw.at(u).has(placeholders.at(*it)); }))
+    for (auto it = order.rbegin(); it != order.rend(); ++it) {
+      const std::string placeholder = "d_" + *it;
+      if (terms_holding.count(placeholder) ||
+          std::any_of(used.begin(), used.end(), [&](const std::string& u) { return raw_symbols.at(u).count(placeholder) > 0; }))
         used.insert(*it);
+    }
     std::vector<std::string> steps;
+    std::map<std::string, std::vector<std::string>> users;  // a symbol -> the steps that hold it directly, in order
     for (const auto& name : order)
       if (used.count(name)) {
         steps.push_back(name);
         s->values.emplace_back(placeholders.at(name), raw.at(name));
+        for (const std::string& symbol : raw_symbols.at(name)) users[symbol].push_back(name);
       }
     // adjoint(x): dV/dx through the expressions that use x directly, each of whose adjoints is known by then.
     std::map<std::string, GiNaC::realsymbol> adjoint;
     const auto total = [&](const GiNaC::realsymbol& x) {
-      GiNaC::ex sum = s->potential_direct.diff(x);
-      for (const auto& u : steps)
-        if (adjoint.count(u) && raw.at(u).has(x)) sum += adjoint.at(u) * raw.at(u).diff(x);
+      GiNaC::ex sum = 0;
+      if (const auto t = terms_holding.find(x.get_name()); t != terms_holding.end())
+        for (std::size_t k : t->second) sum += terms[k].diff(x);
+      if (const auto u = users.find(x.get_name()); u != users.end())
+        for (const std::string& name : u->second)
+          if (adjoint.count(name)) sum += adjoint.at(name) * raw.at(name).diff(x);
       return sum;
     };
     for (auto it = steps.rbegin(); it != steps.rend(); ++it) {
@@ -503,8 +535,9 @@ DeclaredSystem parse_plain(const nlohmann::json& j, const std::string& path) {
     for (std::size_t i = 0; i < n; ++i) s->gradient.push_back(total(s->q[i]));
   }
   for (const auto& g : s->constraints) {
+    const std::set<std::string> holds = symbols_of(g);
     std::vector<GiNaC::ex> row;
-    for (std::size_t i = 0; i < n; ++i) row.push_back(g.diff(s->q[i]));
+    for (std::size_t i = 0; i < n; ++i) row.push_back(holds.count(s->q[i].get_name()) ? g.diff(s->q[i]) : GiNaC::ex(0));
     s->jacobian.push_back(row);
   }
   std::set<std::string> parameter_names(names.parameters.begin(), names.parameters.end());
