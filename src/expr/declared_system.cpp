@@ -75,14 +75,22 @@ struct Names {
   }
 };
 
+constexpr int max_nesting = 200, max_signs = 8;  // parentheses in an expression, signs in a row (check_tokens)
+
 // Reads `text` token by token and refuses (ConfigError at `path`) the first
 // character or name outside the grammar, with its position (1-based).
 void check_tokens(const std::string& text, const Names& names, const std::string& path) {
   const auto at = [&](std::size_t i) { return " at position " + std::to_string(i + 1); };
   const auto& functions = declared_functions();
-  int depth = 0;
+  int depth = 0, signs = 0;  // open parentheses; + and - in a row, no operand between
   for (std::size_t i = 0; i < text.size();) {
     const unsigned char c = static_cast<unsigned char>(text[i]);
+    if (c == '+' || c == '-') {
+      // GiNaC's parser descends once per unary sign too.
+      if (++signs > max_signs) throw ConfigError(path, "has more than " + std::to_string(max_signs) + " signs in a row" + at(i));
+    } else if (!std::isspace(c)) {
+      signs = 0;
+    }
     if (std::isspace(c)) {
       ++i;
     } else if (std::isdigit(c) || (c == '.' && i + 1 < text.size() && std::isdigit(static_cast<unsigned char>(text[i + 1])))) {
@@ -115,6 +123,9 @@ void check_tokens(const std::string& text, const Names& names, const std::string
     } else if (std::string("+-*/^(),").find(char(c)) != std::string::npos) {
       depth += c == '(' ? 1 : c == ')' ? -1 : 0;
       if (depth < 0) throw ConfigError(path, "a \")\" without its \"(\"" + at(i));
+      // GiNaC's parser descends once per level: a deep enough nest would overflow its stack.
+      if (depth > max_nesting) throw ConfigError(path, "nests parentheses more than " + std::to_string(max_nesting) +
+                                                       " deep" + at(i));
       ++i;
     } else {
       throw ConfigError(path, "unexpected character " + nlohmann::json(std::string(1, char(c))).dump(

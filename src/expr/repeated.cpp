@@ -22,6 +22,7 @@ constexpr long long kMaxValue = 1000000000;  // an index expression's largest ma
 constexpr std::size_t kMaxItems = 100000;   // items and terms written out, in all
 constexpr std::size_t kMaxText = 100000;    // characters of a text as written (as the lexer's)
 constexpr std::size_t kMaxWritten = std::size_t(64) << 20;  // characters written out, in all
+constexpr int kMaxNesting = 200;  // parentheses and brackets in a text as written (the lexer's bound too)
 
 bool starts_name(char c) { return std::isalpha(static_cast<unsigned char>(c)) || c == '_'; }
 bool in_name(char c) { return std::isalnum(static_cast<unsigned char>(c)) || c == '_'; }
@@ -40,6 +41,17 @@ std::string described(const Bindings& b) {
   std::string s;
   for (const auto& [name, value] : b) s += (s.empty() ? "" : ", ") + name + " = " + std::to_string(value);
   return s;
+}
+
+// Refuses a text whose parentheses and brackets nest deeper than kMaxNesting:
+// the readers below, and GiNaC's, descend once per level.
+void check_nesting(const std::string& text, const std::string& path) {
+  int depth = 0;
+  for (std::size_t i = 0; i < text.size(); ++i) {
+    depth += (text[i] == '(' || text[i] == '[') ? 1 : (text[i] == ')' || text[i] == ']') ? -1 : 0;
+    if (depth > kMaxNesting)
+      throw ConfigError(path, "nests parentheses more than " + std::to_string(kMaxNesting) + " deep" + at(i));
+  }
 }
 
 // The end of the bracket or parenthesis opened at `open`, or npos.
@@ -109,6 +121,9 @@ class Expander {
       }
     }
     names_known_ = true;
+    for (const auto& [name, value] : sizes_)
+      if (plain_.count(name) || families_.count(name))
+        throw ConfigError(key("sizes") + "." + name, "is also a declared name");
     for (const auto& [name, path] : pending_indices_) check_index_name(name, path);
     if (j.contains("definitions") && j["definitions"].is_object()) {
       json defs = json::object();
@@ -196,7 +211,12 @@ class Expander {
       skip();
       if (i >= end) return fail("has an index expression that ends early", i);
       const std::size_t start = i;
-      if (text[i] == '-') return ++i, -factor();
+      if (text[i] == '-') {  // signs in a row, read as a loop: a long run is no deeper than one
+        bool negative = false;
+        for (; i < end && (text[i] == '-' || is_space(text[i])); ++i) negative ^= text[i] == '-';
+        const long long v = factor();
+        return negative ? -v : v;
+      }
       if (text[i] == '(') {
         ++i;
         const long long v = sum();
@@ -295,6 +315,7 @@ class Expander {
     if (!spec.is_string() || spec.get<std::string>().size() > kMaxText)
       throw ConfigError(path, "must be one or more ranges, such as \"i = 1..N\" or \"i = 1..N, j = i+1..N\"");
     const std::string text = spec.get<std::string>();
+    check_nesting(text, path);
     std::vector<Range> ranges;
     Bindings names = outer;
     for (const auto& [begin, end] : arguments(text, 0, text.size())) {
@@ -340,6 +361,8 @@ class Expander {
   json declared(const json& v, const std::string& path, const Bindings& b) {
     if (!v.is_string()) return v;  // parse_declared_system says what it must be
     const std::string text = v.get<std::string>();
+    if (text.size() > kMaxText) throw ConfigError(path, "is longer than " + std::to_string(kMaxText) + " characters");
+    check_nesting(text, path);
     const std::size_t open = text.find('[');
     const std::string name = text.substr(0, open);
     check_new_name(name, path);
@@ -371,7 +394,9 @@ class Expander {
     if (!v.is_string()) return v;  // numbers; parse_declared_system refuses the rest
     const std::string& text = v.get_ref<const std::string&>();
     if (text.size() > kMaxText) throw ConfigError(path, "is longer than " + std::to_string(kMaxText) + " characters");
-    return repeats(text, b) ? json(rewritten(text, 0, text.size(), b, path)) : v;
+    if (!repeats(text, b)) return v;
+    check_nesting(text, path);
+    return rewritten(text, 0, text.size(), b, path);
   }
 
   // Whether `text` has a bracket, a sum, a size, an indexed name or one of the indices `b`.

@@ -137,6 +137,11 @@ TEST(DeclaredSystem, BadDeclarationsNameThePathAndPosition) {
       {"unbalanced", [](json& j) { j["potential"] = "(z + 1"; }, "system.declare.potential", "a \"(\" is not closed"},
       {"closing first", [](json& j) { j["potential"] = "z) + (1"; }, "system.declare.potential",
        "a \")\" without its \"(\" at position 2"},
+      // GiNaC's parser descends once per parenthesis and per sign: deep enough, it overflowed the stack.
+      {"parentheses nested too deep", [](json& j) { j["potential"] = std::string(30000, '(') + "z" + std::string(30000, ')'); },
+       "system.declare.potential", "nests parentheses more than 200 deep at position 201"},
+      {"a run of signs", [](json& j) { j["potential"] = std::string(50000, '-') + "z"; }, "system.declare.potential",
+       "has more than 8 signs in a row at position 9"},
       {"syntax", [](json& j) { j["potential"] = "z * * 2"; }, "system.declare.potential",
        "is not an expression of the grammar"},
       {"empty", [](json& j) { j["potential"] = "  "; }, "system.declare.potential", "is empty"},

@@ -158,6 +158,17 @@ TEST(RepeatedDeclaration, BadRepetitionsNameThePathAsWrittenAndThePosition) {
        "system.declare.potential", "unexpected character \";\" at position 6"},
       {"a bracket not closed", [](json& j) { j["potential"] = "x[1 + y[2]"; }, "system.declare.potential",
        "has a \"[\" that is not closed at position 2"},
+      {"an index nested too deep", [](json& j) { j["potential"] = "x[" + std::string(5000, '(') + "1" + std::string(5000, ')') + "]"; },
+       "system.declare.potential", "nests parentheses more than 200 deep at position 202"},
+      {"sums nested too deep",
+       [](json& j) {
+         std::string e = "x[1]";
+         for (int k = 0; k < 300; ++k) e = "sum(i = 1..1, " + e + ")";
+         j["potential"] = e;
+       },
+       "system.declare.potential", "nests parentheses more than 200 deep"},
+      {"a long run of signs in an index is read as one", [](json& j) { j["potential"] = "x[" + std::string(49999, '-') + "1]"; },
+       "system.declare.potential", "names x[-1] at position 1"},
       {"a sum without a range", [](json& j) { j["potential"] = "1 + sum(x[1])"; }, "system.declare.potential",
        "has a sum at position 5 that is not sum(i = first..last, expression)"},
       {"a name declared with and without an index",
@@ -170,6 +181,8 @@ TEST(RepeatedDeclaration, BadRepetitionsNameThePathAsWrittenAndThePosition) {
       {"a negative size", [](json& j) { j["sizes"]["N"] = -1; }, "system.declare.sizes.N", "a whole number from 0"},
       {"a size that is not whole", [](json& j) { j["sizes"]["N"] = 2.5; }, "system.declare.sizes.N", "a whole number"},
       {"sizes that are not an object", [](json& j) { j["sizes"] = 3; }, "system.declare.sizes", "must be an object"},
+      {"a size named as a parameter", [](json& j) { j["sizes"]["k"] = 2; }, "system.declare.sizes.k",
+       "is also a declared name"},
       {"a parameter name with __", [](json& j) { j["parameters"]["x__1"] = 1; }, "system.declare.parameters.x__1",
        "holds \"__\""},
       {"a repeated item's unknown key", [](json& j) { j["constraints"][1]["eachh"] = 1; },
