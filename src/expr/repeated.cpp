@@ -23,6 +23,7 @@ constexpr std::size_t kMaxItems = 100000;   // items and terms written out, in a
 constexpr std::size_t kMaxText = 100000;    // characters of a text as written (as the lexer's)
 constexpr std::size_t kMaxWritten = std::size_t(64) << 20;  // characters written out, in all
 constexpr int kMaxNesting = 200;  // parentheses and brackets in a text as written (the lexer's bound too)
+constexpr std::size_t kMaxRanges = 8;  // ranges of one "for" or sum, and indices of one name
 
 bool starts_name(char c) { return std::isalpha(static_cast<unsigned char>(c)) || c == '_'; }
 bool in_name(char c) { return std::isalnum(static_cast<unsigned char>(c)) || c == '_'; }
@@ -318,7 +319,9 @@ class Expander {
     check_nesting(text, path);
     std::vector<Range> ranges;
     Bindings names = outer;
-    for (const auto& [begin, end] : arguments(text, 0, text.size())) {
+    const auto parts = arguments(text, 0, text.size());
+    if (parts.size() > kMaxRanges) throw ConfigError(path, "has more than " + std::to_string(kMaxRanges) + " ranges");
+    for (const auto& [begin, end] : parts) {
       ranges.push_back(range(text, begin, end, names, path));
       names.emplace_back(ranges.back().name, 0);
     }
@@ -374,8 +377,9 @@ class Expander {
     if (text.back() != ']' || closing(text, open, text.size()) != text.size() - 1)
       throw ConfigError(path, "must be a name, or a name and its indices in brackets, such as x[i] or r[i,j]");
     Index index;
-    for (const auto& [begin, end] : arguments(text, open + 1, text.size() - 1))
-      index.push_back(integer(text, begin, end, b, path));
+    const auto parts = arguments(text, open + 1, text.size() - 1);
+    if (parts.size() > kMaxRanges) throw ConfigError(path, "gives a name more than " + std::to_string(kMaxRanges) + " indices");
+    for (const auto& [begin, end] : parts) index.push_back(integer(text, begin, end, b, path));
     if (plain_.count(name)) throw ConfigError(path, "declares \"" + name + "\" both with and without an index");
     auto& family = families_[name];
     if (!family.empty() && family.begin()->size() != index.size())
@@ -501,7 +505,10 @@ class Expander {
       throw ConfigError(path, "indexes \"" + name.substr(0, 40) + "\"" + at(start) +
                                   ", which is not declared with an index (such as \"" + name.substr(0, 40) + "[i]\")");
     Index index;
-    for (const auto& [first, last] : arguments(text, open + 1, close)) index.push_back(integer(text, first, last, b, path));
+    const auto parts = arguments(text, open + 1, close);
+    if (parts.size() > kMaxRanges)
+      throw ConfigError(path, "gives " + name.substr(0, 40) + at(start) + " more than " + std::to_string(kMaxRanges) + " indices");
+    for (const auto& [first, last] : parts) index.push_back(integer(text, first, last, b, path));
     if (!family->second.count(index)) {
       const Index& low = *family->second.begin();
       const Index& high = *family->second.rbegin();
@@ -522,6 +529,8 @@ class Expander {
     if (args.size() < 2 || is_range(args.back()) || !std::all_of(args.begin(), args.end() - 1, is_range))
       throw ConfigError(path, "has a sum" + at(start) + " that is not sum(i = first..last, expression), or with more "
                               "ranges, sum(i = 1..N, j = i+1..N, expression)");
+    if (args.size() > kMaxRanges + 1)
+      throw ConfigError(path, "has a sum" + at(start) + " of more than " + std::to_string(kMaxRanges) + " ranges");
     std::vector<Range> ranges;
     Bindings names = outer;
     for (std::size_t k = 0; k + 1 < args.size(); ++k) {

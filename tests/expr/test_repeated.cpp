@@ -146,6 +146,8 @@ TEST(RepeatedDeclaration, BadRepetitionsNameThePathAsWrittenAndThePosition) {
        "system.declare.coordinates[0].for", "uses \"b\" as an index, which is also a declared name"},
       {"an index named as a size", [](json& j) { j["potential"] = "sum(N = 1..3, x[N])"; }, "system.declare.potential",
        "uses \"N\" as an index, which is a size's name"},
+      {"too many ranges", [](json& j) { j["constraints"][1]["for"] = "a = 1..1, b1 = 1..1, c = 1..1, d1 = 1..1, e = 1..1, f = 1..1, g = 1..1, h = 1..1, i = 1..N-1"; },
+       "system.declare.constraints[1].for", "has more than 8 ranges"},
       {"an index bound twice", [](json& j) { j["potential"] = "sum(i = 1..3, i = 1..2, x[i])"; },
        "system.declare.potential", "binds \"i\" at position 15 inside a range of the same index"},
       {"a plain name indexed", [](json& j) { j["potential"] = "k * rest[1]"; }, "system.declare.potential",
