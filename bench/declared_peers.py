@@ -15,7 +15,9 @@ difference of their final q and p, and the same on a tenth of the trajectories w
 solving to its floor (tolerance 1e-15), after a fifth of the steps and after all: what is
 left there is roundoff, grown by the dynamics; the first-use compile (wall seconds of a tiny run with an
 empty cache, minus the same run cached) and what a cached start adds to a tiny run against
-the built-in system's.
+the built-in system's. Then configs/bead_chain.json with 5, 12, 32 and 64 beads (the chain's
+parameters): a tiny run's wall seconds at first use and cached, and 1000 trajectories x 200
+steps' speed and largest |g|.
 """
 import argparse
 import json
@@ -154,9 +156,28 @@ def main():
                   + ", ".join(f"{v:.2g} after {k} steps" for k, v in floor.items())
                   + f"); first use compiles in {row['first_use_compile_seconds']:.1f} s, "
                   f"a cached start adds {row['cached_start_adds_seconds'] * 1000:.0f} ms")
+        # configs/bead_chain.json at other sizes: what a size costs at first use and at a cached start.
+        with open(os.path.join(ROOT, "configs", "chain16.json")) as f:
+            chain = json.load(f)["system"]["parameters"]
+        sizes = []
+        for beads in ((5, 12) if args.quick else (5, 12, 32, 64)):
+            system = declared_chain(beads, chain)
+            start = {"sampler": "around", "q": zigzag(beads, chain), "p": [0.0] * (3 * beads),
+                     "position_spread": 0.02, "momentum_spread": 1.0}
+            began = time.perf_counter()
+            ok = run(args.tether, system, start, 8, 0.002, 1, 1, cache)[0]["failed_trajectories"] == 0
+            first = time.perf_counter() - began
+            cached = min(run(args.tether, system, start, 8, 0.002, 1, 1, cache)[2] for _ in range(3))
+            summary, _, _ = run(args.tether, system, start, 1000, 0.002, 200, args.threads, cache)
+            sizes.append({"beads": beads, "first_use_seconds": first, "cached_start_seconds": cached, "ok": ok,
+                          "trajectory_steps_per_second": summary["trajectory_steps_per_second"],
+                          "max_constraint_violation": summary["max_constraint_violation"]})
+            print(f"bead_chain N = {beads}: a tiny run takes {first:.1f} s at first use, {cached:.2f} s cached; "
+                  f"{summary['trajectory_steps_per_second']:.3g} trajectory-steps/s, max |g| "
+                  f"{summary['max_constraint_violation']:.2g}")
     if not args.quick:
         save_result(json.dumps({**provenance(), "build": build_of(args.tether), "threads": args.threads,
-                                "results": results}, indent=1), "declared")
+                                "results": results, "bead_chain_sizes": sizes}, indent=1), "declared")
 
 
 if __name__ == "__main__":
