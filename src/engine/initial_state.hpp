@@ -71,9 +71,7 @@ Status project_state(const S& sys, const NewtonOptions& opt, PhaseState<S>& s) {
 // given q (LRS19: the canonical measure's conditional on T*_q N).
 template <class S>
 Status canonical_momentum(const S& sys, Real kT, CounterRng& rng, PhaseState<S>& s) {
-  Vec<S::dof> xi;
-  for (int c = 0; c < S::dof; ++c) xi[c] = rng.normal();
-  s.p = std::sqrt(kT) * sys.sqrt_mass_times(xi);
+  s.p = thermal_momentum(sys, kT, rng);
   return project_momentum(sys, s.q, s.p);
 }
 

@@ -204,20 +204,23 @@ std::string unit_head(const DeclaredSystem& d, int method, const std::string& wh
          "\nnamespace tether {\nusing DeclaredMethod = " + declared_toolchain::method_types[method] + ";\n";
 }
 
-}  // namespace
-
-std::vector<std::string> declared_compile_flags(const std::string& host_path) {
+// tether's include folders for the engine in `host_path`, then `toolchain`'s flags.
+template <std::size_t N>
+std::vector<std::string> with_tree(const std::string& host_path, const char* const (&toolchain)[N]) {
   std::vector<std::string> flags;
   for (const fs::path& dir : compile_tree(host_path)) flags.push_back("-I" + dir.string());
-  for (const char* f : declared_toolchain::flags) flags.emplace_back(f);
+  flags.insert(flags.end(), toolchain, toolchain + N);
   return flags;
 }
 
+}  // namespace
+
+std::vector<std::string> declared_compile_flags(const std::string& host_path) {
+  return with_tree(host_path, declared_toolchain::flags);
+}
+
 std::vector<std::string> declared_cuda_compile_flags(const std::string& host_path) {
-  std::vector<std::string> flags;
-  for (const fs::path& dir : compile_tree(host_path)) flags.push_back("-I" + dir.string());
-  for (const char* f : declared_toolchain::cuda_flags) flags.emplace_back(f);
-  return flags;
+  return with_tree(host_path, declared_toolchain::cuda_flags);
 }
 
 std::string declared_pair_cuda_source(const DeclaredSystem& d, int method) {

@@ -11,6 +11,7 @@
 #include <set>
 #include <sstream>
 
+#include "expr/lexer.hpp"
 #include "expr/repeated.hpp"
 #include "registry/parameter_io.hpp"
 #include "tether/engine/config_error.hpp"
@@ -63,8 +64,7 @@ struct DeclaredSystem::Symbolic {
 namespace {
 
 bool is_identifier(const std::string& s) {
-  if (s.empty() || !(std::isalpha(static_cast<unsigned char>(s[0])) || s[0] == '_')) return false;
-  return std::all_of(s.begin(), s.end(), [](unsigned char c) { return std::isalnum(c) || c == '_'; });
+  return !s.empty() && lexer::starts_name(s[0]) && std::all_of(s.begin(), s.end(), lexer::in_name);
 }
 
 // The declared names an expression may use, by kind.
@@ -75,61 +75,42 @@ struct Names {
   }
 };
 
-constexpr int max_nesting = 200, max_signs = 8;  // parentheses in an expression, signs in a row (check_tokens)
+constexpr int max_signs = 8;  // + and - in a row (check_tokens): GiNaC's parser descends once per unary sign too
 
 // Reads `text` token by token and refuses (ConfigError at `path`) the first
 // character or name outside the grammar, with its position (1-based).
 void check_tokens(const std::string& text, const Names& names, const std::string& path) {
-  const auto at = [&](std::size_t i) { return " at position " + std::to_string(i + 1); };
-  const auto& functions = declared_functions();
+  using lexer::at;
   int depth = 0, signs = 0;  // open parentheses; + and - in a row, no operand between
   for (std::size_t i = 0; i < text.size();) {
-    const unsigned char c = static_cast<unsigned char>(text[i]);
+    const char c = text[i];
     if (c == '+' || c == '-') {
-      // GiNaC's parser descends once per unary sign too.
       if (++signs > max_signs) throw ConfigError(path, "has more than " + std::to_string(max_signs) + " signs in a row" + at(i));
-    } else if (!std::isspace(c)) {
+    } else if (!lexer::is_space(c)) {
       signs = 0;
     }
-    if (std::isspace(c)) {
+    if (lexer::is_space(c)) {
       ++i;
-    } else if (std::isdigit(c) || (c == '.' && i + 1 < text.size() && std::isdigit(static_cast<unsigned char>(text[i + 1])))) {
-      while (i < text.size() && (std::isdigit(static_cast<unsigned char>(text[i])) || text[i] == '.')) ++i;
-      if (i < text.size() && (text[i] == 'e' || text[i] == 'E')) {
-        std::size_t j = i + 1;
-        if (j < text.size() && (text[j] == '+' || text[j] == '-')) ++j;
-        if (j < text.size() && std::isdigit(static_cast<unsigned char>(text[j]))) {
-          i = j;
-          while (i < text.size() && std::isdigit(static_cast<unsigned char>(text[i]))) ++i;
-        }
-      }
-    } else if (std::isalpha(c) || c == '_') {
+    } else if (lexer::starts_number(text, i, text.size())) {
+      i = lexer::number_end(text, i, text.size());
+    } else if (lexer::starts_name(c)) {
       const std::size_t start = i;
-      while (i < text.size() && (std::isalnum(static_cast<unsigned char>(text[i])) || text[i] == '_')) ++i;
+      while (i < text.size() && lexer::in_name(text[i])) ++i;
       const std::string name = text.substr(start, i - start);
       std::size_t next = i;
-      while (next < text.size() && std::isspace(static_cast<unsigned char>(text[next]))) ++next;
+      while (next < text.size() && lexer::is_space(text[next])) ++next;
       const bool call = next < text.size() && text[next] == '(';
-      if (call && std::find(functions.begin(), functions.end(), name) == functions.end())
-        throw ConfigError(path, "unknown function \"" + name.substr(0, 40) + "\"" + at(start) + " (functions: " +
-                                    [&] {
-                                      std::string s;
-                                      for (const auto& f : functions) s += (s.empty() ? "" : ", ") + f;
-                                      return s;
-                                    }() + ")");
+      if (call && !lexer::is_function(name)) lexer::unknown_function(path, name, start);
       if (!call && !names.knows(name))
         throw ConfigError(path, "unknown symbol \"" + name.substr(0, 40) + "\"" + at(start) +
                                     ": not a coordinate, parameter or definition");
-    } else if (std::string("+-*/^(),").find(char(c)) != std::string::npos) {
+    } else if (std::string("+-*/^(),").find(c) != std::string::npos) {
       depth += c == '(' ? 1 : c == ')' ? -1 : 0;
       if (depth < 0) throw ConfigError(path, "a \")\" without its \"(\"" + at(i));
-      // GiNaC's parser descends once per level: a deep enough nest would overflow its stack.
-      if (depth > max_nesting) throw ConfigError(path, "nests parentheses more than " + std::to_string(max_nesting) +
-                                                       " deep" + at(i));
+      if (depth > lexer::max_nesting) lexer::too_deep(path, i);
       ++i;
     } else {
-      throw ConfigError(path, "unexpected character " + nlohmann::json(std::string(1, char(c))).dump(
-                                  -1, ' ', true, nlohmann::json::error_handler_t::replace) + at(i));
+      lexer::unexpected_character(path, c, i);
     }
   }
   if (depth > 0) throw ConfigError(path, "a \"(\" is not closed");
@@ -310,10 +291,6 @@ std::set<std::string> symbols_of(const GiNaC::ex& e) {
   return names;
 }
 
-bool is_function(const std::string& name) {
-  return std::find(declared_functions().begin(), declared_functions().end(), name) != declared_functions().end();
-}
-
 // A declaration without repeated structure (expr/repeated.hpp has written it out).
 DeclaredSystem parse_plain(const nlohmann::json& j, const std::string& path) {
   if (!j.is_object()) throw ConfigError(path, "must be an object");
@@ -368,7 +345,7 @@ DeclaredSystem parse_plain(const nlohmann::json& j, const std::string& path) {
   Names names;
   GiNaC::symtab table;
   for (std::size_t i = 0; i < n; ++i) {
-    if (names.coordinates.count(d.coordinates[i]) || is_function(d.coordinates[i]))
+    if (names.coordinates.count(d.coordinates[i]) || lexer::is_function(d.coordinates[i]))
       throw ConfigError(key("coordinates") + "[" + std::to_string(i) + "]", "is given twice, or is a function's name");
     names.coordinates.insert(d.coordinates[i]);
     s->q.emplace_back("q[" + std::to_string(i) + "]");
@@ -382,7 +359,7 @@ DeclaredSystem parse_plain(const nlohmann::json& j, const std::string& path) {
     for (const auto& [name, value] : p.items()) {
       const std::string where = key("parameters") + "." + name;
       if (!is_identifier(name) || name.size() > 64) throw ConfigError(where, "must be a name: letters, digits and _");
-      if (names.coordinates.count(name) || is_function(name))
+      if (names.coordinates.count(name) || lexer::is_function(name))
         throw ConfigError(where, "is also a coordinate's or a function's name");
       if (!value.is_number() || !std::isfinite(value.get<double>()))
         throw ConfigError(where, "must be a finite number (its default value)");
@@ -406,7 +383,7 @@ DeclaredSystem parse_plain(const nlohmann::json& j, const std::string& path) {
     for (const auto& [name, value] : defs.items()) {
       const std::string where = key("definitions") + "." + name;
       if (!is_identifier(name) || name.size() > 64) throw ConfigError(where, "must be a name: letters, digits and _");
-      if (names.coordinates.count(name) || names.parameters.count(name) || is_function(name))
+      if (names.coordinates.count(name) || names.parameters.count(name) || lexer::is_function(name))
         throw ConfigError(where, "is also a coordinate's, a parameter's or a function's name");
       names.definitions.insert(name);
       placeholders.emplace(name, GiNaC::realsymbol("d_" + name));  // a C name: name is an identifier

@@ -7,7 +7,7 @@
 #include <set>
 #include <vector>
 
-#include "expr/declared_system.hpp"
+#include "expr/lexer.hpp"
 
 namespace tether {
 
@@ -22,13 +22,12 @@ constexpr long long kMaxValue = 1000000000;  // an index expression's largest ma
 constexpr std::size_t kMaxItems = 100000;   // items and terms written out, in all
 constexpr std::size_t kMaxText = 100000;    // characters of a text as written (as the lexer's)
 constexpr std::size_t kMaxWritten = std::size_t(64) << 20;  // characters written out, in all
-constexpr int kMaxNesting = 200;  // parentheses and brackets in a text as written (the lexer's bound too)
 constexpr std::size_t kMaxRanges = 8;  // ranges of one "for" or sum, and indices of one name
 
-bool starts_name(char c) { return std::isalpha(static_cast<unsigned char>(c)) || c == '_'; }
-bool in_name(char c) { return std::isalnum(static_cast<unsigned char>(c)) || c == '_'; }
-bool is_space(char c) { return std::isspace(static_cast<unsigned char>(c)); }
-std::string at(std::size_t i) { return " at position " + std::to_string(i + 1); }
+using lexer::at;
+using lexer::in_name;
+using lexer::is_space;
+using lexer::starts_name;
 
 std::string joined(const Index& index, const char* separator) {
   std::string s;
@@ -44,14 +43,13 @@ std::string described(const Bindings& b) {
   return s;
 }
 
-// Refuses a text whose parentheses and brackets nest deeper than kMaxNesting:
-// the readers below, and GiNaC's, descend once per level.
+// Refuses a text whose parentheses and brackets nest deeper than the
+// lexer's bound: the readers below descend once per level.
 void check_nesting(const std::string& text, const std::string& path) {
   int depth = 0;
   for (std::size_t i = 0; i < text.size(); ++i) {
     depth += (text[i] == '(' || text[i] == '[') ? 1 : (text[i] == ')' || text[i] == ']') ? -1 : 0;
-    if (depth > kMaxNesting)
-      throw ConfigError(path, "nests parentheses more than " + std::to_string(kMaxNesting) + " deep" + at(i));
+    if (depth > lexer::max_nesting) lexer::too_deep(path, i);
   }
 }
 
@@ -170,15 +168,17 @@ class Expander {
   void check_new_name(const std::string& name, const std::string& path) const {
     if (name.empty() || !starts_name(name[0]) || !std::all_of(name.begin(), name.end(), in_name) || name.size() > 64)
       throw ConfigError(path, "must be a name: letters, digits and _, not starting with a digit");
+    refuse_index_marker(name, path);
+    if (name == "sum" || lexer::is_function(name)) throw ConfigError(path, "is a function's name");
+  }
+
+  static void refuse_index_marker(const std::string& name, const std::string& path) {
     if (name.find("__") != std::string::npos)
       throw ConfigError(path, "holds \"__\", which tether keeps for indexed names (x[3] is x__3)");
-    if (name == "sum" || std::count(declared_functions().begin(), declared_functions().end(), name))
-      throw ConfigError(path, "is a function's name");
   }
 
   void declare_plain(const std::string& name, const std::string& path) {
-    if (!name.empty() && name.find("__") != std::string::npos)
-      throw ConfigError(path, "holds \"__\", which tether keeps for indexed names (x[3] is x__3)");
+    refuse_index_marker(name, path);
     plain_.insert(name);
   }
 
@@ -225,8 +225,8 @@ class Expander {
         if (i >= end || text[i] != ')') return fail("has a \"(\" in an index that is not closed", start);
         return ++i, v;
       }
-      if (std::isdigit(static_cast<unsigned char>(text[i]))) {
-        while (i < end && std::isdigit(static_cast<unsigned char>(text[i]))) ++i;
+      if (lexer::is_digit(text[i])) {
+        while (i < end && lexer::is_digit(text[i])) ++i;
         if (i - start > 10) return fail("has an index beyond " + std::to_string(kMaxValue), start);
         return bounded(std::stold(text.substr(start, i - start)), start);
       }
@@ -238,7 +238,7 @@ class Expander {
         if (sizes_.count(name)) return sizes_.at(name);
         return fail("has \"" + name.substr(0, 40) + "\" in an index, which is neither a range's index nor a size", start);
       }
-      return fail("has an unexpected character " + json(std::string(1, text[i])).dump(-1, ' ', true, json::error_handler_t::replace) +
+      return fail("has an unexpected character " + lexer::quoted(text[i]) +
                       " in an index (an index is whole numbers, indices, sizes, + - * and parentheses)", i);
     };
     const auto product = [&] {
@@ -261,7 +261,7 @@ class Expander {
     };
     const long long v = sum();
     skip();
-    if (i < end) fail("has an unexpected " + json(std::string(1, text[i])).dump(-1, ' ', true, json::error_handler_t::replace) +
+    if (i < end) fail("has an unexpected " + lexer::quoted(text[i]) +
                           " in an index", i);
     return v;
   }
@@ -431,17 +431,9 @@ class Expander {
       const char c = text[i];
       if (is_space(c)) {
         out += c, ++i;
-      } else if (std::isdigit(static_cast<unsigned char>(c)) || (c == '.' && i + 1 < end && std::isdigit(static_cast<unsigned char>(text[i + 1])))) {
+      } else if (lexer::starts_number(text, i, end)) {
         const std::size_t start = i;
-        while (i < end && (std::isdigit(static_cast<unsigned char>(text[i])) || text[i] == '.')) ++i;
-        if (i < end && (text[i] == 'e' || text[i] == 'E')) {
-          std::size_t j = i + 1;
-          if (j < end && (text[j] == '+' || text[j] == '-')) ++j;
-          if (j < end && std::isdigit(static_cast<unsigned char>(text[j]))) {
-            i = j;
-            while (i < end && std::isdigit(static_cast<unsigned char>(text[i]))) ++i;
-          }
-        }
+        i = lexer::number_end(text, i, end);
         out += text.substr(start, i - start);
       } else if (starts_name(c)) {
         const std::size_t start = i;
@@ -460,11 +452,7 @@ class Expander {
           out += summed(text, start, next, close, b, path);
           i = close + 1;
         } else if (next < end && text[next] == '(') {
-          if (!std::count(declared_functions().begin(), declared_functions().end(), name)) {
-            std::string list = "sum";
-            for (const auto& f : declared_functions()) list += ", " + f;
-            throw ConfigError(path, "unknown function \"" + name.substr(0, 40) + "\"" + at(start) + " (functions: " + list + ")");
-          }
+          if (!lexer::is_function(name)) lexer::unknown_function(path, name, start);
           out += name;
         } else {
           out += bare(name, start, b, path);
@@ -474,8 +462,7 @@ class Expander {
         if (depth < 0) throw ConfigError(path, "a \")\" without its \"(\"" + at(i));
         out += c, ++i;
       } else {
-        throw ConfigError(path, "unexpected character " +
-                                    json(std::string(1, c)).dump(-1, ' ', true, json::error_handler_t::replace) + at(i));
+        lexer::unexpected_character(path, c, i);
       }
     }
     if (depth > 0) throw ConfigError(path, "a \"(\" is not closed");

@@ -94,6 +94,15 @@ struct HmcDraw {
   HmcOutcome outcome = HmcOutcome::accepted;
 };
 
+// A momentum p ~ N(0, kT M), M the system's (or the metric's) mass: n
+// normals from `rng`, scaled by kT^1/2 M^1/2. Not yet projected onto T*_q N.
+template <class S>
+TETHER_HD Vec<S::dof> thermal_momentum(const S& sys, Real temperature, CounterRng& rng) {
+  Vec<S::dof> xi;
+  for (int c = 0; c < S::dof; ++c) xi[c] = rng.normal();
+  return sqrt(temperature) * sys.sqrt_mass_times(xi);
+}
+
 // One step of the stepper from s. On the host a method that can keeps its
 // end force in `carry` for the next step that starts at s.q (ForceCarry: one
 // gradient a step instead of two, the same states up to where fused
@@ -165,9 +174,7 @@ TETHER_HD HmcDraw hmc_transition(const S& sys, const Stepper& stepper, const Hmc
   // 1. Momentum: xi ~ N(0, kT M), onto T*_q N.
   PhaseState<S> x;
   x.q = slot.get<n>(slot.q);
-  Vec<n> xi;
-  for (int c = 0; c < n; ++c) xi[c] = rng.normal();
-  Vec<n> fresh = sqrt(ctl.temperature) * sys.sqrt_mass_times(xi);
+  const Vec<n> fresh = thermal_momentum(sys, ctl.temperature, rng);
   const Real keep = ctl.refresh_cos, mix = sqrt(1 - keep * keep);
   const Vec<n> last = slot.get<n>(slot.p);
   x.p = keep * last + mix * fresh;
@@ -325,9 +332,7 @@ TETHER_HD HmcDraw dynamic_transition(const S& sys, const Stepper& stepper, const
 
   PhaseState<S> x;
   x.q = slot.get<n>(slot.q);
-  V xi;
-  for (int c = 0; c < n; ++c) xi[c] = rng.normal();
-  x.p = sqrt(ctl.temperature) * sys.sqrt_mass_times(xi);
+  x.p = thermal_momentum(sys, ctl.temperature, rng);
   if (ctl.project_momentum && project_momentum(sys, x.q, x.p) != Status::ok) {
     d.outcome = HmcOutcome::newton;
     d.energy = total_energy(sys, x.q, slot.get<n>(slot.p));
@@ -471,9 +476,7 @@ TETHER_HD Real reasonable_step_size(const S& sys, const Stepper& stepper, const 
   for (int trial = 0; trial <= 64; ++trial) {
     PhaseState<S> x;
     x.q = slot.get<n>(slot.q);
-    Vec<n> xi;
-    for (int c = 0; c < n; ++c) xi[c] = rng.normal();
-    x.p = sqrt(ctl.temperature) * sys.sqrt_mass_times(xi);
+    x.p = thermal_momentum(sys, ctl.temperature, rng);
     Real delta = -std::numeric_limits<Real>::infinity();
     if (project_momentum(sys, x.q, x.p) == Status::ok) {
       const Real energy0 = total_energy(sys, x.q, x.p);
