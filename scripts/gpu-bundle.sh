@@ -4,7 +4,8 @@
 # one archive: `tether`, the gpu tests (test_cuda) and the benchmark
 # (tether_bench), with kernels compiled to sm_90 machine code; the shared
 # libraries they load beyond the C library and the driver; the example
-# configs; and scripts/gpu-check.sh, which runs it all there.
+# configs; the headers declared systems compile against there (with nvcc and
+# g++, which it has); and scripts/gpu-check.sh, which runs it all there.
 #
 #   scripts/gpu-bundle.sh [ARCHIVE]     default: gpu-bundle.tar.xz in the repo root
 #
@@ -45,6 +46,13 @@ for b in "$stage"/bin/*; do ldd "$b"; done | awk '/=> \//{print $3}' | sort -u |
   while read -r lib; do cp -L "$lib" "$stage/lib/"; done
 cp -r configs "$stage/configs"
 cp scripts/gpu-check.sh "$stage/"
+# The headers a declared system compiles against at first use, with Eigen and
+# nlohmann/json (the GPU machine has neither), where bin/tether looks for
+# them: bin/../share/tether/compile, as `cmake --install` puts them.
+cmake --install build-gpu --prefix "$stage_root/installed" >/dev/null
+mkdir -p "$stage/share/tether" "$stage/tools"
+cp -r "$stage_root/installed/share/tether/compile" "$stage/share/tether/"
+cp tools/same_numbers.py "$stage/tools/"
 mkdir -p "$stage/bench/results"  # the GPU peers (numba.cuda, JAX) run from the bundle by gpu-check.sh
 cp bench/rattle_peers.py bench/run_shoot_bench.py "$stage/bench/"
 {

@@ -310,8 +310,8 @@ int do_run(const std::string& config_path, const std::string& out, const std::st
 #ifdef _OPENMP
   if (threads > 0) omp_set_num_threads(int(threads));
 #endif
-  tether::check_config(cfg);
-  cfg.backend = tether::resolve_backend(cfg, cfg.size);
+  cfg.backend = tether::resolve_backend(cfg.backend, cfg.size);
+  tether::check_config(cfg);  // with the backend's own library, where the system is declared
   if (!resume) tether::check_room_for_run(cfg, out);
 
   const nlohmann::json identity = identity_of("run", config_path, cfg);
@@ -470,7 +470,7 @@ int do_sample(const std::string& config_path, const std::string& out, const std:
 #ifdef _OPENMP
   if (threads > 0) omp_set_num_threads(int(threads));
 #endif
-  cfg.run.backend = tether::resolve_backend(cfg.run, cfg.sample.chains);
+  cfg.run.backend = tether::resolve_backend(cfg.run.backend, cfg.sample.chains);
   tether::check_sample_config(cfg);
   if (!resume) tether::check_room_for_sample(cfg, out);
 

@@ -98,16 +98,9 @@ std::string resolve_backend(const std::string& requested, std::int64_t ensemble,
   return requested == "auto" && backend == "cuda" && ensemble < cuda_from ? "cpu" : backend;
 }
 
-std::string resolve_backend(const RunConfig& c, std::int64_t ensemble, std::int64_t cuda_from) {
-  const std::string backend = resolve_backend(c.backend, ensemble, cuda_from);
-  if (!c.declared || backend != "cuda") return backend;
-  if (c.backend == "auto") return "cpu";
-  throw ConfigError("backend", "\"cuda\" does not run systems compiled at first use yet (declared ones, or a size "
-                               "this build has no instantiation of): use \"cpu\" (or \"auto\")");
-}
 
 std::string resolve_shoot_backend(const ShootConfig& c) {
-  return resolve_backend(c.run, std::int64_t(c.shoot.targets.size()) * c.shoot.guesses_per_target(),
+  return resolve_backend(c.run.backend, std::int64_t(c.shoot.targets.size()) * c.shoot.guesses_per_target(),
                          auto_cuda_min_shots);
 }
 
@@ -136,23 +129,26 @@ static_assert(Methods::size == TETHER_METHOD_COUNT,
               "CMake counted a different number of methods in tether/registry.hpp: keep one per line there");
 #endif
 
-// A declared system's pair is compiled when first used, one engine at a time (expr/compiled_pair.hpp).
-const PairEntry& entry_for(const RunConfig& c, PairEngine engine) {
-  return c.declared ? declared_pair(*c.declared, c.method, engine).entry : entry(Systems{}, c.system, c.method);
+// A declared system's pair is compiled when first used, one engine (and
+// backend: cuda's holds its kernels) at a time (expr/compiled_pair.hpp).
+const PairEntry& entry_for(const RunConfig& c, PairEngine engine, const std::string& backend) {
+  return c.declared ? declared_pair(*c.declared, c.method, engine, backend).entry
+                    : entry(Systems{}, c.system, c.method);
 }
 
 }  // namespace
 
 void check_config(const RunConfig& c) {
   if (c.declared)
-    declared_pair(*c.declared, c.method, PairEngine::run).check(c);
+    declared_pair(*c.declared, c.method, PairEngine::run, c.backend).check(c);
   else
     check_system(c);
 }
 
 RunResult run(const RunConfig& c, const RunOptions& opt) {
   check_config(c);
-  return entry_for(c, PairEngine::run).run(c, opt, resolve_backend(c, c.size));
+  const std::string backend = resolve_backend(c.backend, c.size);
+  return entry_for(c, PairEngine::run, backend).run(c, opt, backend);
 }
 
 RunResult merge_shards(const RunConfig& c, const std::vector<std::string>& tallies) {
@@ -181,7 +177,7 @@ RunResult merge_shards(const RunConfig& c, const std::vector<std::string>& talli
 ShootResult shoot(const ShootConfig& c, const ShootOptions& opt) {
   const auto start = std::chrono::steady_clock::now();
   const std::string backend = resolve_shoot_backend(c);
-  ShootResult r = entry_for(c.run, PairEngine::shoot).shoot(c, opt, backend);
+  ShootResult r = entry_for(c.run, PairEngine::shoot, backend).shoot(c, opt, backend);
   r.system = c.run.system_name;
   r.method = c.run.method_name;
   r.stages = c.run.stages;
@@ -192,8 +188,8 @@ ShootResult shoot(const ShootConfig& c, const ShootOptions& opt) {
 
 SampleResult sample(const SampleConfig& c, const SampleOptions& opt) {
   const auto start = std::chrono::steady_clock::now();
-  const std::string backend = resolve_backend(c.run, c.sample.chains);
-  SampleResult r = entry_for(c.run, PairEngine::sample).sample(c, opt, backend);
+  const std::string backend = resolve_backend(c.run.backend, c.sample.chains);
+  SampleResult r = entry_for(c.run, PairEngine::sample, backend).sample(c, opt, backend);
   r.wall_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   return r;
 }

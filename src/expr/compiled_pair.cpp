@@ -180,6 +180,7 @@ std::vector<fs::path> compile_tree(const std::string& host_path) {
     const fs::path root = fs::weakly_canonical(fs::path(host_path).parent_path() / relative, ec);
     if (!ec && holds_tree(root / "src", root / "generated")) {
       tree = {root / "src", root / "include", root / "generated"};
+      if (fs::is_directory(root / "third_party")) tree.push_back(root / "third_party");  // Eigen's, nlohmann's
       break;
     }
   }
@@ -223,9 +224,13 @@ std::vector<std::string> declared_cuda_compile_flags(const std::string& host_pat
   return with_tree(host_path, declared_toolchain::cuda_flags);
 }
 
-std::string declared_pair_cuda_source(const DeclaredSystem& d, int method) {
-  return unit_head(d, method, "its CUDA kernels", "#include \"backends/cuda/instantiate_pair.cuh\"\n") +
-         "}  // namespace tether\nTETHER_INSTANTIATE_CUDA(::tether::UserSystem, ::tether::DeclaredMethod)\n";
+std::string declared_pair_cuda_source(const DeclaredSystem& d, int method, PairEngine engine) {
+  const char* const instantiate = engine == PairEngine::run     ? "TETHER_INSTANTIATE_CUDA_RUN"
+                                  : engine == PairEngine::shoot ? "TETHER_INSTANTIATE_CUDA_SHOOT"
+                                                                : "TETHER_INSTANTIATE_CUDA_SAMPLE";
+  return unit_head(d, method, std::string("the CUDA kernels of `tether ") + engine_name(engine) + "`",
+                   "#include \"backends/cuda/instantiate_pair.cuh\"\n") +
+         "}  // namespace tether\n" + instantiate + "(::tether::UserSystem, ::tether::DeclaredMethod)\n";
 }
 
 std::string declared_pair_source(const DeclaredSystem& d, int method, PairEngine engine) {
@@ -253,7 +258,7 @@ std::string declared_pair_source(const DeclaredSystem& d, int method, PairEngine
   return o.str();
 }
 
-const DeclaredPair& declared_pair(const DeclaredSystem& d, int method, PairEngine engine) {
+const DeclaredPair& declared_pair(const DeclaredSystem& d, int method, PairEngine engine, const std::string& backend) {
   static std::mutex mutex;
   static std::map<std::string, const DeclaredPair*> loaded;  // by key, for the life of the process
   const std::lock_guard<std::mutex> guard(mutex);
@@ -261,9 +266,28 @@ const DeclaredPair& declared_pair(const DeclaredSystem& d, int method, PairEngin
   const std::string source = declared_pair_source(d, method, engine);
   std::string host_path;
   const std::string host = host_identity(host_path);
-  const std::vector<std::string> flags = declared_compile_flags(host_path);
+  std::vector<std::string> flags = declared_compile_flags(host_path);
+  // The cuda backend's library also holds the engine's kernels, compiled by
+  // nvcc into an object linked into it; the host libraries do without (a cpu
+  // run does not wait for nvcc), so the host unit is told which it is.
+#ifdef TETHER_HAVE_CUDA
+  const bool cuda = backend == "cuda";
+#else
+  const bool cuda = false;  // resolve_backend refused cuda: this build does not run it
+#endif
+  std::string cuda_source;
+  std::vector<std::string> cuda_flags;
+  if (cuda) {
+    flags.push_back("-DTETHER_HAVE_CUDA");
+    cuda_source = declared_pair_cuda_source(d, method, engine);
+    cuda_flags = declared_cuda_compile_flags(host_path);
+  }
   std::string key = source + "\n// compiler: " + declared_toolchain::compiler;
   for (const std::string& f : flags) key += " " + f;
+  if (cuda) {
+    key += "\n// its CUDA unit:\n" + cuda_source + "\n// nvcc: " + declared_toolchain::cuda_compiler;
+    for (const std::string& f : cuda_flags) key += " " + f;
+  }
   key += "\n// for: " + host + "\n";
   if (const auto it = loaded.find(key); it != loaded.end()) return *it->second;
 
@@ -299,9 +323,27 @@ const DeclaredPair& declared_pair(const DeclaredSystem& d, int method, PairEngin
   const fs::path partial = entry / "pair.so.partial";
   args.insert(args.end(), {"-o", partial.string(), cpp.string()});
   const std::string what = d.builtin_type.empty() ? d.name : d.builtin_type;  // "Chain<5>": the size is the news
-  std::fprintf(stderr, "tether: compiling %s with %s for %s (first use; kept in %s)\n", what.c_str(),
-               method_infos().at(std::size_t(method)).name.c_str(), engine_name(engine), entry.c_str());
+  std::fprintf(stderr, "tether: compiling %s with %s for %s%s (first use; kept in %s)\n", what.c_str(),
+               method_infos().at(std::size_t(method)).name.c_str(), engine_name(engine), cuda ? " on cuda" : "",
+               entry.c_str());
   const auto start = std::chrono::steady_clock::now();
+  if (cuda) {
+    if (::access(declared_toolchain::cuda_compiler, X_OK) != 0)
+      throw ConfigError(where, std::string("a declared system runs on cuda once its kernels are compiled, with ") +
+                                   declared_toolchain::cuda_compiler + ", the nvcc tether was built with, which is "
+                                   "not here: install the CUDA toolkit there, or use the cpu backend");
+    const fs::path cu = entry / "pair.cu", object = entry / "pair_cuda.o", cuda_log = entry / "compile_cuda.log";
+    write_text(cu, cuda_source);
+    std::vector<std::string> nvcc{declared_toolchain::cuda_compiler};
+    for (const std::string& f : cuda_flags) nvcc.push_back(f);
+    nvcc.insert(nvcc.end(), {"-Xcompiler=-fPIC", "-c", "-o", object.string(), cu.string()});
+    if (const int rc = compile(nvcc, cuda_log); rc != 0)
+      throw ConfigError(where, "nvcc failed (exit " + std::to_string(rc) + ") on the CUDA unit generated from this "
+                               "declaration, kept with its messages in " + entry.string() +
+                               " (pair.cu, compile_cuda.log):" + first_errors(cuda_log));
+    // The CUDA runtime's symbols resolve in the binary that loads the library, as the engine's do: one runtime.
+    args.push_back(object.string());
+  }
   const int rc = compile(args, log);
   if (rc != 0)
     throw ConfigError(where, "the compiler failed (exit " + std::to_string(rc) + ") on the source generated from "

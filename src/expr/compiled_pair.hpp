@@ -31,21 +31,24 @@ struct DeclaredPair {
   void (*check)(const RunConfig&) = nullptr;
 };
 
-// The pair's library: loaded from the cache, or compiled first. Errors are
-// ConfigErrors at system.declare: no compiler, a compiler failure (the
-// generated source and the compiler's messages are kept; the message says
-// where), a library that does not load.
-const DeclaredPair& declared_pair(const DeclaredSystem& d, int method, PairEngine engine);
+// The pair's library for `backend` (resolved: cpu, reference or cuda; the
+// cuda one also holds the engine's kernels, in a build that runs them):
+// loaded from the cache, or compiled first. Errors are ConfigErrors at
+// system.declare: no compiler, a compiler failure (the generated source and
+// the compiler's messages are kept; the message says where), a library that
+// does not load.
+const DeclaredPair& declared_pair(const DeclaredSystem& d, int method, PairEngine engine, const std::string& backend);
 
 // The source compiled for the pair (`tether` keeps it beside the library).
 std::string declared_pair_source(const DeclaredSystem& d, int method, PairEngine engine);
 
-// The CUDA unit of the pair's kernels (backends/cuda/instantiate_pair.cuh),
-// and nvcc's arguments for it but the output and the source, as this build
-// compiles its own kernels (generated/declared_toolchain.hpp; none without
-// CUDA). The cuda backend does not run declared pairs yet: the tests compile
-// this unit to PTX, so that a declared type that is not device code fails.
-std::string declared_pair_cuda_source(const DeclaredSystem& d, int method);
+// The CUDA unit of the engine's kernels for the pair (backends/cuda/
+// instantiate_pair.cuh), and nvcc's arguments for it but the output and the
+// source, as this build compiles its own kernels (generated/
+// declared_toolchain.hpp; none without CUDA). A build that runs cuda links
+// it into the pair's cuda library; the tests compile it to PTX, so that a
+// declared type that is not device code fails where no GPU is.
+std::string declared_pair_cuda_source(const DeclaredSystem& d, int method, PairEngine engine);
 std::vector<std::string> declared_cuda_compile_flags(const std::string& host_path);
 
 // The compiler's arguments but the output and the source, for the engine in

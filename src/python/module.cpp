@@ -190,8 +190,8 @@ nb::dict run(const std::string& text, const std::string& source, std::optional<A
   tether::RunConfig c = tether::parse_config_in_memory(text, source, in_memory_run(q0, p0, batch_size));
   if (!backend.empty()) c.backend = backend;
   Threads scope(threads);
-  tether::check_config(c);
-  c.backend = tether::resolve_backend(c, c.size);
+  c.backend = tether::resolve_backend(c.backend, c.size);
+  tether::check_config(c);  // with the backend's own library, where the system is declared
   const int dof = tether::system_dof(c);
   ArraySink sink(c, dof);
   Progress bar(std::move(progress));
@@ -314,7 +314,7 @@ nb::dict sample(const std::string& text, const std::string& source, const std::s
       algorithm.empty() ? text : tether::with_sample_algorithm(text, source, algorithm), source);
   if (!backend.empty()) c.run.backend = backend;
   Threads scope(threads);
-  c.run.backend = tether::resolve_backend(c.run, c.sample.chains);
+  c.run.backend = tether::resolve_backend(c.run.backend, c.sample.chains);
   tether::check_sample_config(c);
   tether::check_memory_for_draws(c);
   const int dof = tether::system_dof(c.run);

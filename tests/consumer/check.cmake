@@ -2,7 +2,7 @@
 # configures, builds and runs tests/consumer against it, as another project
 # would, and runs the installed tether command on a declared system, which
 # it must compile against the headers installed beside it, not the source
-# tree's. Called with -DBUILD_DIR, -DSOURCE_DIR, -DWORK_DIR.
+# tree's (Eigen and nlohmann/json included). Called with -DBUILD_DIR, -DSOURCE_DIR, -DWORK_DIR.
 file(REMOVE_RECURSE "${WORK_DIR}")
 function(step)
   execute_process(COMMAND ${ARGN} RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE out)
@@ -30,7 +30,7 @@ if(NOT _count EQUAL 1)
 endif()
 file(READ "${_keys}" _key)
 file(REAL_PATH "${WORK_DIR}/prefix" _prefix)
-foreach(_tree src include generated)
+foreach(_tree src include generated third_party)
   string(FIND "${_key}" " -I${_prefix}/share/tether/compile/${_tree} " _at)
   if(_at EQUAL -1)
     message(FATAL_ERROR "the installed tether did not compile against its installed ${_tree}/ headers:\n${_key}")

@@ -265,11 +265,12 @@ int main() {
   fs::remove_all(dir);
 }
 
-// Each kind of declared type, with a method of its family, compiled as CUDA
-// kernels the way this build compiles its own (to PTX alone, cicc at -O0, in
-// a compile-check build): a chain's tridiagonal Gram matrix (RATTLE), a
-// triangle's dense one (SHAKE), a frame's dual numbers (Gauss-Legendre).
-// Skipped in a build without CUDA.
+// Each kind of declared type, with a method of its family, compiled as one
+// engine's CUDA kernels the way this build compiles its own (to PTX alone,
+// cicc at -O0, in a compile-check build): a chain's tridiagonal Gram matrix
+// (RATTLE, the sampler's chains), a triangle's dense one (SHAKE, a run), a
+// frame's dual numbers (Gauss-Legendre, shooting). Skipped in a build
+// without CUDA; a GPU machine runs such pairs (scripts/gpu-check.sh).
 TEST(DeclaredSystem, EachKindOfDeclaredTypeCompilesAsCudaKernels) {
   if (*declared_toolchain::cuda_compiler == 0) GTEST_SKIP() << "a build without CUDA";
   const auto method = [](const std::string& name) {
@@ -277,25 +278,30 @@ TEST(DeclaredSystem, EachKindOfDeclaredTypeCompilesAsCudaKernels) {
       if (method_infos()[m].name == name) return int(m);
     throw std::logic_error("no method " + name);
   };
-  const std::vector<std::pair<json, std::string>> cases = {
+  struct Case {
+    json declaration;
+    std::string method;
+    PairEngine engine;
+  };
+  const std::vector<Case> cases = {
       {json::parse(R"json({"name": "rod", "sizes": {"N": 4}, "coordinates": [{"for": "i = 1..N", "each": ["x[i]", "y[i]", "z[i]"]}],
                           "potential": "z[N]", "constraints": [{"for": "i = 1..N-1",
                           "each": "(x[i+1]-x[i])^2 + (y[i+1]-y[i])^2 + (z[i+1]-z[i])^2 - 1"}]})json"),
-       "rattle"},
+       "rattle", PairEngine::sample},
       {json::parse(R"json({"name": "triangle", "dof": 9, "constraints": ["(q3-q0)^2 + (q4-q1)^2 + (q5-q2)^2 - 1",
                           "(q6-q0)^2 + (q7-q1)^2 + (q8-q2)^2 - 1", "(q6-q3)^2 + (q7-q4)^2 + (q8-q5)^2 - 1"]})json"),
-       "shake"},
+       "shake", PairEngine::run},
       {json::parse(R"json({"name": "my_heisenberg", "coordinates": ["x", "y", "z"],
                           "frame": [[1, 0, "-y/2"], [0, 1, "x/2"]], "potential": "z^2"})json"),
-       "gauss_legendre"},
+       "gauss_legendre", PairEngine::shoot},
   };
   const fs::path dir = fs::temp_directory_path() / ("tether_declared_cuda_" + std::to_string(::getpid()));
   fs::remove_all(dir);
   fs::create_directories(dir);
-  for (const auto& [declaration, name] : cases) {
+  for (const auto& [declaration, name, engine] : cases) {
     const DeclaredSystem d = parse_declared_system(declaration, "system.declare");
     const fs::path unit = dir / (d.name + ".cu"), log = dir / (d.name + ".log");
-    std::ofstream(unit) << declared_pair_cuda_source(d, method(name));
+    std::ofstream(unit) << declared_pair_cuda_source(d, method(name), engine);
     std::ostringstream cmd;
     cmd << declared_toolchain::cuda_compiler;
     for (const std::string& f : declared_cuda_compile_flags(fs::canonical("/proc/self/exe").string())) cmd << " '" << f << "'";
@@ -326,11 +332,17 @@ TEST(DeclaredSystem, APairCompilesAgainstTheHeadersInstalledBesideTheBinary) {
   std::ofstream(root / "src" / "engine" / "for_pair.hpp") << "#pragma once\n";
   std::ofstream(root / "generated" / "declared_toolchain.hpp") << "#pragma once\n";
   const fs::path real = fs::canonical(root);
-  const std::vector<std::string> installed = declared_compile_flags((dir / "bin" / "tether").string());
-  ASSERT_GE(installed.size(), 3u);
+  std::vector<std::string> installed = declared_compile_flags((dir / "bin" / "tether").string());
+  ASSERT_GE(installed.size(), 4u);
   EXPECT_EQ(installed[0], "-I" + (real / "src").string());
   EXPECT_EQ(installed[1], "-I" + (real / "include").string());
   EXPECT_EQ(installed[2], "-I" + (real / "generated").string());
+  EXPECT_NE(installed[3], "-I" + (real / "third_party").string());
+  // The Eigen and nlohmann/json installed with it come before the build machine's.
+  fs::create_directories(root / "third_party");
+  installed = declared_compile_flags((dir / "bin" / "tether").string());
+  ASSERT_GE(installed.size(), 4u);
+  EXPECT_EQ(installed[3], "-I" + (real / "third_party").string());
   const std::vector<std::string> built = declared_compile_flags((dir / "bin" / "elsewhere" / "tether").string());
   ASSERT_GE(built.size(), 3u);
   EXPECT_EQ(built[0], "-I" + (fs::path(declared_toolchain::source_dir) / "src").string());

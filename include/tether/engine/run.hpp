@@ -131,10 +131,6 @@ constexpr std::int64_t auto_cuda_min_ensemble = 1000;
 constexpr std::int64_t auto_cuda_min_shots = 8000;
 std::string resolve_backend(const std::string& requested, std::int64_t ensemble,
                             std::int64_t cuda_from = auto_cuda_min_ensemble);
-// The config's backend for `ensemble` trajectories (or chains, or shots):
-// as above, and a declared system's pairs, compiled for the host, take cpu
-// for "auto" (cuda refused).
-std::string resolve_backend(const RunConfig& c, std::int64_t ensemble, std::int64_t cuda_from = auto_cuda_min_ensemble);
 
 // Everything that needs the system itself: explicit states' dimensions and
 // their distance from the constraint manifold. Throws ConfigError.
