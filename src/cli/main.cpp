@@ -710,6 +710,7 @@ void do_list(bool as_json) {
         for (const auto& n : on) only += (only.empty() ? "" : ", ") + n;
         only = " (" + only + " only)";
       }
+      if (!tether::method_compiled_in(int(m))) only += " (not in this build: compiled at first use)";
       std::printf("  %-22s %s%s: %s  [%s]\n", info.name.c_str(), head.c_str(), only.c_str(), info.description.c_str(),
                   info.citation.c_str());
     }

@@ -201,6 +201,10 @@ void parse_method(const Node& m, RunConfig& c, const std::set<std::string>& comm
   nw.only({"tolerance", "max_iterations"});
   c.newton.tolerance = nw.positive("tolerance", c.newton.tolerance);
   c.newton.max_iterations = static_cast<int>(nw.integer("max_iterations", 1, 1000, c.newton.max_iterations));
+  if (c.system >= 0 && !method_compiled_in(c.method)) {  // a build with some methods alone: compiled at first use
+    c.declared = compiled_at_first_use(c.system);
+    c.system = -1;
+  }
 }
 
 void parse_system(const Node& sys, RunConfig& c) {

@@ -2,8 +2,11 @@
 
 #include <array>
 #include <chrono>
+#include <iterator>
+#include <utility>
 
 #include "backends/backend.hpp"
+#include "compiled_pairs.hpp"
 #include "engine/tally.hpp"
 #include "engine/pair_entry.hpp"
 #include "expr/compiled_pair.hpp"
@@ -107,15 +110,26 @@ std::string resolve_shoot_backend(const ShootConfig& c) {
 namespace {
 
 // Each built-in (system, method) pair's entry points, by registry indices
-// (defined in the generated per-method units).
-template <class S, class... M>
-constexpr std::array<PairEntry, sizeof...(M)> row(TypeList<M...>) {
-  return {pair_entry<S, M>()...};
+// (defined in the generated per-method units): those of the methods this
+// build compiled in (compiled_pairs.hpp); the config reader sends the others'
+// pairs to the first-use compile.
+template <class S, class M, std::size_t J>
+constexpr PairEntry compiled_entry() {
+  if constexpr (method_compiled[J])
+    return pair_entry<S, M>();
+  else
+    return {};
+}
+
+template <class S, class... M, std::size_t... J>
+constexpr std::array<PairEntry, sizeof...(M)> row(TypeList<M...>, std::index_sequence<J...>) {
+  return {compiled_entry<S, M, J>()...};
 }
 
 template <class... S>
 const PairEntry& entry(TypeList<S...>, int system, int method) {
-  static constexpr std::array<std::array<PairEntry, Methods::size>, sizeof...(S)> table{row<S>(Methods{})...};
+  static constexpr std::array<std::array<PairEntry, Methods::size>, sizeof...(S)> table{
+      row<S>(Methods{}, std::make_index_sequence<Methods::size>{})...};
   const PairEntry& e = table.at(std::size_t(system)).at(std::size_t(method));
   if (!e.run) throw std::logic_error("the registry does not pair system " + std::to_string(system) + " with method " +
                                      std::to_string(method));
@@ -125,6 +139,8 @@ const PairEntry& entry(TypeList<S...>, int system, int method) {
 #ifdef TETHER_SYSTEM_COUNT
 static_assert(Systems::size == TETHER_SYSTEM_COUNT,
               "CMake counted a different number of systems in tether/system_list.hpp: keep one per line there");
+static_assert(std::size(method_compiled) == Methods::size && std::size(system_types) == Systems::size,
+              "CMake generated compiled_pairs.hpp from another registry");
 static_assert(Methods::size == TETHER_METHOD_COUNT,
               "CMake counted a different number of methods in tether/registry.hpp: keep one per line there");
 #endif

@@ -4,6 +4,7 @@
 #include <climits>
 #include <sstream>
 
+#include "compiled_pairs.hpp"
 #include "expr/declared_interface.hpp"
 #include "expr/declared_system.hpp"
 #include "registry/parameter_io.hpp"
@@ -202,6 +203,17 @@ std::string sizes_compiled_at_first_use(const std::string& name) {
   for (const Resizable& r : resizable)
     if (name == r.name) return std::to_string(r.smallest) + " to " + std::to_string(r.largest);
   return "";
+}
+
+bool method_compiled_in(int method) { return method_compiled[std::size_t(method)]; }
+
+std::shared_ptr<const DeclaredSystem> compiled_at_first_use(int system) {
+  auto d = std::make_shared<DeclaredSystem>();
+  d->info = system_infos().at(std::size_t(system));
+  d->name = d->info.name;
+  d->builtin_type = system_types[std::size_t(system)];
+  d->builtin_header = "tether/system_list.hpp";
+  return d;
 }
 
 std::shared_ptr<const DeclaredSystem> resized_system(const Node& sys) {

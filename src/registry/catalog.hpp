@@ -31,6 +31,15 @@ std::shared_ptr<const DeclaredSystem> resized_system(const Node& system);
 // a system that has no size).
 std::string sizes_compiled_at_first_use(const std::string& system_name);
 
+// Whether this build compiled method's pairs into the engine (CMake's
+// TETHER_METHOD_HEADERS; every method in a full build). Where it did not, the
+// config reader takes the system as compiled_at_first_use gives it.
+bool method_compiled_in(int method);
+
+// Built-in system `system` (registry index) as a system compiled when first
+// used, its own type with every method (expr/compiled_pair.hpp).
+std::shared_ptr<const DeclaredSystem> compiled_at_first_use(int system);
+
 // The method a config's "method" object names, among those that pair with
 // `system`; `common` are the keys every method object may have (name, dt,
 // ...). Its parameters are validated and their values written to

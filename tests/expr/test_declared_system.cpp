@@ -23,6 +23,8 @@
 #include "expr/compiled_pair.hpp"
 #include "expr/declared_pendulum.hpp"
 #include "expr/declared_system.hpp"
+#include "registry/catalog.hpp"
+#include "support.hpp"
 #include "tether/engine/catalog.hpp"
 #include "tether/engine/config_error.hpp"
 #include "tether/systems/spherical_pendulum.hpp"
@@ -316,6 +318,42 @@ TEST(DeclaredSystem, EachKindOfDeclaredTypeCompilesAsCudaKernels) {
     EXPECT_NE(ptx.str().find("UserSystem"), std::string::npos) << d.name << ": no kernel of the declared type";
   }
   fs::remove_all(dir);
+}
+
+// A build with some methods alone (TETHER_METHOD_HEADERS) reads a config of
+// another as the built-in system compiled at first use with it: here, in a
+// build that has the pair, that pair compiled so runs as the build's own, bit
+// for bit, from the same thermal starts (this binary exports the engine's
+// symbols, as the tether command does). Every method is in this build.
+TEST(DeclaredSystem, ABuiltInPairCompiledAtFirstUseRunsAsTheBuildsOwn) {
+  for (int m = 0; m < int(method_infos().size()); ++m) EXPECT_TRUE(method_compiled_in(m)) << method_infos()[m].name;
+  ::setenv("TETHER_CACHE_DIR", TETHER_TEST_CACHE, 1);
+  const std::string config = R"json({"system": {"name": "chain", "parameters": {"beads": 8}},
+      "method": {"name": "shake", "dt": 0.002, "steps": 60},
+      "ensemble": {"size": 40, "seed": 3, "initial": {"sampler": "thermal", "temperature": 0.5}},
+      "output": {"every": 20}, "backend": "cpu"})json";
+  const RunConfig built = parse_config(config, "test");
+  ASSERT_GE(built.system, 0);
+  ASSERT_FALSE(built.declared);
+  RunConfig first_use = built;
+  first_use.declared = compiled_at_first_use(built.system);
+  first_use.system = -1;
+  EXPECT_EQ(first_use.declared->builtin_type, "Chain<8>");
+  MemorySink a, b;
+  RunOptions opt;
+  opt.final_states = &a;
+  const RunResult ra = run(built, opt);
+  opt.final_states = &b;
+  const RunResult rb = run(first_use, opt);
+  ASSERT_EQ(a.rows.size(), 40u);
+  ASSERT_EQ(b.rows.size(), a.rows.size());
+  for (std::size_t i = 0; i < a.rows.size(); ++i) {
+    EXPECT_EQ(a.rows[i].id, b.rows[i].id);
+    EXPECT_EQ(a.rows[i].q, b.rows[i].q) << "trajectory " << i;
+    EXPECT_EQ(a.rows[i].p, b.rows[i].p) << "trajectory " << i;
+  }
+  EXPECT_EQ(ra.max_relative_energy_error, rb.max_relative_energy_error);
+  EXPECT_EQ(ra.system, rb.system);
 }
 
 // An installed tether compiles against the headers installed beside it
