@@ -4,8 +4,9 @@
 // the units CMake generates for each method include the systems and their own
 // method's header alone: touching one method's header rebuilds its units only.
 //
-// Keep one entry per line between the markers: CMake counts them (engine.cpp
-// checks its count against this list).
+// Keep one entry per line between the markers, with the header that
+// defines it: CMake counts them (engine.cpp checks its count against this
+// list), and a pair a build compiles at first use includes that header.
 #include <type_traits>
 
 #include "tether/core/families.hpp"
@@ -34,24 +35,24 @@ struct TypeList {
 // clang-format off
 using Systems = TypeList<
     // registry systems begin
-    SphericalPendulum,
-    DoublePendulum,
-    Chain<4>,
-    Chain<8>,
-    Chain<16>,
-    FourBar,
-    Kepler,
-    RigidBody,
-    RigidChain<1>,
-    RigidChain<2>,
-    MagneticSphere,
-    Heisenberg,
-    HeisenbergVakonomic,
-    Martinet,
-    MartinetLagrangian,
-    ParallelParking,
-    SphereContact,
-    FisherBingham
+    SphericalPendulum,                    // tether/systems/spherical_pendulum.hpp
+    DoublePendulum,                       // tether/systems/double_pendulum.hpp
+    Chain<4>,                             // tether/systems/chain.hpp
+    Chain<8>,                             // tether/systems/chain.hpp
+    Chain<16>,                            // tether/systems/chain.hpp
+    FourBar,                              // tether/systems/four_bar.hpp
+    Kepler,                               // tether/systems/kepler.hpp
+    RigidBody,                            // tether/systems/rigid_body.hpp
+    RigidChain<1>,                        // tether/systems/rigid_chain.hpp
+    RigidChain<2>,                        // tether/systems/rigid_chain.hpp
+    MagneticSphere,                       // tether/systems/magnetic_sphere.hpp
+    Heisenberg,                           // tether/systems/heisenberg.hpp
+    HeisenbergVakonomic,                  // tether/systems/heisenberg_vakonomic.hpp
+    Martinet,                             // tether/systems/martinet.hpp
+    MartinetLagrangian,                   // tether/systems/martinet.hpp
+    ParallelParking,                      // tether/systems/parallel_parking.hpp
+    SphereContact,                        // tether/systems/sphere_contact.hpp
+    FisherBingham                         // tether/systems/fisher_bingham.hpp
     // registry systems end
     >;
 // clang-format on

@@ -101,7 +101,6 @@ std::string resolve_backend(const std::string& requested, std::int64_t ensemble,
   return requested == "auto" && backend == "cuda" && ensemble < cuda_from ? "cpu" : backend;
 }
 
-
 std::string resolve_shoot_backend(const ShootConfig& c) {
   return resolve_backend(c.run.backend, std::int64_t(c.shoot.targets.size()) * c.shoot.guesses_per_target(),
                          auto_cuda_min_shots);
@@ -139,7 +138,8 @@ const PairEntry& entry(TypeList<S...>, int system, int method) {
 #ifdef TETHER_SYSTEM_COUNT
 static_assert(Systems::size == TETHER_SYSTEM_COUNT,
               "CMake counted a different number of systems in tether/system_list.hpp: keep one per line there");
-static_assert(std::size(method_compiled) == Methods::size && std::size(system_types) == Systems::size,
+static_assert(std::size(method_compiled) == Methods::size && std::size(system_types) == Systems::size &&
+                  std::size(system_headers) == Systems::size,
               "CMake generated compiled_pairs.hpp from another registry");
 static_assert(Methods::size == TETHER_METHOD_COUNT,
               "CMake counted a different number of methods in tether/registry.hpp: keep one per line there");

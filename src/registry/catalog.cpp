@@ -212,7 +212,7 @@ std::shared_ptr<const DeclaredSystem> compiled_at_first_use(int system) {
   d->info = system_infos().at(std::size_t(system));
   d->name = d->info.name;
   d->builtin_type = system_types[std::size_t(system)];
-  d->builtin_header = "tether/system_list.hpp";
+  d->builtin_header = system_headers[std::size_t(system)];
   return d;
 }
 
