@@ -43,6 +43,7 @@ struct DeclaredSystem {
   // constraint_transpose_times, gram, mass_times, inverse_mass_times,
   // sqrt_mass_times, length_scale, energy_scale, and its Parameters.
   std::string source(const std::string& type_name) const;
+  std::string print_source(const std::string& type_name) const;  // source() before it is kept
 
   // Evaluations at q with the default parameters (tests; checks of initial states).
   Real potential_at(const std::vector<Real>& q) const;
