@@ -83,7 +83,7 @@ stage tests 150 bash -c gpu_tests
 # machine (the bundle carries the headers they compile against): water
 # (RATTLE, a run) and SE(2) (Gauss-Legendre, shooting) on cuda and on cpu,
 # every number of their outputs compared (final.csv to 1e-12, as the gpu
-# tests compare built-in pairs; the shots' lengths to 1e-9).
+# tests compare built-in pairs; the geodesics' points to 1e-9).
 declared_on_cuda() {
   export TETHER_CACHE_DIR=$work/declared-cache
   python3 -c 'import json, sys
