@@ -258,7 +258,8 @@ std::string declared_pair_source(const DeclaredSystem& d, int method, PairEngine
   return o.str();
 }
 
-const DeclaredPair& declared_pair(const DeclaredSystem& d, int method, PairEngine engine, const std::string& backend) {
+const DeclaredPair& declared_pair(const DeclaredSystem& d, int method, PairEngine engine,
+                                  [[maybe_unused]] const std::string& backend) {
   static std::mutex mutex;
   static std::map<std::string, const DeclaredPair*> loaded;  // by key, for the life of the process
   const std::lock_guard<std::mutex> guard(mutex);
