@@ -39,10 +39,12 @@ struct MemoryDraws final : DrawSink {
   int dof = 0;
   std::vector<Real> q, potential, acceptance, energy, step_size;
   std::vector<int> outcome, steps, tree_depth;
-  MemoryDraws(std::int64_t c, std::int64_t d, int n)
+  std::vector<Real> inverse_metric;  // NaN until a block hands Sigma over
+  MemoryDraws(std::int64_t c, std::int64_t d, int n, MetricKind metric = MetricKind::mass)
       : chains(c), draws(d), dof(n), q(std::size_t(c * d * n)), potential(std::size_t(c * d)),
         acceptance(std::size_t(c * d)), energy(std::size_t(c * d)), step_size(std::size_t(c * d)),
-        outcome(std::size_t(c * d), -1), steps(std::size_t(c * d), -1), tree_depth(std::size_t(c * d), -1) {}
+        outcome(std::size_t(c * d), -1), steps(std::size_t(c * d), -1), tree_depth(std::size_t(c * d), -1),
+        inverse_metric(std::size_t(c * inverse_metric_values(metric, n)), Real(NAN)) {}
   void write(const DrawBlock& b) override {
     for (std::int64_t d = 0; d < b.draws; ++d)
       for (std::int64_t i = 0; i < b.chains; ++i) {
@@ -58,6 +60,12 @@ struct MemoryDraws final : DrawSink {
         steps[at] = b.steps[from];
         tree_depth[at] = b.tree_depth[from];
       }
+    if (b.inverse_metric != nullptr) {  // chain i's Sigma: its values at [i][e]
+      const std::int64_t values = std::int64_t(inverse_metric.size()) / chains;
+      for (std::int64_t e = 0; e < values; ++e)
+        for (std::int64_t i = 0; i < b.chains; ++i)
+          inverse_metric[std::size_t((b.first_chain + i) * values + e)] = b.inverse_metric[e * b.chains + i];
+    }
   }
 };
 

@@ -359,7 +359,8 @@ def sample(config: Config, *, algorithm: str | None = None, backend: str | None 
            progress: Progress = True):
     """Run constrained HMC chains (`tether sample`). Returns an arviz.InferenceData with groups
     posterior (q, potential) and sample_stats (acceptance_rate, energy, step_size, n_steps, diverging,
-    outcome, and tree_depth for the dynamic algorithm), as draws.nc holds them; without ArviZ, a dict of
+    outcome, tree_depth for the dynamic algorithm, and inverse_metric, each chain's adapted Sigma, for
+    sample.metric diag or dense), as draws.nc holds them; without ArviZ, a dict of
     those two xarray.Datasets. algorithm ("static" or "dynamic") replaces the config's sample.algorithm,
     and the keys only the other one takes are left out (for "dynamic", which chooses each trajectory's
     length: method.steps, sample.jitter.steps, sample.refresh_angle)."""
@@ -384,8 +385,13 @@ def sample(config: Config, *, algorithm: str | None = None, backend: str | None 
          "n_steps": (("chain", "draw"), r["n_steps"]),
          "diverging": (("chain", "draw"), r["diverging"].astype(bool)),
          "outcome": (("chain", "draw"), r["outcome"], _flags(_tether.hmc_outcome_names)),
-         **({"tree_depth": (("chain", "draw"), r["tree_depth"])} if "tree_depth" in r else {})},
-        coords=coords, attrs=common)
+         **({"tree_depth": (("chain", "draw"), r["tree_depth"])} if "tree_depth" in r else {}),
+         **({"inverse_metric": (("chain",) + tuple(f"inverse_metric_dim_{a}" for a in range(r["inverse_metric"].ndim - 1)),
+                                r["inverse_metric"], {"long_name": _tether.inverse_metric_meaning})}
+            if "inverse_metric" in r else {})},
+        coords={**coords, **{f"inverse_metric_dim_{a}": np.arange(dof, dtype=np.int64)
+                             for a in range(r["inverse_metric"].ndim - 1 if "inverse_metric" in r else 0)}},
+        attrs=common)
     try:
         import arviz
     except ImportError:

@@ -746,10 +746,10 @@ SampleConfig parse_sample_config(const std::string& text, const std::string& sou
   const std::string metric = sm.string("metric", {"mass", "identity", "diag", "dense"}, &mass_metric);
   for (MetricKind kind : {MetricKind::mass, MetricKind::identity, MetricKind::diag, MetricKind::dense})
     if (metric == metric_name(kind)) s.metric = kind;
-  if (s.metric != MetricKind::mass && c.method_name != "rattle")
-    throw ConfigError(sm.at("metric"), "\"" + metric + "\" runs with method \"rattle\" only (its kick stays "
-                                       "volume-preserving with the metric's log-determinant force); method is \"" +
-                                           c.method_name + "\"");
+  if (s.metric != MetricKind::mass && !method.takes_metric)
+    throw ConfigError(sm.at("metric"), "\"" + metric + "\" runs with method \"rattle\" or a \"composition\" of it "
+                                       "only (their kicks stay volume-preserving with the metric's log-determinant "
+                                       "force); method is " + describe_method(c));
   if ((s.metric == MetricKind::diag || s.metric == MetricKind::dense) && s.warmup < 20)
     throw ConfigError(sm.at("metric"), "\"" + metric + "\" is estimated in warm-up windows and needs "
                                        "sample.warmup >= 20 (as Stan's), got " + std::to_string(s.warmup));

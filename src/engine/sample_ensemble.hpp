@@ -110,7 +110,8 @@ SampleResult sample_ensemble(const S& sys, const M& method, const SampleConfig& 
   const MetricLayout metric_layout = MetricLayout::of(spec.metric, dof);
   const double bytes_per_draw = double(dof + 4) * sizeof(Real) + sizeof(std::int32_t) + 2;
   // A batch's dynamic trajectories and metrics keep at most max_scratch_bytes (a batch changes no draw).
-  const double scratch_bytes = (double(tree_vectors) * dof + metric_layout.size) * sizeof(Real);
+  const double scratch_bytes =
+      (double(tree_vectors) * dof + metric_layout.size + inverse_metric_values(spec.metric, dof)) * sizeof(Real);
   const std::int64_t scratch_cap =
       scratch_bytes > 0 ? std::max<std::int64_t>(1, std::int64_t(max_scratch_bytes / scratch_bytes)) : c.run.batch_size;
   const std::int64_t batch = std::max<std::int64_t>(1, std::min({c.run.batch_size, hi - lo, scratch_cap}));
@@ -159,6 +160,7 @@ SampleResult sample_ensemble(const S& sys, const M& method, const SampleConfig& 
       at.done = 0;
     }
     HostChains& h = *fresh;
+    std::vector<Real> inverse_metric(std::size_t(inverse_metric_values(spec.metric, dof) * count));
     // Iterations per window: about a second's work, and draw storage within max_window_bytes.
     // (A dynamic trajectory's length is a guess until the first window is timed.)
     const double steps_per_iteration =
@@ -213,6 +215,12 @@ SampleResult sample_ensemble(const S& sys, const M& method, const SampleConfig& 
           b.steps = h.draw_steps.data();
           b.outcome = h.draw_outcome.data();
           b.tree_depth = h.draw_tree_depth.data();
+          if (plan.first_draw == 0 && !inverse_metric.empty()) {  // once a batch, with its first draws
+            for (std::int64_t i = 0; i < count; ++i)
+              ChainMetric{spec.metric, h.metric.data() + metric_layout.values * count + i, count}.inverse_metric(
+                  dof, inverse_metric.data() + i, count);
+            b.inverse_metric = inverse_metric.data();
+          }
           opt.draws->write(b);
         }
       }

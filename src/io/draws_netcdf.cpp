@@ -4,8 +4,10 @@
 // group `sample_stats` with acceptance_rate, energy, step_size, n_steps,
 // diverging (a failed solve or a diverged trajectory), outcome (why a
 // proposal was rejected or a dynamic trajectory stopped, as CF flag values)
-// and, for a dynamic sampler, tree_depth. Written through the netCDF C
-// library, block by block.
+// and, for a dynamic sampler, tree_depth; for an adapted metric
+// inverse_metric, each chain's Sigma (chain, inverse_metric_dim_0[,
+// inverse_metric_dim_1]), as ArviZ names a matrix's dimensions. Written
+// through the netCDF C library, block by block.
 #include <netcdf.h>
 
 #include <algorithm>
@@ -75,10 +77,11 @@ struct NetcdfDraws::Ids {
   int file = -1, posterior = -1, stats = -1;
   int q = -1, potential = -1, acceptance = -1, energy = -1, step_size = -1, steps = -1, diverging = -1, outcome = -1;
   int tree_depth = -1;  // a dynamic sampler's only
+  int inverse_metric = -1;  // an adapted metric's only
 };
 
 NetcdfDraws::NetcdfDraws(const std::filesystem::path& file, const SampleConfig& c, int dof)
-    : file_(file), ids_(std::make_unique<Ids>()), dof_(dof) {
+    : file_(file), ids_(std::make_unique<Ids>()), dof_(dof), metric_(c.sample.metric) {
   Ids& id = *ids_;
   const auto ok = [&](int status, const char* what) { netcdf_check(status, "write", what, file_); };
   ok(nc_create(file_.c_str(), NC_CLOBBER | NC_NETCDF4, &id.file), "create");
@@ -137,6 +140,20 @@ NetcdfDraws::NetcdfDraws(const std::filesystem::path& file, const SampleConfig& 
   ok(nc_put_att_text(id.stats, id.diverging, "dtype", 4, "bool"), "diverging");  // xarray decodes it as bool
   scalar(id.stats, stats, "outcome", NC_UBYTE, id.outcome);
   if (c.sample.dynamic) scalar(id.stats, stats, "tree_depth", NC_INT, id.tree_depth);
+  // Sigma: a vector (diag) or a matrix (dense) per chain, with coordinates 0..dof-1.
+  const int metric_axes = c.sample.metric == MetricKind::dense ? 2 : c.sample.metric == MetricKind::diag ? 1 : 0;
+  int metric_axis_vars[2] = {-1, -1};
+  if (metric_axes > 0) {
+    int dims[3] = {stats[0], -1, -1};
+    for (int a = 0; a < metric_axes; ++a) {
+      const std::string name = "inverse_metric_dim_" + std::to_string(a);
+      ok(nc_def_dim(id.stats, name.c_str(), std::size_t(dof), &dims[a + 1]), "inverse_metric");
+      ok(nc_def_var(id.stats, name.c_str(), NC_INT64, 1, &dims[a + 1], &metric_axis_vars[a]), "inverse_metric");
+    }
+    ok(nc_def_var(id.stats, "inverse_metric", NC_DOUBLE, 1 + metric_axes, dims, &id.inverse_metric), "inverse_metric");
+    const std::string meaning = inverse_metric_meaning;
+    ok(nc_put_att_text(id.stats, id.inverse_metric, "long_name", meaning.size(), meaning.c_str()), "inverse_metric");
+  }
   {
     unsigned char values[hmc_outcome_count];
     std::string meanings;
@@ -162,6 +179,8 @@ NetcdfDraws::NetcdfDraws(const std::filesystem::path& file, const SampleConfig& 
     ok(nc_put_var_longlong(gid, d[3], draw_index.data()), "draw");
   }
   ok(nc_put_var_longlong(id.posterior, q_dim_var, q_index.data()), "q_dim");
+  for (int var : metric_axis_vars)
+    if (var >= 0) ok(nc_put_var_longlong(id.stats, var, q_index.data()), "inverse_metric");
 }
 
 NetcdfDraws::~NetcdfDraws() {
@@ -202,6 +221,14 @@ void NetcdfDraws::write(const DrawBlock& b) {
     const std::vector<std::uint8_t> depth = transpose(b.tree_depth);
     const std::vector<int> wide(depth.begin(), depth.end());
     ok(nc_put_vara_int(id.stats, id.tree_depth, start2, count2, wide.data()), "tree_depth");
+  }
+  if (id.inverse_metric >= 0 && b.inverse_metric != nullptr) {  // [e][chain] to [chain][e]
+    const std::size_t values = std::size_t(inverse_metric_values(metric_, b.dof));
+    std::vector<double> sigma(n * values);
+    for (std::size_t e = 0; e < values; ++e)
+      for (std::size_t i = 0; i < n; ++i) sigma[i * values + e] = b.inverse_metric[e * n + i];
+    const std::size_t start[3] = {std::size_t(b.first_chain), 0, 0}, count[3] = {n, dof, dof};
+    ok(nc_put_vara_double(id.stats, id.inverse_metric, start, count, sigma.data()), "inverse_metric");
   }
 }
 
@@ -320,13 +347,15 @@ std::int64_t draws_file_bytes(const SampleSpec& s, int dof) {
                      draw_chunk = std::min<std::int64_t>(s.draws, draws_chunk);
   const std::int64_t chunks = (s.chains + chain_chunk - 1) / chain_chunk * ((s.draws + draw_chunk - 1) / draw_chunk);
   return chunks * chain_chunk * draw_chunk * (std::int64_t(dof + 4) * 8 + 4 + 2) +
-         (std::int64_t(1) << 20) + chunks * 8 * 64;  // the header, and each of 8 variables' index entry per chunk
+         s.chains * std::int64_t(inverse_metric_values(s.metric, dof)) * 8 +
+         (std::int64_t(1) << 20) + chunks * 9 * 64;  // the header, and each of 9 variables' index entry per chunk
 }
 
 std::int64_t draws_side_file_bytes(const SampleSpec& s, std::int64_t chains, std::int64_t batch_size, int dof) {
   const std::int64_t batches = (chains + batch_size - 1) / std::max<std::int64_t>(batch_size, 1);
   // A block per window with draws: at most one per draw of each batch.
-  return chains * s.draws * (std::int64_t(dof + 4) * 8 + 4 + 1) + batches * s.draws * std::int64_t(sizeof(std::int64_t) * 4);
+  return chains * s.draws * (std::int64_t(dof + 4) * 8 + 4 + 2) + batches * s.draws * std::int64_t(sizeof(std::int64_t) * 5) +
+         chains * std::int64_t(inverse_metric_values(s.metric, dof)) * 8;
 }
 
 }  // namespace tether

@@ -19,10 +19,11 @@ namespace fs = std::filesystem;
 namespace {
 
 // One DrawBlock as a record of draws.bin: first chain, chains, first draw,
-// draws (int64 each), then q, potential, acceptance, energy, step size
-// (doubles), steps (int32), outcomes and tree depths (bytes), each in the block's order.
+// draws, Sigma's values per chain (0 where the block has none) (int64 each),
+// then q, potential, acceptance, energy, step size (doubles), steps (int32),
+// outcomes and tree depths (bytes), and Sigma (doubles), each in the block's order.
 struct BlockHead {
-  std::int64_t first_chain = 0, chains = 0, first_draw = 0, draws = 0;
+  std::int64_t first_chain = 0, chains = 0, first_draw = 0, draws = 0, metric_values = 0;
 };
 
 template <class T>
@@ -36,7 +37,7 @@ void put(std::string& out, const T* data, std::size_t n) {
 std::int64_t replay_draws(const fs::path& file, const SampleSpec& spec, int dof, DrawSink& sink) {
   std::ifstream in(file, std::ios::binary);
   if (!in) throw std::runtime_error("cannot read " + file.string() + ": " + std::strerror(errno));
-  std::vector<Real> q, potential, acceptance, energy, step_size;
+  std::vector<Real> q, potential, acceptance, energy, step_size, inverse_metric;
   std::vector<std::int32_t> steps;
   std::vector<std::uint8_t> outcome, tree_depth;
   std::int64_t held = 0;
@@ -55,9 +56,14 @@ std::int64_t replay_draws(const fs::path& file, const SampleSpec& spec, int dof,
       throw std::runtime_error(file.string() + " is damaged (a block of chains " + std::to_string(h.first_chain) +
                                " + " + std::to_string(h.chains) + ", draws " + std::to_string(h.first_draw) + " + " +
                                std::to_string(h.draws) + ", beyond the sample's)");
+    if (h.metric_values != 0 && h.metric_values != inverse_metric_values(spec.metric, dof))
+      throw std::runtime_error(file.string() + " is damaged (a block with " + std::to_string(h.metric_values) +
+                               " values of the metric per chain, not " +
+                               std::to_string(inverse_metric_values(spec.metric, dof)) + ")");
     const std::size_t n = std::size_t(h.chains * h.draws);
     get(q, n * std::size_t(dof)), get(potential, n), get(acceptance, n), get(energy, n), get(step_size, n);
     get(steps, n), get(outcome, n), get(tree_depth, n);
+    get(inverse_metric, std::size_t(h.chains * h.metric_values));
     for (Real x : q)
       if (!std::isfinite(x)) throw std::runtime_error(file.string() + " is damaged (a draw's position is not finite)");
     DrawBlock b;
@@ -65,6 +71,7 @@ std::int64_t replay_draws(const fs::path& file, const SampleSpec& spec, int dof,
     b.q = q.data(), b.potential = potential.data(), b.acceptance = acceptance.data(), b.energy = energy.data();
     b.step_size = step_size.data(), b.steps = steps.data(), b.outcome = outcome.data();
     b.tree_depth = tree_depth.data();
+    b.inverse_metric = h.metric_values > 0 ? inverse_metric.data() : nullptr;
     sink.write(b);
     held += h.chains * h.draws;
   }
@@ -113,12 +120,15 @@ SampleFiles::~SampleFiles() = default;
 void SampleFiles::write(const DrawBlock& b) {
   std::string& out = files_->block;
   out.clear();
-  const BlockHead h{b.first_chain, b.chains, b.first_draw, b.draws};
+  const std::int64_t metric_values =
+      b.inverse_metric != nullptr ? inverse_metric_values(c_.sample.metric, b.dof) : 0;
+  const BlockHead h{b.first_chain, b.chains, b.first_draw, b.draws, metric_values};
   const std::size_t n = std::size_t(b.chains * b.draws);
   put(out, &h, 1);
   put(out, b.q, n * std::size_t(b.dof)), put(out, b.potential, n), put(out, b.acceptance, n);
   put(out, b.energy, n), put(out, b.step_size, n), put(out, b.steps, n), put(out, b.outcome, n);
   put(out, b.tree_depth, n);
+  put(out, b.inverse_metric, std::size_t(b.chains * metric_values));
   files_->draws.append(out);
 }
 

@@ -140,11 +140,13 @@ class ArraySink final : public tether::FinalStateSink {
 // Every draw of every chain, as draws.nc holds them: [chain][draw][component].
 class ArrayDraws final : public tether::DrawSink {
  public:
-  ArrayDraws(std::int64_t chains, std::int64_t draws, int dof)
-      : chains_(std::size_t(chains)), draws_(std::size_t(draws)), dof_(std::size_t(dof)) {
+  ArrayDraws(std::int64_t chains, std::int64_t draws, int dof, tether::MetricKind metric)
+      : chains_(std::size_t(chains)), draws_(std::size_t(draws)), dof_(std::size_t(dof)),
+        metric_values_(std::size_t(tether::inverse_metric_values(metric, dof))) {
     const std::size_t n = chains_ * draws_;
     q.resize(n * dof_), potential.resize(n), acceptance_rate.resize(n), energy.resize(n), step_size.resize(n);
     n_steps.resize(n), outcome.resize(n), diverging.resize(n), tree_depth.resize(n);
+    inverse_metric.resize(chains_ * metric_values_);
   }
   void write(const tether::DrawBlock& b) override {  // the block is [draw][component][chain]
     const std::size_t n = std::size_t(b.chains);
@@ -157,14 +159,18 @@ class ArrayDraws final : public tether::DrawSink {
         step_size[at] = b.step_size[from], n_steps[at] = b.steps[from], outcome[at] = b.outcome[from];
         diverging[at] = tether::is_divergent(tether::HmcOutcome(b.outcome[from])), tree_depth[at] = b.tree_depth[from];
       }
+    if (b.inverse_metric != nullptr)  // [e][chain] to [chain][e]
+      for (std::size_t e = 0; e < metric_values_; ++e)
+        for (std::size_t i = 0; i < n; ++i)
+          inverse_metric[(std::size_t(b.first_chain) + i) * metric_values_ + e] = b.inverse_metric[e * n + i];
   }
-  std::vector<Real> q, potential, acceptance_rate, energy, step_size;
+  std::vector<Real> q, potential, acceptance_rate, energy, step_size, inverse_metric;
   std::vector<std::int32_t> n_steps, tree_depth;
   std::vector<std::uint8_t> outcome;
   std::vector<bool> diverging;
 
  private:
-  std::size_t chains_, draws_, dof_;
+  std::size_t chains_, draws_, dof_, metric_values_;
 };
 
 using Array = nb::ndarray<const double, nb::ndim<2>, nb::c_contig, nb::device::cpu>;
@@ -318,7 +324,7 @@ nb::dict sample(const std::string& text, const std::string& source, const std::s
   tether::check_sample_config(c);
   tether::check_memory_for_draws(c);
   const int dof = tether::system_dof(c.run);
-  ArrayDraws draws(c.sample.chains, c.sample.draws, dof);
+  ArrayDraws draws(c.sample.chains, c.sample.draws, dof, c.sample.metric);
   Progress bar(std::move(progress));
   tether::SampleOptions opt;
   opt.draws = &draws;
@@ -337,6 +343,9 @@ nb::dict sample(const std::string& text, const std::string& source, const std::s
   out["outcome"] = hand_over(std::move(draws.outcome), {chains, n});
   out["diverging"] = hand_over(std::vector<std::uint8_t>(draws.diverging.begin(), draws.diverging.end()), {chains, n});
   if (c.sample.dynamic) out["tree_depth"] = hand_over(std::move(draws.tree_depth), {chains, n});
+  if (c.sample.metric == tether::MetricKind::diag) out["inverse_metric"] = hand_over(std::move(draws.inverse_metric), {chains, m});
+  if (c.sample.metric == tether::MetricKind::dense)
+    out["inverse_metric"] = hand_over(std::move(draws.inverse_metric), {chains, m, m});
   out["system_parameters"] = tether::system_parameter_values(tether::system_info(c.run), c.run.system_parameters).dump();
   out["temperature"] = c.sample.temperature;
   return out;
@@ -423,6 +432,7 @@ NB_MODULE(_tether, m) {
   });
   m.attr("status_names") = names(tether::status_count, [](int k) { return tether::status_name(tether::Status(k)); });
   m.attr("shot_status_names") = names(tether::shot_status_count, [](int k) { return tether::shot_status_name(tether::ShotStatus(k)); });
+  m.attr("inverse_metric_meaning") = tether::inverse_metric_meaning;
   m.attr("hmc_outcome_names") =
       names(tether::hmc_outcome_count, [](int k) { return tether::hmc_outcome_name(tether::HmcOutcome(k)); });
 }

@@ -9,6 +9,7 @@
 #include "expr/declared_system.hpp"
 #include "registry/parameter_io.hpp"
 #include "tether/registry.hpp"
+#include "tether/sampling/metric.hpp"
 
 namespace tether {
 
@@ -55,8 +56,8 @@ struct Tables {
   Tables() {
     for_each_type(Methods{}, [&](auto m, int) {
       using M = typename decltype(m)::type;
-      MethodInfo info{M::name,       M::description,     M::citation,       M::order, M::symmetric,
-                      M::symplectic, M::two_step, variant_info<M>(), schema<M>()};
+      MethodInfo info{M::name,       M::description, M::citation,       M::order,          M::symmetric,
+                      M::symplectic, M::two_step,    takes_metric<M>, variant_info<M>(), schema<M>()};
       methods.push_back(std::move(info));
       read_method.push_back(&read_values<M>);
     });

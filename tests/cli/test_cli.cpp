@@ -1459,7 +1459,7 @@ TEST_F(CliTest, SampleBadInputNamesThePathAndWritesNothing) {
 // ---------------------------------------------------------------- sample: shards, merge, checkpoints
 
 // Every draws.nc variable's values, group by group (posterior, sample_stats;
-// tree_depth where the sample is dynamic).
+// tree_depth where the sample is dynamic, inverse_metric where the file has it).
 std::map<std::string, std::vector<double>> draws_values(const fs::path& file, bool dynamic = false) {
   std::map<std::string, std::vector<double>> v;
   int id = -1;
@@ -1474,6 +1474,9 @@ std::map<std::string, std::vector<double>> draws_values(const fs::path& file, bo
     EXPECT_EQ(nc_inq_grp_ncid(id, group, &g), NC_NOERR) << group;
     for (const char* name : names) v[std::string(group) + "/" + name] = nc_values(g, name);
   }
+  int stats = -1, var = -1;
+  if (nc_inq_grp_ncid(id, "sample_stats", &stats) == NC_NOERR && nc_inq_varid(stats, "inverse_metric", &var) == NC_NOERR)
+    v["sample_stats/inverse_metric"] = nc_values(stats, "inverse_metric");
   nc_close(id);
   return v;
 }
@@ -1500,6 +1503,12 @@ TEST_F(CliTest, SampleShardsMergeIntoTheSingleSamplesNumbers) {
   EXPECT_FALSE(fs::exists(whole / "draws.bin")) << "the side file goes once draws.nc is made";
   const auto expected = draws_values(whole / "draws.nc", dynamic);
   ASSERT_EQ(expected.at("posterior/q").size(), 7u * 25 * 3);
+  if (dynamic) {  // Sigma's diagonal, every chain's
+    ASSERT_EQ(expected.count("sample_stats/inverse_metric"), 1u);
+    const std::vector<double>& sigma = expected.at("sample_stats/inverse_metric");
+    EXPECT_EQ(sigma.size(), 7u * 3);
+    for (double x : sigma) EXPECT_GT(x, 0);
+  }
   for (const int count : {2, 3, 7}) {
     std::string dirs;
     for (int k = count - 1; k >= 0; --k) {
@@ -1550,7 +1559,9 @@ TEST_F(CliTest, AStoppedSampleResumesToTheSameDraws) {
     {
       ASSERT_TRUE(fs::exists(out / "checkpoint.tether"));
       ASSERT_EQ(sample(dynamic_cfg, out, "--resume").code, 0);
-      EXPECT_EQ(draws_values(out / "draws.nc", true), draws_values(dynamic_whole / "draws.nc", true));
+      const auto resumed = draws_values(out / "draws.nc", true);
+      EXPECT_EQ(resumed.count("sample_stats/inverse_metric"), 1u) << "Sigma, whichever side of the checkpoint its block fell";
+      EXPECT_EQ(resumed, draws_values(dynamic_whole / "draws.nc", true));
       EXPECT_EQ(sample_without_timings(json::parse(read_file(out / "summary.json"))),
                 sample_without_timings(json::parse(read_file(dynamic_whole / "summary.json"))));
     }

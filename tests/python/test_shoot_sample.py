@@ -92,7 +92,9 @@ def test_shoot_finds_the_heisenberg_distance(sphere):
 @pytest.mark.parametrize("algorithm", ["static", "dynamic"])
 def test_sample_is_draws_nc(cli, double_pendulum_sample, tmp_path, algorithm):
     arviz = pytest.importorskip("arviz")
-    stats = ["acceptance_rate", "energy", "step_size", "n_steps", "diverging", "outcome"]
+    stats = ["acceptance_rate", "energy", "step_size", "n_steps", "diverging", "outcome", "inverse_metric"]
+    # A metric adapted in warm-up: Sigma's diagonal (static), the whole matrix (dynamic).
+    double_pendulum_sample["sample"]["metric"] = "diag" if algorithm == "static" else "dense"
     written = copy.deepcopy(double_pendulum_sample)  # a static config: method.steps is L
     if algorithm == "dynamic":  # the config algorithm="dynamic" makes of it
         written["sample"]["algorithm"] = "dynamic"
@@ -118,6 +120,13 @@ def test_sample_is_draws_nc(cli, double_pendulum_sample, tmp_path, algorithm):
             np.testing.assert_array_equal(idata[group][name].values, expected[name].values, err_msg=name)
             assert idata[group][name].dims == expected[name].dims, name
     assert idata.posterior.attrs["temperature"] == 10.0
+    sigma = idata.sample_stats.inverse_metric.values
+    assert sigma.shape == ((8, 4) if algorithm == "static" else (8, 4, 4))
+    if algorithm == "dynamic":
+        np.testing.assert_array_equal(sigma, np.swapaxes(sigma, 1, 2))
+        assert (np.linalg.eigvalsh(sigma) > 0).all()
+    else:
+        assert (sigma > 0).all()
     summary = arviz.summary(idata, var_names=["potential"])
     assert np.isfinite(summary["r_hat"].values).all()
     if algorithm == "dynamic":

@@ -935,11 +935,11 @@ HmcControl dynamic_control(Real temperature, std::uint64_t seed) {
 
 // The KS p-value of statistic(q) over the last states of 4000 chains from
 // `start` against its exact CDF.
-template <class S, class Statistic>
+template <class M = Rattle, class S, class Statistic>
 Real marginal_p_value(const S& sys, const HmcControl& ctl, Real h, int iterations, const Vec<S::dof>& start,
                       Statistic statistic, const std::function<Real(Real)>& cdf) {
   std::vector<Real> x;
-  for (const auto& s : final_states(sys, ctl, h, 4000, iterations, start)) x.push_back(statistic(s.q));
+  for (const auto& s : final_states<S, M>(sys, ctl, h, 4000, iterations, start)) x.push_back(statistic(s.q));
   return ks_p_value(ks_statistic(x, cdf), x.size());
 }
 
@@ -1419,9 +1419,16 @@ TEST(MetricHmcMarginal, SphericalPendulumHeightWithEachMetric) {
     EXPECT_GT(ps, kAlpha) << metric_name(kind);
     EXPECT_GT(pd, kAlpha) << metric_name(kind);
     if (kind == MetricKind::identity) continue;
+    // RATTLE's composition to order 4 (triple jump), whose substeps keep the kick's properties (at a
+    // smaller step: its substeps are up to 1.7 h, and this metric's position solves fail often at 0.1).
+    using TripleJump = Composition<Rattle>;
+    EXPECT_GT(marginal_p_value<TripleJump>(m, control(kT, 10, 89), 0.05, 60, start, height, cdf), kAlpha)
+        << metric_name(kind) << ", composition";
     m.correct_measure = false;
     EXPECT_LT(marginal_p_value(m, dynamic_control(kT, 83), 0.1, 40, start, height, cdf), kPowerP)
         << metric_name(kind) << ": the test cannot tell a sampler without the log-determinant term";
+    EXPECT_LT(marginal_p_value<TripleJump>(m, control(kT, 10, 89), 0.05, 60, start, height, cdf), kPowerP)
+        << metric_name(kind) << ", composition: the test cannot tell a sampler without the log-determinant term";
   }
 }
 
@@ -1520,6 +1527,12 @@ TEST(MetricHmcEngine, DrawsDoNotDependOnThreadsOrBatches) {
                                                R"({"algorithm": "dynamic", "metric": "identity", "chains": 12,
                                                    "draws": 4, "seed": 4})"),
                                    12, 4, 4);
+  // A composition of RATTLE steps with a fixed metric, through the host chain's step pointer.
+  expect_reference_agrees_with_cpu(sample_json(R"({"name": "double_pendulum", "parameters": {"mass2": 3}})",
+                                               R"({"name": "composition", "base": "rattle", "scheme": "triple_jump",
+                                                   "dt": 0.03, "steps": 5})",
+                                               R"({"metric": "identity", "chains": 12, "draws": 4, "seed": 6})"),
+                                   12, 4, 4);
 }
 
 // summary.json's metric_scales through the engine: each coordinate's
@@ -1528,9 +1541,12 @@ TEST(MetricHmcEngine, DrawsDoNotDependOnThreadsOrBatches) {
 // wide, and Stan's regularisation, 1e-3 5/(n + 5) on the variances, is as
 // large as z's own: what the scales estimate is sqrt(n/(n + 5) sd^2 + that),
 // 0.69 for x and y and 0.0098 for z.
+// The sink is handed each chain's Sigma (draws.nc's inverse_metric): its
+// diagonal gives the scales; a dense one is symmetric positive definite.
 TEST(MetricHmcEngine, ReportsTheScalesItLearned) {
   for (const std::string metric : {"diag", "dense"}) {
-    MemoryDraws out(20, 5, 3);
+    const MetricKind kind = metric == "diag" ? MetricKind::diag : MetricKind::dense;
+    MemoryDraws out(20, 5, 3, kind);
     const SampleResult r = sample_into(
         sample_json(R"({"name": "fisher_bingham", "parameters": {"kappa": 0, "bingham": [0, 0, -10000, 0, 0, 0]}})",
                     R"({"name": "rattle", "dt": 0.01})",
@@ -1547,6 +1563,19 @@ TEST(MetricHmcEngine, ReportsTheScalesItLearned) {
       EXPECT_LT(r.metric_scale_max[c], 1.5 * sd) << metric << " " << c;
       EXPECT_LE(r.metric_scale_min[c], r.metric_scale_max[c]);
     }
+    for (int i = 0; i < 20; ++i) {
+      Eigen::Matrix3d sigma = Eigen::Matrix3d::Zero();
+      for (int a = 0; a < 3; ++a)
+        for (int b = 0; b < 3; ++b)
+          if (kind == MetricKind::dense) sigma(a, b) = out.inverse_metric[std::size_t(i * 9 + a * 3 + b)];
+          else if (a == b) sigma(a, b) = out.inverse_metric[std::size_t(i * 3 + b)];
+      for (int c = 0; c < 3; ++c) {
+        EXPECT_GE(std::sqrt(sigma(c, c)), r.metric_scale_min[c] * (1 - 1e-12)) << metric << " chain " << i;
+        EXPECT_LE(std::sqrt(sigma(c, c)), r.metric_scale_max[c] * (1 + 1e-12)) << metric << " chain " << i;
+      }
+      EXPECT_TRUE(sigma.isApprox(sigma.transpose(), 1e-14)) << metric << " chain " << i;
+      EXPECT_EQ(Eigen::LLT<Eigen::Matrix3d>(sigma).info(), Eigen::Success) << metric << " chain " << i;
+    }
   }
   MemoryDraws out(4, 5, 3);
   EXPECT_TRUE(sample_into(sample_json(kSphere, kRattle, R"({"chains": 4, "draws": 5})"), out).metric_scale_min.empty());
@@ -1555,9 +1584,12 @@ TEST(MetricHmcEngine, ReportsTheScalesItLearned) {
 TEST(MetricHmcConfig, BadInputIsNamedByItsPath) {
   const std::string ok = R"("chains": 10, "draws": 10, "warmup": 20)";
   expect_sample_error(sample_json(kSphere, kRattle, R"({"metric": "unit", )" + ok + "}"), "sample.metric", "dense");
-  expect_sample_error(sample_json(kSphere, R"({"name": "composition", "base": "rattle", "scheme": "triple_jump", "dt": 0.1, "steps": 2})",
+  expect_sample_error(sample_json(kSphere, R"({"name": "composition", "base": "constrained_midpoint", "scheme": "triple_jump", "dt": 0.1, "steps": 2})",
                                   R"({"metric": "diag", )" + ok + "}"),
-                      "sample.metric", "rattle");
+                      "sample.metric", "method is composition (base constrained_midpoint, scheme triple_jump)");
+  parse_sample_config(sample_json(kSphere, R"({"name": "composition", "base": "rattle", "scheme": "suzuki", "dt": 0.1, "steps": 2})",
+                                  R"({"metric": "dense", )" + ok + "}"),
+                      "test");
   expect_sample_error(sample_json(kSphere, kRattle, R"({"metric": "dense", "chains": 10, "draws": 10, "warmup": 19})"),
                       "sample.metric", "warmup >= 20");
   parse_sample_config(sample_json(kSphere, kRattle, R"({"metric": "identity", "chains": 10, "draws": 10})"), "test");

@@ -35,6 +35,7 @@ struct MethodInfo {
   std::string name, description, citation;
   int order = 0;  // with the default parameters
   bool symmetric = false, symplectic = false, two_step = false;
+  bool takes_metric = false;  // samples with a sample.metric other than the mass (tether/sampling/metric.hpp)
   VariantInfo variant;
   nlohmann::ordered_json parameters;
 };

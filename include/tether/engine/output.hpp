@@ -17,9 +17,10 @@ namespace tether {
 
 // The "format" of checkpoint.tether's and shard.tether's header line. Version 2
 // seals each file with the CRC-32 of its bytes and records the CRC-32 of
-// every file it goes on from; a file of version 1 is refused as another version's.
-inline const std::string checkpoint_format = "tether checkpoint 2";
-inline const std::string shard_format = "tether shard 2";
+// every file it goes on from; version 3's draws.bin records carry the chains'
+// adapted metric. A file of an earlier version is refused as another version's.
+inline const std::string checkpoint_format = "tether checkpoint 3";
+inline const std::string shard_format = "tether shard 3";
 
 // A run's output folder, held by one run at a time (an advisory lock on
 // DIR/.tether.lock, released when the process ends, however it ends).
@@ -165,6 +166,7 @@ class NetcdfDraws final : public DrawSink {
   std::filesystem::path file_;
   std::unique_ptr<Ids> ids_;
   int dof_;
+  MetricKind metric_;
   bool open_ = false;
 };
 // The positions a run starts from (ensemble.initial.draws): `count` draws of

@@ -69,6 +69,10 @@ struct DrawBlock {
   const std::int32_t* steps = nullptr;
   const std::uint8_t* outcome = nullptr;     // HmcOutcome
   const std::uint8_t* tree_depth = nullptr;  // doublings of a dynamic trajectory (0: static)
+  // The block's chains' Sigma, fixed since warm-up, with a batch's first
+  // draws (else null): inverse_metric_values of sample.metric per chain
+  // (none for mass and identity), value e of chain i at [e * chains + i].
+  const Real* inverse_metric = nullptr;
 };
 
 class DrawSink {

@@ -21,13 +21,16 @@
 // the built-in systems (G linear in q). The sampler stays exact whatever the
 // accuracy of this force: RATTLE's kick is a translation along the fibre of
 // T*N, volume-preserving and reversible for any force field f(q), and the
-// Metropolis test and the multinomial weights use V_M itself. That is why a
-// metric runs with RATTLE only (takes_metric): an implicit method with
-// a force that is not exactly a gradient would not preserve volume.
+// Metropolis test and the multinomial weights use V_M itself. A symmetric
+// composition of RATTLE steps (BMS24 §5.2) keeps both properties. That is
+// why a metric runs with RATTLE and its compositions only (takes_metric): an
+// implicit method with a force that is not exactly a gradient would not
+// preserve volume.
 #include <cstdint>
 
 #include "tether/core/families.hpp"
 #include "tether/core/small_solve.hpp"
+#include "tether/methods/composition.hpp"
 #include "tether/methods/rattle.hpp"
 
 namespace tether {
@@ -55,12 +58,23 @@ TETHER_HD constexpr int metric_values(MetricKind kind, int dof) {
 }
 TETHER_HD constexpr int packed_index(int r, int c) { return r * (r + 1) / 2 + c; }  // L(r, c), c <= r
 
-// Only RATTLE runs with a metric (see above); its reference form too, and a
-// stepper that says it may (a host chain's step through a pointer, whose
-// metric step is RATTLE's).
+// Sigma as draws.nc keeps it (`inverse_metric`, Stan's inv_metric): the
+// diagonal (diag), or the whole matrix row by row (dense); none for the
+// system's mass or the identity, which adapt nothing.
+constexpr int inverse_metric_values(MetricKind kind, int dof) {
+  return kind == MetricKind::diag ? dof : kind == MetricKind::dense ? dof * dof : 0;
+}
+inline constexpr const char* inverse_metric_meaning =
+    "Sigma = M^-1, the chain's metric adapted in warm-up (Stan's inv_metric): its diagonal (diag) or the matrix (dense)";
+
+// Only RATTLE and its compositions run with a metric (see above); their
+// reference forms too (a stepper holding one as `method`), and a stepper that
+// says it may (a host chain's step through a pointer to one of them).
+template <class M>
+constexpr bool metric_method = std::is_same_v<M, Rattle> || std::is_same_v<M, Composition<Rattle>>;
 template <class Stepper>
-constexpr bool takes_metric = std::is_same_v<Stepper, Rattle> || requires(const Stepper& s) {
-  { s.method } -> std::convertible_to<const Rattle&>;
+constexpr bool takes_metric = metric_method<Stepper> || requires(const Stepper& s) {
+  requires metric_method<std::remove_cvref_t<decltype(s.method)>>;
 } || requires { requires Stepper::takes_metric; };
 
 // One chain's metric: value e at values[e * stride] (SampleView's layout).
@@ -85,6 +99,21 @@ struct ChainMetric {
     Real s = 0;
     for (int j = 0; j <= c; ++j) s += lower(c, j) * lower(c, j);
     return s;
+  }
+
+  // Sigma's inverse_metric_values(kind, dof) values (above), value e at
+  // out[e * out_stride]; for dense Sigma_rc = sum_j L(r, j) L(c, j).
+  void inverse_metric(int dof, Real* out, std::int64_t out_stride) const {
+    if (kind != MetricKind::dense) {
+      for (int c = 0; c < dof; ++c) out[c * out_stride] = at(c);
+      return;
+    }
+    for (int r = 0; r < dof; ++r)
+      for (int c = 0; c < dof; ++c) {
+        Real s = 0;
+        for (int j = 0; j <= (r < c ? r : c); ++j) s += lower(r, j) * lower(c, j);
+        out[(r * dof + c) * out_stride] = s;
+      }
   }
 
   // Sigma p = M^-1 p.
