@@ -8,6 +8,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <chrono>
 #include <cstdio>
@@ -48,21 +49,38 @@ void write_text(const fs::path& file, const std::string& text) {
   if (!out) throw ConfigError(where, "cannot write " + file.string() + " (the cache of compiled systems)");
 }
 
-// The file of the tether binary (the command, or the Python module) whose
-// engine the library calls: its path, size and time of change key the cache,
-// so that a rebuilt tether never loads a library built for another.
-std::string host_identity(std::string& path) {
+// The file of the tether binary (the command, the Python module, or a
+// program linking the engine) whose engine the library calls.
+std::string host_binary() {
   Dl_info info{};
   if (dladdr(reinterpret_cast<const void*>(&declared_pair), &info) == 0 || info.dli_fname == nullptr)
     throw std::runtime_error("dladdr cannot name the binary that holds tether's engine");
   // The command's own name may be relative, or only what PATH found: then /proc/self/exe.
   std::error_code ec;
-  path = fs::canonical(info.dli_fname, ec).string();
-  if (ec) path = fs::canonical("/proc/self/exe").string();
-  struct stat st {};
-  if (::stat(path.c_str(), &st) != 0) throw std::runtime_error("cannot stat " + path + ", tether's own binary");
-  return path + " " + std::to_string(st.st_size) + " " + std::to_string(st.st_mtim.tv_sec) + "." +
-         std::to_string(st.st_mtim.tv_nsec);
+  const fs::path path = fs::canonical(info.dli_fname, ec);
+  return ec ? fs::canonical("/proc/self/exe").string() : path.string();
+}
+
+// What a library's code depends on beyond its own unit and flags: the
+// headers it is compiled against, every header of the compile tree by path,
+// size and time of change (the tree's .cpp and .cu files are the host's own
+// units, which no pair includes). The engine symbols it calls are declared
+// there, so every binary of one build (the command, the Python module)
+// shares a library, and a changed header makes a new one.
+std::string tree_identity(const std::vector<fs::path>& tree) {
+  std::vector<std::string> files;
+  for (const fs::path& dir : tree)
+    for (const auto& e : fs::recursive_directory_iterator(dir)) {
+      struct stat st {};
+      const fs::path ext = e.path().extension();
+      if (ext == ".cpp" || ext == ".cu" || !e.is_regular_file() || ::stat(e.path().c_str(), &st) != 0) continue;
+      files.push_back(e.path().string() + " " + std::to_string(st.st_size) + " " + std::to_string(st.st_mtim.tv_sec) +
+                      "." + std::to_string(st.st_mtim.tv_nsec));
+    }
+  std::sort(files.begin(), files.end());  // the directory's order is the file system's
+  std::string all;
+  for (const std::string& f : files) all += f + "\n";
+  return all;
 }
 
 fs::path cache_folder() {
@@ -265,8 +283,7 @@ const DeclaredPair& declared_pair(const DeclaredSystem& d, int method, PairEngin
   const std::lock_guard<std::mutex> guard(mutex);
 
   const std::string source = declared_pair_source(d, method, engine);
-  std::string host_path;
-  const std::string host = host_identity(host_path);
+  const std::string host_path = host_binary();
   std::vector<std::string> flags = declared_compile_flags(host_path);
   // The cuda backend's library also holds the engine's kernels, compiled by
   // nvcc into an object linked into it; the host libraries do without (a cpu
@@ -289,7 +306,7 @@ const DeclaredPair& declared_pair(const DeclaredSystem& d, int method, PairEngin
     key += "\n// its CUDA unit:\n" + cuda_source + "\n// nvcc: " + declared_toolchain::cuda_compiler;
     for (const std::string& f : cuda_flags) key += " " + f;
   }
-  key += "\n// for: " + host + "\n";
+  key += "\n// against the headers:\n" + tree_identity(compile_tree(host_path));
   if (const auto it = loaded.find(key); it != loaded.end()) return *it->second;
 
   // The library resolves the engine's symbols in the binary that loads it;

@@ -5,9 +5,11 @@
 // used (generated/declared_toolchain.hpp) and kept in a cache folder
 // ($TETHER_CACHE_DIR, else $XDG_CACHE_HOME/tether, else ~/.cache/tether),
 // keyed by a hash of everything it was built from: the generated source, the
-// compiler and its flags, and the identity of the tether binary it was built
-// for, whose symbols it uses (the tether command exports them). A second run
-// loads it without compiling. An entry whose library fails its seal or does
+// compiler and its flags, and the headers it was compiled against (each by
+// path, size and time), which declare the engine symbols it calls in the
+// binary that loads it (the tether command exports them): the command and
+// the Python module of one build share it. A second run loads it without
+// compiling. An entry whose library fails its seal or does
 // not load is rebuilt; runs that compile the same pair at once take turns on
 // the entry's lock, so it is compiled once.
 #include <string>

@@ -123,6 +123,13 @@ TEST_F(Declared, ASecondRunLoadsTheCompiledPairAndADamagedOneIsRebuilt) {
   for (const auto& e : fs::recursive_directory_iterator(dir_ / "cache"))
     if (e.path().filename() == "pair.so") so = e.path();
   ASSERT_FALSE(so.empty());
+  // Its key names each header it was compiled against with its size (a
+  // changed one makes a new library), not the tree's own .cpp units.
+  const std::string key = read_file(so.parent_path() / "key.txt");
+  const fs::path header = fs::path(TETHER_SOURCE_DIR) / "src" / "engine" / "for_pair.hpp";
+  EXPECT_NE(key.find("\n" + header.string() + " " + std::to_string(fs::file_size(header)) + " "), std::string::npos)
+      << key;
+  EXPECT_EQ(key.find("engine.cpp"), std::string::npos) << key;
   std::string bytes = read_file(so);
   bytes[bytes.size() / 2] ^= 0x10;
   std::ofstream(so, std::ios::binary) << bytes;

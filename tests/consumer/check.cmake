@@ -36,6 +36,13 @@ foreach(_tree src include generated third_party)
     message(FATAL_ERROR "the installed tether did not compile against its installed ${_tree}/ headers:\n${_key}")
   endif()
 endforeach()
+# The key names every installed header the library compiles against, with its size (a changed one
+# makes a new library).
+file(SIZE "${_prefix}/share/tether/compile/include/tether/methods/rattle.hpp" _size)
+string(FIND "${_key}" "\n${_prefix}/share/tether/compile/include/tether/methods/rattle.hpp ${_size} " _at)
+if(_at EQUAL -1)
+  message(FATAL_ERROR "the key does not name the installed rattle.hpp and its size (${_size}):\n${_key}")
+endif()
 foreach(_tree "${SOURCE_DIR}/src" "${SOURCE_DIR}/include" "${BUILD_DIR}/generated")
   string(FIND "${_key}" " -I${_tree} " _at)
   if(NOT _at EQUAL -1)

@@ -70,16 +70,23 @@ def test_every_family_is_results_nc(cli, name, output, tmp_path):
     xr.testing.assert_identical(actual, expected)
 
 
-def test_a_declared_system_runs_as_the_command_runs_it(cli, tmp_path):
-    """configs/water.json, a system declared in the config: the module compiles (or loads) the pair for
-    itself and gives what the command writes."""
+def test_a_declared_system_runs_as_the_command_runs_it(cli, tmp_path, monkeypatch, capfd):
+    """configs/water.json, a system declared in the config: the module loads the library the command
+    compiled for the pair (one build, one cache entry) and gives what the command writes."""
     water = json.loads((SOURCE / "configs" / "water.json").read_text())
     water["method"]["steps"] = 40
     water["ensemble"]["size"] = 20
     water["output"] = {"every": 10, "format": "netcdf"}
     water["backend"] = "cpu"
+    cache = tmp_path / "cache"
+    monkeypatch.setenv("TETHER_CACHE_DIR", str(cache))  # the command's and the module's, empty
     expected, expected_summary, _ = command_results(cli, water, tmp_path)
+    compiled = sorted(p.name for p in (cache / "declared").iterdir() if p.is_dir())
+    assert len(compiled) == 1, compiled
+    capfd.readouterr()
     actual, actual_summary = without_timings(tether.run(water, progress=False))
+    assert "compiling" not in capfd.readouterr().err, "the module compiled the pair the command had compiled"
+    assert sorted(p.name for p in (cache / "declared").iterdir() if p.is_dir()) == compiled
     xr.testing.assert_identical(actual, expected)
     assert actual_summary == expected_summary
     assert actual.attrs["system"] == "water"
