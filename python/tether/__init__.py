@@ -378,20 +378,20 @@ def sample(config: Config, *, algorithm: str | None = None, backend: str | None 
         attrs={**common, "system": summary["system"], "method": summary["method"],
                "system_parameters": r["system_parameters"], "temperature": r["temperature"],
                "summary": json.dumps(summary)})
-    stats = xr.Dataset(
-        {"acceptance_rate": (("chain", "draw"), r["acceptance_rate"]),
-         "energy": (("chain", "draw"), r["energy"]),
-         "step_size": (("chain", "draw"), r["step_size"]),
-         "n_steps": (("chain", "draw"), r["n_steps"]),
-         "diverging": (("chain", "draw"), r["diverging"].astype(bool)),
-         "outcome": (("chain", "draw"), r["outcome"], _flags(_tether.hmc_outcome_names)),
-         **({"tree_depth": (("chain", "draw"), r["tree_depth"])} if "tree_depth" in r else {}),
-         **({"inverse_metric": (("chain",) + tuple(f"inverse_metric_dim_{a}" for a in range(r["inverse_metric"].ndim - 1)),
-                                r["inverse_metric"], {"long_name": _tether.inverse_metric_meaning})}
-            if "inverse_metric" in r else {})},
-        coords={**coords, **{f"inverse_metric_dim_{a}": np.arange(dof, dtype=np.int64)
-                             for a in range(r["inverse_metric"].ndim - 1 if "inverse_metric" in r else 0)}},
-        attrs=common)
+    stats = {"acceptance_rate": (("chain", "draw"), r["acceptance_rate"]),
+             "energy": (("chain", "draw"), r["energy"]),
+             "step_size": (("chain", "draw"), r["step_size"]),
+             "n_steps": (("chain", "draw"), r["n_steps"]),
+             "diverging": (("chain", "draw"), r["diverging"].astype(bool)),
+             "outcome": (("chain", "draw"), r["outcome"], _flags(_tether.hmc_outcome_names))}
+    if "tree_depth" in r:
+        stats["tree_depth"] = (("chain", "draw"), r["tree_depth"])
+    if "inverse_metric" in r:  # each chain's Sigma: its diagonal, or the matrix
+        sigma = r["inverse_metric"]
+        axes = tuple(f"inverse_metric_dim_{a}" for a in range(sigma.ndim - 1))
+        stats["inverse_metric"] = (("chain", *axes), sigma, {"long_name": _tether.inverse_metric_meaning})
+        coords.update({axis: np.arange(dof, dtype=np.int64) for axis in axes})
+    stats = xr.Dataset(stats, coords=coords, attrs=common)
     try:
         import arviz
     except ImportError:

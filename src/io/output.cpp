@@ -508,7 +508,8 @@ nlohmann::ordered_json sample_summary(const SampleConfig& c, const SampleResult&
         "the mass matrix M = Sigma^-1, Sigma estimated per chain in Stan's warm-up windows (75, 25 doubling, 50 "
         "iterations) and regularised as Stan's; metric_fallbacks counts window ends (over all chains) whose estimate "
         "was not positive definite, where the chain kept the metric it had; metric_scales are sqrt(Sigma_cc) after "
-        "warm-up, coordinate by coordinate, least and greatest over the chains. The chains sample V + kT/2 [log det(G "
+        "warm-up, coordinate by coordinate, least and greatest over the chains (draws.nc's sample_stats/inverse_metric "
+        "holds each chain's Sigma). The chains sample V + kT/2 [log det(G "
         "M^-1 G^T) - log det(G M0^-1 G^T)] so that the target stays exp(-V/kT) on the system's own measure";
   }
   if (s.dynamic) {

@@ -128,7 +128,7 @@ void SampleFiles::write(const DrawBlock& b) {
   put(out, b.q, n * std::size_t(b.dof)), put(out, b.potential, n), put(out, b.acceptance, n);
   put(out, b.energy, n), put(out, b.step_size, n), put(out, b.steps, n), put(out, b.outcome, n);
   put(out, b.tree_depth, n);
-  put(out, b.inverse_metric, std::size_t(b.chains * metric_values));
+  if (metric_values > 0) put(out, b.inverse_metric, std::size_t(b.chains * metric_values));
   files_->draws.append(out);
 }
 

@@ -1419,16 +1419,20 @@ TEST(MetricHmcMarginal, SphericalPendulumHeightWithEachMetric) {
     EXPECT_GT(ps, kAlpha) << metric_name(kind);
     EXPECT_GT(pd, kAlpha) << metric_name(kind);
     if (kind == MetricKind::identity) continue;
-    // RATTLE's composition to order 4 (triple jump), whose substeps keep the kick's properties (at a
-    // smaller step: its substeps are up to 1.7 h, and this metric's position solves fail often at 0.1).
+    // With the dense metric (the stepper's path is the diagonal's), RATTLE's composition to order 4
+    // (triple jump), whose substeps keep the kick's properties (at a smaller step: its substeps are up
+    // to 1.7 h, and this metric's position solves fail often at 0.1).
     using TripleJump = Composition<Rattle>;
-    EXPECT_GT(marginal_p_value<TripleJump>(m, control(kT, 10, 89), 0.05, 60, start, height, cdf), kAlpha)
-        << metric_name(kind) << ", composition";
+    const bool composition = kind == MetricKind::dense;
+    if (composition)
+      EXPECT_GT(marginal_p_value<TripleJump>(m, control(kT, 10, 89), 0.05, 60, start, height, cdf), kAlpha)
+          << metric_name(kind) << ", composition";
     m.correct_measure = false;
     EXPECT_LT(marginal_p_value(m, dynamic_control(kT, 83), 0.1, 40, start, height, cdf), kPowerP)
         << metric_name(kind) << ": the test cannot tell a sampler without the log-determinant term";
-    EXPECT_LT(marginal_p_value<TripleJump>(m, control(kT, 10, 89), 0.05, 60, start, height, cdf), kPowerP)
-        << metric_name(kind) << ", composition: the test cannot tell a sampler without the log-determinant term";
+    if (composition)
+      EXPECT_LT(marginal_p_value<TripleJump>(m, control(kT, 10, 89), 0.05, 60, start, height, cdf), kPowerP)
+          << metric_name(kind) << ", composition: the test cannot tell a sampler without the log-determinant term";
   }
 }
 
