@@ -530,11 +530,9 @@ int do_sample(const std::string& config_path, const std::string& out, const std:
                 (long long)diagnostics.chains_used,
                 folder.dir().string().c_str());
   }
-  if (r.metric_fallbacks > 0)
-    std::fprintf(stderr,
-                 "warning: %lld warm-up windows estimated a metric that was not positive definite; those chains kept "
-                 "the metric they had (metric_fallbacks in summary.json)\n",
-                 (long long)r.metric_fallbacks);
+  const nlohmann::ordered_json summary = tether::sample_summary(cfg, r, &diagnostics);
+  for (const auto& warning : summary["warnings"])
+    std::fprintf(stderr, "warning: %s (summary.json)\n", warning.get<std::string>().c_str());
   return 0;
 }
 

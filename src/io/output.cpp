@@ -12,6 +12,7 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <cstdio>
 #include <cstring>
 #include <nlohmann/json.hpp>
 #include <algorithm>
@@ -572,6 +573,31 @@ nlohmann::ordered_json sample_summary(const SampleConfig& c, const SampleResult&
                        "first chains_used chains; ESS per second scales the minimum bulk ESS of q and V to all "
                        "chains (they are independent) and divides by the sampling seconds"}};
   }
+  // What Stan would warn of, in words: the command prints them on stderr, the Python module as warnings.
+  nlohmann::ordered_json warnings = nlohmann::ordered_json::array();
+  const auto of_draws = [&](std::int64_t n) {
+    return std::to_string(n) + " of " + std::to_string(r.chains * r.draws) + " stored draws";
+  };
+  // (A failed solve is a rejection that keeps the sampler exact, counted in rejected/stopped, not a warning.)
+  if (const std::int64_t diverged = r.outcomes[std::size_t(HmcOutcome::divergence)]; diverged > 0)
+    warnings.push_back(of_draws(diverged) + " came from trajectories that diverged (an energy error beyond "
+                       "max_energy_error kT, Stan's divergent transitions); a smaller step (a higher "
+                       "sample.target_acceptance) or a metric closer to the target's scales avoids them");
+  if (s.dynamic && r.outcomes[std::size_t(HmcOutcome::max_depth)] > 0)
+    warnings.push_back(of_draws(r.outcomes[std::size_t(HmcOutcome::max_depth)]) + " came from trajectories cut at " +
+                       "sample.max_depth " + std::to_string(s.max_depth) + " before they turned back: raise "
+                       "max_depth, or adapt a metric (sample.metric diag or dense)");
+  if (r.metric_fallbacks > 0)
+    warnings.push_back(std::to_string(r.metric_fallbacks) + " warm-up windows estimated a metric that was not positive "
+                       "definite; those chains kept the metric they had (metric_fallbacks)");
+  if (diagnostics != nullptr && diagnostics->max_rhat() > 1.01) {  // VGSCB21's threshold
+    char rhat[32];
+    std::snprintf(rhat, sizeof rhat, "%.4g", diagnostics->max_rhat());
+    warnings.push_back("max R-hat " + std::string(rhat) + " is above 1.01: the chains disagree; a "
+                       "longer warm-up or more draws let them mix, and a target whose density does not integrate "
+                       "(an improper one) never does");
+  }
+  j["warnings"] = warnings;
   j["wall_seconds"] = r.wall_seconds;
   j["sampling_seconds"] = r.sampling_seconds;
   j["chain_iterations"] = r.chain_iterations;

@@ -1394,11 +1394,18 @@ TEST_F(CliTest, ACommandGivenAnotherCommandsConfigSaysWhichTakesIt) {
 
 // ---------------------------------------------------------------- sample
 
+// What `tether sample` printed on stderr: summary.json's warnings, one line each.
+std::string printed_warnings(const json& summary) {
+  std::string lines;
+  for (const auto& w : summary["warnings"]) lines += "warning: " + w.get<std::string>() + " (summary.json)\n";
+  return lines;
+}
+
 TEST_F(CliTest, SampleWritesDrawsAndASummary) {
   const fs::path out = dir_ / "samples";
   const Cli r = tether("sample " + quote(write("sample.json", sample_config())) + " --out " + quote(out) + " --quiet");
   ASSERT_EQ(r.code, 0) << r.err;
-  EXPECT_EQ(r.err, "");
+  EXPECT_EQ(r.err, printed_warnings(json::parse(read_file(out / "summary.json"))));
   // draws.nc is netCDF-4 (an HDF5 file: its signature first).
   EXPECT_EQ(read_file(out / "draws.nc").substr(0, 8), std::string("\x89HDF\r\n\x1a\n", 8));
   EXPECT_FALSE(fs::exists(out / "draws.nc.partial"));
@@ -1419,6 +1426,52 @@ TEST_F(CliTest, SampleWritesDrawsAndASummary) {
   const Cli v = tether("validate " + quote(dir_ / "sample.json"));
   EXPECT_EQ(v.code, 0) << v.err;
   EXPECT_NE(v.out.find("sample: spherical_pendulum, rattle, 6 chains x 25 draws"), std::string::npos) << v.out;
+}
+
+// What Stan would warn of, and only then: a sample that mixes has no
+// warning; chains stuck where they started (two starts, steps too short to
+// leave them) draw R-hat's; a dynamic trajectory cut at max_depth, and one
+// whose energy error passes max_energy_error, theirs. Each is printed on
+// stderr as summary.json lists it.
+TEST_F(CliTest, SampleWarnsAsStanWouldAndOnlyThen) {
+  const auto sample = [&](const json& config, const std::string& name) {
+    const Cli r = tether("sample " + quote(write(name + ".json", config)) + " --out " + quote(dir_ / name) + " --quiet");
+    EXPECT_EQ(r.code, 0) << r.err;
+    const json s = json::parse(read_file(dir_ / name / "summary.json"));
+    EXPECT_EQ(r.err, printed_warnings(s)) << name;
+    return s["warnings"];
+  };
+  json mixes = json::parse(R"({"system": {"name": "spherical_pendulum"}, "method": {"name": "rattle", "dt": 0.05, "steps": 20},
+    "sample": {"chains": 8, "draws": 400, "warmup": 200, "seed": 3, "temperature": 2, "jitter": {"dt": 0.1, "steps": 0.2}},
+    "backend": "cpu"})");
+  EXPECT_EQ(sample(mixes, "mixes"), json::array());
+
+  json stuck = mixes;
+  stuck["method"] = {{"name", "rattle"}, {"dt", 0.001}, {"steps", 1}};
+  stuck["sample"]["warmup"] = 0;
+  stuck["sample"]["draws"] = 50;
+  json states = json::array();
+  for (int k = 0; k < 8; ++k) states.push_back({{"q", {k < 4 ? 0.6 : -0.6, 0, -0.8}}, {"p", {0, 0, 0}}});
+  stuck["sample"]["initial"] = {{"states", states}};
+  const json r = sample(stuck, "stuck");
+  ASSERT_EQ(r.size(), 1u) << r;
+  EXPECT_NE(r[0].get<std::string>().find("is above 1.01: the chains disagree"), std::string::npos) << r;
+
+  json shallow = mixes;
+  shallow["method"].erase("steps");
+  shallow["sample"]["algorithm"] = "dynamic";
+  shallow["sample"]["jitter"].erase("steps");
+  shallow["sample"]["max_depth"] = 2;
+  const json d = sample(shallow, "shallow");
+  ASSERT_EQ(d.size(), 1u) << d;
+  EXPECT_NE(d[0].get<std::string>().find("cut at sample.max_depth 2 before they turned back"), std::string::npos) << d;
+
+  json diverging = shallow;
+  diverging["sample"].erase("max_depth");
+  diverging["sample"]["max_energy_error"] = 0.01;
+  const json v = sample(diverging, "diverging");
+  ASSERT_GE(v.size(), 1u) << v;
+  EXPECT_NE(v[0].get<std::string>().find("came from trajectories that diverged"), std::string::npos) << v;
 }
 
 TEST_F(CliTest, SampleBadInputNamesThePathAndWritesNothing) {

@@ -6,6 +6,7 @@ import datetime
 import json
 import math
 import sys
+import warnings
 
 import numpy as np
 import pytest
@@ -135,6 +136,21 @@ def test_sample_is_draws_nc(cli, double_pendulum_sample, tmp_path, algorithm):
         import matplotlib
         matplotlib.use("Agg")
         arviz.plot_trace(idata, var_names=["potential"])  # ArviZ's own views work on it unchanged
+
+
+def test_sample_warns_as_the_command_does():
+    """summary.json's warnings as Python warnings: a dynamic trajectory cut at max_depth is one; a
+    sample without any issues none."""
+    config = {"system": {"name": "spherical_pendulum"}, "method": {"name": "rattle", "dt": 0.05},
+              "sample": {"algorithm": "dynamic", "chains": 8, "draws": 100, "warmup": 100, "seed": 3,
+                         "temperature": 2}, "backend": "cpu"}
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        tether.sample(config, progress=False)
+    config["sample"]["max_depth"] = 2
+    with pytest.warns(RuntimeWarning, match="cut at sample.max_depth 2 before they turned back") as caught:
+        idata = tether.sample(config, progress=False)
+    assert [str(w.message) for w in caught] == json.loads(idata.posterior.attrs["summary"])["warnings"]
 
 
 def test_sample_without_arviz(double_pendulum_sample, monkeypatch):
