@@ -217,6 +217,24 @@ double ess_tail(const std::vector<double>& x, std::int64_t chains, std::int64_t 
   return least;
 }
 
+std::vector<double> energy_bfmi(const std::vector<double>& energy, std::int64_t chains, std::int64_t draws) {
+  std::vector<double> r(std::size_t(chains), nan);
+  if (draws < 2) return r;
+  for (std::int64_t c = 0; c < chains; ++c) {
+    const double* e = energy.data() + c * draws;
+    double mean = 0, squared_steps = 0, squared_deviations = 0;
+    for (std::int64_t d = 0; d < draws; ++d) mean += e[d];
+    mean /= double(draws);
+    for (std::int64_t d = 0; d < draws; ++d) {
+      squared_deviations += (e[d] - mean) * (e[d] - mean);
+      if (d > 0) squared_steps += (e[d] - e[d - 1]) * (e[d] - e[d - 1]);
+    }
+    const double ratio = squared_steps / squared_deviations;
+    if (std::isfinite(ratio)) r[std::size_t(c)] = ratio;
+  }
+  return r;
+}
+
 ChainDiagnostics diagnose_chains(const std::vector<double>& x, std::int64_t chains, std::int64_t draws) {
   ChainDiagnostics r;
   r.mean = mean_of(x);

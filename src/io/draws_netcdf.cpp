@@ -257,6 +257,14 @@ double DrawsDiagnostics::min_ess_bulk() const {
     return std::isfinite(x.ess_bulk) ? std::min(r, x.ess_bulk) : r;
   });
 }
+double DrawsDiagnostics::min_energy_bfmi() const {
+  double r = NAN;
+  for (double b : energy_bfmi) r = std::fmin(r, b);  // fmin skips NaN
+  return r;
+}
+std::int64_t DrawsDiagnostics::low_energy_bfmi_chains() const {
+  return std::count_if(energy_bfmi.begin(), energy_bfmi.end(), [](double b) { return b < low_energy_bfmi; });
+}
 double DrawsDiagnostics::min_ess_tail() const {
   return fold(*this, INFINITY, [](double r, const ChainDiagnostics& x) {
     return std::isfinite(x.ess_tail) ? std::min(r, x.ess_tail) : r;
@@ -282,6 +290,12 @@ DrawsDiagnostics diagnose_draws_file(const std::filesystem::path& file, std::int
     const std::size_t start[2] = {0, 0}, count[2] = {std::size_t(r.chains_used), std::size_t(draws)};
     ok(nc_get_vara_double(post, potential, start, count, x.data()), "potential");
     r.potential = diagnose_chains(x, r.chains_used, draws);
+    int root, stats, energy;
+    ok(nc_inq_grp_parent(post, &root), "sample_stats");
+    ok(nc_inq_grp_ncid(root, "sample_stats", &stats), "sample_stats");
+    ok(nc_inq_varid(stats, "energy", &energy), "energy");
+    ok(nc_get_vara_double(stats, energy, start, count, x.data()), "energy");
+    r.energy_bfmi = energy_bfmi(x, r.chains_used, draws);
   });
   return r;
 }

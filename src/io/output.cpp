@@ -560,6 +560,8 @@ nlohmann::ordered_json sample_summary(const SampleConfig& c, const SampleResult&
     };
     nlohmann::ordered_json q = nlohmann::ordered_json::array();
     for (const auto& x : d.q) q.push_back(one(x));
+    char bfmi_threshold[16];
+    std::snprintf(bfmi_threshold, sizeof bfmi_threshold, "%g", low_energy_bfmi);
     const double scale = d.chains_used > 0 ? double(r.chains) / double(d.chains_used) : 0.0;
     j["diagnostics"] = {
         {"chains_used", d.chains_used},
@@ -569,9 +571,13 @@ nlohmann::ordered_json sample_summary(const SampleConfig& c, const SampleResult&
         {"min_ess_bulk", statistic(d.min_ess_bulk())},
         {"min_ess_tail", statistic(d.min_ess_tail())},
         {"min_ess_bulk_per_second", statistic(r.sampling_seconds > 0 ? d.min_ess_bulk() * scale / r.sampling_seconds : NAN)},
+        {"min_energy_bfmi", statistic(d.min_energy_bfmi())},
+        {"low_energy_bfmi_chains", d.low_energy_bfmi_chains()},
         {"definition", "rank-normalised split R-hat and bulk/tail ESS (VGSCB21), as ArviZ computes them, over the "
                        "first chains_used chains; ESS per second scales the minimum bulk ESS of q and V to all "
-                       "chains (they are independent) and divides by the sampling seconds"}};
+                       "chains (they are independent) and divides by the sampling seconds; E-BFMI (Bet16, ArviZ's "
+                       "bfmi) of each of those chains from sample_stats/energy: the least, and how many are below " +
+                           std::string(bfmi_threshold)}};
   }
   // What Stan would warn of, in words: the command prints them on stderr, the Python module as warnings.
   nlohmann::ordered_json warnings = nlohmann::ordered_json::array();
@@ -596,6 +602,15 @@ nlohmann::ordered_json sample_summary(const SampleConfig& c, const SampleResult&
     warnings.push_back("max R-hat " + std::string(rhat) + " is above 1.01: the chains disagree; a "
                        "longer warm-up or more draws let them mix, and a target whose density does not integrate "
                        "(an improper one) never does");
+  }
+  if (diagnostics != nullptr && diagnostics->low_energy_bfmi_chains() > 0) {  // Stan's and ArviZ's threshold
+    char values[64];
+    std::snprintf(values, sizeof values, "below %g (the least %.3g)", low_energy_bfmi, diagnostics->min_energy_bfmi());
+    warnings.push_back(std::to_string(diagnostics->low_energy_bfmi_chains()) + " of " +
+                       std::to_string(diagnostics->chains_used) + " chains diagnosed have an E-BFMI " + values +
+                       ": resampling the momentum moves their energy little against the spread "
+                       "of energies they visit, so they explore slowly; a heavy-tailed target, a metric far from its "
+                       "scales or (static) a small sample.refresh_angle causes it");
   }
   j["warnings"] = warnings;
   j["wall_seconds"] = r.wall_seconds;

@@ -1431,8 +1431,9 @@ TEST_F(CliTest, SampleWritesDrawsAndASummary) {
 // What Stan would warn of, and only then: a sample that mixes has no
 // warning; chains stuck where they started (two starts, steps too short to
 // leave them) draw R-hat's; a dynamic trajectory cut at max_depth, and one
-// whose energy error passes max_energy_error, theirs. Each is printed on
-// stderr as summary.json lists it.
+// whose energy error passes max_energy_error, theirs; chains whose momentum
+// is barely refreshed, E-BFMI's. Each is printed on stderr as summary.json
+// lists it.
 TEST_F(CliTest, SampleWarnsAsStanWouldAndOnlyThen) {
   const auto sample = [&](const json& config, const std::string& name) {
     const Cli r = tether("sample " + quote(write(name + ".json", config)) + " --out " + quote(dir_ / name) + " --quiet");
@@ -1472,6 +1473,20 @@ TEST_F(CliTest, SampleWarnsAsStanWouldAndOnlyThen) {
   const json v = sample(diverging, "diverging");
   ASSERT_GE(v.size(), 1u) << v;
   EXPECT_NE(v[0].get<std::string>().find("came from trajectories that diverged"), std::string::npos) << v;
+
+  // A momentum barely refreshed (5 degrees) leaves each chain's energy where
+  // it was: E-BFMI far below 0.3, where the sample that mixes has it above.
+  json sluggish = mixes;
+  sluggish["sample"]["refresh_angle"] = 0.09;
+  sample(sluggish, "sluggish");
+  const json low = json::parse(read_file(dir_ / "sluggish" / "summary.json"));
+  EXPECT_EQ(low["diagnostics"]["low_energy_bfmi_chains"], 8) << low["diagnostics"];
+  bool warned = false;
+  for (const auto& w : low["warnings"]) warned |= w.get<std::string>().find("8 of 8 chains diagnosed have an E-BFMI below 0.3") == 0;
+  EXPECT_TRUE(warned) << low["warnings"];
+  const json fine = json::parse(read_file(dir_ / "mixes" / "summary.json"))["diagnostics"];
+  EXPECT_GT(fine["min_energy_bfmi"].get<double>(), 0.3) << fine;
+  EXPECT_EQ(fine["low_energy_bfmi_chains"], 0);
 }
 
 TEST_F(CliTest, SampleBadInputNamesThePathAndWritesNothing) {

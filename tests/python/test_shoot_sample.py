@@ -130,6 +130,11 @@ def test_sample_is_draws_nc(cli, double_pendulum_sample, tmp_path, algorithm):
         assert (sigma > 0).all()
     summary = arviz.summary(idata, var_names=["potential"])
     assert np.isfinite(summary["r_hat"].values).all()
+    # The command's E-BFMI is ArviZ's, chain by chain, from draws.nc's energies.
+    diagnostics = json.loads((tmp_path / "out" / "summary.json").read_text())["diagnostics"]
+    bfmi = arviz.bfmi(arviz.from_netcdf(tmp_path / "out" / "draws.nc"))[: diagnostics["chains_used"]]
+    assert diagnostics["min_energy_bfmi"] == pytest.approx(bfmi.min(), rel=1e-12)
+    assert diagnostics["low_energy_bfmi_chains"] == int((bfmi < 0.3).sum())
     if algorithm == "dynamic":
         depth, steps = idata.sample_stats.tree_depth.values, idata.sample_stats.n_steps.values
         assert depth.max() >= 2 and (steps >= 2 ** depth - 1).all() and (steps < 2 ** (depth + 1)).all()

@@ -613,8 +613,10 @@ TEST(HmcOutput, DrawsFileHoldsEveryDrawInArvizLayout) {
 // (R-hat 1.20), a heavy tail and ties (average ranks), with ArviZ's values.
 // ArviZ sums the autocovariances by FFT, tether directly: they agree to
 // roundoff, so 1e-9 relative is a tight bound; a wrong split, rank offset or
-// truncation moves them by percents.
-TEST(HmcDiagnostics, RhatAndEssMatchArviz) {
+// truncation moves them by percents. Each chain's E-BFMI (Bet16), the draws
+// taken as energies, against ArviZ's bfmi: about 2 for independent draws,
+// 2 (1 - phi) = 0.2 for the AR(1) with phi 0.9.
+TEST(HmcDiagnostics, RhatEssAndBfmiMatchArviz) {
   std::ifstream in(std::string(TETHER_SOURCE_DIR) + "/tests/fixtures/arviz_diagnostics.json");
   ASSERT_TRUE(in) << "missing fixture";
   const nlohmann::json j = nlohmann::json::parse(in);
@@ -625,7 +627,16 @@ TEST(HmcDiagnostics, RhatAndEssMatchArviz) {
     EXPECT_NEAR(d.rhat, c["rhat"].get<double>(), 1e-9 * c["rhat"].get<double>()) << name;
     EXPECT_NEAR(d.ess_bulk, c["ess_bulk"].get<double>(), 1e-9 * c["ess_bulk"].get<double>()) << name;
     EXPECT_NEAR(d.ess_tail, c["ess_tail"].get<double>(), 1e-9 * c["ess_tail"].get<double>()) << name;
+    const std::vector<double> bfmi = energy_bfmi(x, chains, draws), expected = c["bfmi"];
+    ASSERT_EQ(bfmi.size(), expected.size()) << name;
+    for (std::size_t k = 0; k < bfmi.size(); ++k) EXPECT_NEAR(bfmi[k], expected[k], 1e-12 * expected[k]) << name << k;
   }
+  // By hand: energies 1 2 4 3, steps 1 2 -1 (squares summing to 6),
+  // deviations -1.5 -0.5 1.5 0.5 (to 5): 1.2; the second chain is constant.
+  const std::vector<double> by_hand = energy_bfmi({1, 2, 4, 3, 1, 1, 1, 1}, 2, 4);
+  EXPECT_DOUBLE_EQ(by_hand[0], 1.2);
+  EXPECT_TRUE(std::isnan(by_hand[1]));
+  EXPECT_TRUE(std::isnan(energy_bfmi({1, 2}, 2, 1)[0])) << "one draw";
   // Fewer than 4 draws, or R-hat of one chain: NaN, as ArviZ.
   EXPECT_TRUE(std::isnan(diagnose_chains({1, 2, 3}, 1, 3).ess_bulk));
   EXPECT_TRUE(std::isnan(diagnose_chains({1, 2, 3, 4, 5}, 1, 5).rhat));

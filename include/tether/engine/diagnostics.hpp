@@ -2,7 +2,8 @@
 // Convergence diagnostics of Markov chains, VGSCB21 (docs/references.md):
 // rank-normalised split R-hat and bulk and tail effective sample sizes, as
 // ArviZ and posterior compute them. x holds one scalar's draws,
-// x[chain * draws + draw].
+// x[chain * draws + draw]. And the energy Bayesian fraction of missing
+// information of each chain (Bet16), from its Hamiltonian energies.
 #include <cstdint>
 #include <vector>
 
@@ -22,5 +23,14 @@ ChainDiagnostics diagnose_chains(const std::vector<double>& x, std::int64_t chai
 double rank_normalized_split_rhat(const std::vector<double>& x, std::int64_t chains, std::int64_t draws);
 double ess_bulk(const std::vector<double>& x, std::int64_t chains, std::int64_t draws);
 double ess_tail(const std::vector<double>& x, std::int64_t chains, std::int64_t draws);
+
+// E-BFMI of each chain (Bet16), as ArviZ's bfmi and Stan estimate it: the
+// sum of the squared differences of successive energies over the sum of
+// their squared deviations from the chain's mean energy.
+// Low values say that momentum resampling moves a chain's energy little
+// against the spread of energies it visits; NaN for fewer than 2 draws or a
+// constant or non-finite energy. Below low_energy_bfmi, Stan and ArviZ warn.
+std::vector<double> energy_bfmi(const std::vector<double>& energy, std::int64_t chains, std::int64_t draws);
+inline constexpr double low_energy_bfmi = 0.3;
 
 }  // namespace tether

@@ -192,12 +192,16 @@ std::int64_t draws_file_bytes(const SampleSpec& s, int dof);
 // What draws.bin will take at most for `chains` chains run in batches of `batch_size`.
 std::int64_t draws_side_file_bytes(const SampleSpec& s, std::int64_t chains, std::int64_t batch_size, int dof);
 // R-hat and ESS (VGSCB21) of every q component and of the potential in a
-// draws file, over its first chains_used chains: as many as keep
-// chains_used x draws within max_values (memory, and the sorts' time).
+// draws file, and each chain's E-BFMI (Bet16) from its sample_stats energy,
+// over its first chains_used chains: as many as keep chains_used x draws
+// within max_values (memory, and the sorts' time).
 struct DrawsDiagnostics {
   std::int64_t chains_used = 0;
   std::vector<ChainDiagnostics> q;
   ChainDiagnostics potential;
+  std::vector<double> energy_bfmi;  // per chain used; NaN where undefined
+  double min_energy_bfmi() const;   // NaN where no chain has one
+  std::int64_t low_energy_bfmi_chains() const;  // below low_energy_bfmi
   // Over q and the potential, skipping NaN (a coordinate the constraints fix
   // has none); NaN (written as null) when none is defined, as with one chain.
   double max_rhat() const;
