@@ -370,7 +370,7 @@ def sample(config: Config, *, algorithm: str | None = None, backend: str | None 
     r = _call(_tether.sample, progress, "chain-iterations", text, source, algorithm or "", backend or "",
               _option("threads", threads, 1024))
     summary = json.loads(r["summary"])
-    for warning in summary["warnings"]:  # as the command prints them (R-hat is ArviZ's to compute here)
+    for warning in summary["warnings"]:  # as the command prints them (R-hat and E-BFMI are ArviZ's to compute here)
         warnings.warn(warning, RuntimeWarning, stacklevel=2)
     chains, draws, dof = r["q"].shape
     coords = {"chain": np.arange(chains, dtype=np.int64), "draw": np.arange(draws, dtype=np.int64)}
