@@ -146,7 +146,7 @@ NetcdfDraws::NetcdfDraws(const std::filesystem::path& file, const SampleConfig& 
   if (metric_axes > 0) {
     int dims[3] = {stats[0], -1, -1};
     for (int a = 0; a < metric_axes; ++a) {
-      const std::string name = "inverse_metric_dim_" + std::to_string(a);
+      const std::string name = std::string("inverse_metric_dim_") + std::to_string(a);  // (GCC 12 misreads "..." + s)
       ok(nc_def_dim(id.stats, name.c_str(), std::size_t(dof), &dims[a + 1]), "inverse_metric");
       ok(nc_def_var(id.stats, name.c_str(), NC_INT64, 1, &dims[a + 1], &metric_axis_vars[a]), "inverse_metric");
     }

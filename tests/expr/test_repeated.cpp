@@ -160,7 +160,7 @@ TEST(RepeatedDeclaration, BadRepetitionsNameThePathAsWrittenAndThePosition) {
        "system.declare.potential", "unexpected character \";\" at position 6"},
       {"a bracket not closed", [](json& j) { j["potential"] = "x[1 + y[2]"; }, "system.declare.potential",
        "has a \"[\" that is not closed at position 2"},
-      {"an index nested too deep", [](json& j) { j["potential"] = "x[" + std::string(5000, '(') + "1" + std::string(5000, ')') + "]"; },
+      {"an index nested too deep", [](json& j) { j["potential"] = std::string("x[") + std::string(5000, '(') + "1" + std::string(5000, ')') + "]"; },
        "system.declare.potential", "nests parentheses more than 200 deep at position 202"},
       {"sums nested too deep",
        [](json& j) {
@@ -169,7 +169,7 @@ TEST(RepeatedDeclaration, BadRepetitionsNameThePathAsWrittenAndThePosition) {
          j["potential"] = e;
        },
        "system.declare.potential", "nests parentheses more than 200 deep"},
-      {"a long run of signs in an index is read as one", [](json& j) { j["potential"] = "x[" + std::string(49999, '-') + "1]"; },
+      {"a long run of signs in an index is read as one", [](json& j) { j["potential"] = std::string("x[") + std::string(49999, '-') + "1]"; },
        "system.declare.potential", "names x[-1] at position 1"},
       {"a sum without a range", [](json& j) { j["potential"] = "1 + sum(x[1])"; }, "system.declare.potential",
        "has a sum at position 5 that is not sum(i = first..last, expression)"},
