@@ -530,9 +530,8 @@ int do_sample(const std::string& config_path, const std::string& out, const std:
                 (long long)diagnostics.chains_used,
                 folder.dir().string().c_str());
   }
-  const nlohmann::ordered_json summary = tether::sample_summary(cfg, r, &diagnostics);
-  for (const auto& warning : summary["warnings"])
-    std::fprintf(stderr, "warning: %s (summary.json)\n", warning.get<std::string>().c_str());
+  for (const std::string& warning : tether::sample_warnings(cfg, r, &diagnostics))
+    std::fprintf(stderr, "warning: %s (summary.json)\n", warning.c_str());
   return 0;
 }
 

@@ -488,6 +488,56 @@ void write_sample_summary(const fs::path& file, const SampleConfig& c, const Sam
   write_json(file, sample_summary(c, r, &d));
 }
 
+namespace {
+
+// low_energy_bfmi as summary.json's words give it.
+std::string low_energy_bfmi_text() {
+  char text[16];
+  std::snprintf(text, sizeof text, "%g", low_energy_bfmi);
+  return text;
+}
+
+}  // namespace
+
+std::vector<std::string> sample_warnings(const SampleConfig& c, const SampleResult& r,
+                                         const DrawsDiagnostics* diagnostics) {
+  const SampleSpec& s = c.sample;
+  std::vector<std::string> warnings;
+  const auto of_draws = [&](std::int64_t n) {
+    return std::to_string(n) + " of " + std::to_string(r.chains * r.draws) + " stored draws";
+  };
+  // (A failed solve is a rejection that keeps the sampler exact, counted in rejected/stopped, not a warning.)
+  if (const std::int64_t diverged = r.outcomes[std::size_t(HmcOutcome::divergence)]; diverged > 0)
+    warnings.push_back(of_draws(diverged) + " came from trajectories that diverged (an energy error beyond "
+                       "max_energy_error kT, Stan's divergent transitions); a smaller step (a higher "
+                       "sample.target_acceptance) or a metric closer to the target's scales avoids them");
+  if (s.dynamic && r.outcomes[std::size_t(HmcOutcome::max_depth)] > 0)
+    warnings.push_back(of_draws(r.outcomes[std::size_t(HmcOutcome::max_depth)]) + " came from trajectories cut at " +
+                       "sample.max_depth " + std::to_string(s.max_depth) + " before they turned back: raise "
+                       "max_depth, or adapt a metric (sample.metric diag or dense)");
+  if (r.metric_fallbacks > 0)
+    warnings.push_back(std::to_string(r.metric_fallbacks) + " warm-up windows estimated a metric that was not positive "
+                       "definite; those chains kept the metric they had (metric_fallbacks)");
+  if (diagnostics != nullptr && diagnostics->max_rhat() > 1.01) {  // VGSCB21's threshold
+    char rhat[32];
+    std::snprintf(rhat, sizeof rhat, "%.4g", diagnostics->max_rhat());
+    warnings.push_back("max R-hat " + std::string(rhat) + " is above 1.01: the chains disagree; a "
+                       "longer warm-up or more draws let them mix, and a target whose density does not integrate "
+                       "(an improper one) never does");
+  }
+  if (diagnostics != nullptr && diagnostics->low_energy_bfmi_chains() > 0) {  // Stan's and ArviZ's threshold
+    char least[32];
+    std::snprintf(least, sizeof least, "%.3g", diagnostics->min_energy_bfmi());
+    warnings.push_back(std::to_string(diagnostics->low_energy_bfmi_chains()) + " of " +
+                       std::to_string(diagnostics->chains_used) + " chains diagnosed have an E-BFMI below " +
+                       low_energy_bfmi_text() + " (the least " + least + "): resampling the momentum moves their "
+                       "energy little against the spread of energies they visit, so they explore slowly; a "
+                       "heavy-tailed target, a metric far from its scales or (static) a small sample.refresh_angle "
+                       "causes it");
+  }
+  return warnings;
+}
+
 nlohmann::ordered_json sample_summary(const SampleConfig& c, const SampleResult& r, const DrawsDiagnostics* diagnostics) {
   const SampleSpec& s = c.sample;
   nlohmann::ordered_json j;
@@ -560,8 +610,6 @@ nlohmann::ordered_json sample_summary(const SampleConfig& c, const SampleResult&
     };
     nlohmann::ordered_json q = nlohmann::ordered_json::array();
     for (const auto& x : d.q) q.push_back(one(x));
-    char bfmi_threshold[16];
-    std::snprintf(bfmi_threshold, sizeof bfmi_threshold, "%g", low_energy_bfmi);
     const double scale = d.chains_used > 0 ? double(r.chains) / double(d.chains_used) : 0.0;
     j["diagnostics"] = {
         {"chains_used", d.chains_used},
@@ -577,42 +625,9 @@ nlohmann::ordered_json sample_summary(const SampleConfig& c, const SampleResult&
                        "first chains_used chains; ESS per second scales the minimum bulk ESS of q and V to all "
                        "chains (they are independent) and divides by the sampling seconds; E-BFMI (Bet16, ArviZ's "
                        "bfmi) of each of those chains from sample_stats/energy: the least, and how many are below " +
-                           std::string(bfmi_threshold)}};
+                           low_energy_bfmi_text()}};
   }
-  // What Stan would warn of, in words: the command prints them on stderr, the Python module as warnings.
-  nlohmann::ordered_json warnings = nlohmann::ordered_json::array();
-  const auto of_draws = [&](std::int64_t n) {
-    return std::to_string(n) + " of " + std::to_string(r.chains * r.draws) + " stored draws";
-  };
-  // (A failed solve is a rejection that keeps the sampler exact, counted in rejected/stopped, not a warning.)
-  if (const std::int64_t diverged = r.outcomes[std::size_t(HmcOutcome::divergence)]; diverged > 0)
-    warnings.push_back(of_draws(diverged) + " came from trajectories that diverged (an energy error beyond "
-                       "max_energy_error kT, Stan's divergent transitions); a smaller step (a higher "
-                       "sample.target_acceptance) or a metric closer to the target's scales avoids them");
-  if (s.dynamic && r.outcomes[std::size_t(HmcOutcome::max_depth)] > 0)
-    warnings.push_back(of_draws(r.outcomes[std::size_t(HmcOutcome::max_depth)]) + " came from trajectories cut at " +
-                       "sample.max_depth " + std::to_string(s.max_depth) + " before they turned back: raise "
-                       "max_depth, or adapt a metric (sample.metric diag or dense)");
-  if (r.metric_fallbacks > 0)
-    warnings.push_back(std::to_string(r.metric_fallbacks) + " warm-up windows estimated a metric that was not positive "
-                       "definite; those chains kept the metric they had (metric_fallbacks)");
-  if (diagnostics != nullptr && diagnostics->max_rhat() > 1.01) {  // VGSCB21's threshold
-    char rhat[32];
-    std::snprintf(rhat, sizeof rhat, "%.4g", diagnostics->max_rhat());
-    warnings.push_back("max R-hat " + std::string(rhat) + " is above 1.01: the chains disagree; a "
-                       "longer warm-up or more draws let them mix, and a target whose density does not integrate "
-                       "(an improper one) never does");
-  }
-  if (diagnostics != nullptr && diagnostics->low_energy_bfmi_chains() > 0) {  // Stan's and ArviZ's threshold
-    char values[64];
-    std::snprintf(values, sizeof values, "below %g (the least %.3g)", low_energy_bfmi, diagnostics->min_energy_bfmi());
-    warnings.push_back(std::to_string(diagnostics->low_energy_bfmi_chains()) + " of " +
-                       std::to_string(diagnostics->chains_used) + " chains diagnosed have an E-BFMI " + values +
-                       ": resampling the momentum moves their energy little against the spread "
-                       "of energies they visit, so they explore slowly; a heavy-tailed target, a metric far from its "
-                       "scales or (static) a small sample.refresh_angle causes it");
-  }
-  j["warnings"] = warnings;
+  j["warnings"] = sample_warnings(c, r, diagnostics);
   j["wall_seconds"] = r.wall_seconds;
   j["sampling_seconds"] = r.sampling_seconds;
   j["chain_iterations"] = r.chain_iterations;

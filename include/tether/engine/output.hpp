@@ -213,6 +213,10 @@ void write_sample_summary(const std::filesystem::path& file, const SampleConfig&
                           const DrawsDiagnostics& d);
 // summary.json's content; without `diagnostics` it has no "diagnostics" entry.
 nlohmann::ordered_json sample_summary(const SampleConfig& c, const SampleResult& r, const DrawsDiagnostics* diagnostics);
+// summary.json's "warnings": what Stan would warn of, in words (R-hat's and
+// E-BFMI's only with `diagnostics`); the command prints them on stderr, the
+// Python module issues them as warnings.
+std::vector<std::string> sample_warnings(const SampleConfig& c, const SampleResult& r, const DrawsDiagnostics* diagnostics);
 
 // What `tether sample` writes into its folder. As the sample goes, each
 // window's draws whole into a binary side file (draws.bin), which a
