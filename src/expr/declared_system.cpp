@@ -5,7 +5,7 @@
 #include <algorithm>
 #include <cctype>
 #include <cmath>
-#include <functional>
+#include <cstdlib>
 #include <map>
 #include <mutex>
 #include <optional>
@@ -79,7 +79,7 @@ struct Names {
   }
 };
 
-constexpr int max_signs = 8;  // + and - in a row (check_tokens): GiNaC's parser descends once per unary sign too
+constexpr int max_signs = 8;  // + and - in a row (check_tokens): more is never meant
 
 // Reads `text` token by token and refuses (ConfigError at `path`) the first
 // character or name outside the grammar, with its position (1-based).
@@ -120,7 +120,258 @@ void check_tokens(const std::string& text, const Names& names, const std::string
   if (depth > 0) throw ConfigError(path, "a \"(\" is not closed");
 }
 
-// The expression at `path`, its tokens checked, parsed against `table`.
+// GiNaC's reason for throwing, as a message shows it: "power::eval():
+// division by zero" as "division by zero".
+std::string ginac_reason(const std::exception& e) {
+  std::string why = e.what();
+  why = why.substr(0, why.find('\n'));
+  if (const std::size_t colon = why.find("(): "); colon != std::string::npos) why = why.substr(colon + 4);
+  return why.substr(0, 80);
+}
+
+// Runs `f`, GiNaC's work on the expression at `path`. GiNaC throws where
+// mathematics has no value (0^z differentiated holds log(0); 1/w with w = 0
+// written in): said as one ConfigError at `path`, `doing` and the reason.
+template <class F>
+auto at_path(const std::string& path, const std::string& doing, F&& f) -> decltype(f()) {
+  try {
+    return f();
+  } catch (const ConfigError&) {
+    throw;
+  } catch (const std::exception& e) {
+    throw ConfigError(path, doing + " (" + ginac_reason(e) + ")");
+  }
+}
+
+// Exact numbers stay exact (GiNaC computes 3^(1/2)*3^(1/2) = 3), so a
+// constant power is computed in full: 2^1000000000 took 9 s and 0.7 GB. A
+// constant exponent is held to 1024 in magnitude, and a power whose exact
+// result would have more than this many bits is refused.
+constexpr double max_exponent = 1024;
+constexpr double max_exact_bits = 65536;
+
+// |x|, held below 1e300 (to_double of a larger exact number would overflow).
+double magnitude(const GiNaC::numeric& x) {
+  if (!x.is_real()) return HUGE_VAL;
+  const GiNaC::numeric a = GiNaC::abs(x);
+  return a > GiNaC::numeric(1e300) ? 1e300 : a.to_double();
+}
+
+// The bits of the exact numbers GiNaC would raise to a power with `e` as its
+// base: a rational's numerator and denominator, a product's coefficient and
+// its constant factors (sqrt(2) * x). Floating-point numbers do not grow.
+double exact_bits(const GiNaC::ex& e) {
+  using namespace GiNaC;
+  if (is_a<numeric>(e)) {
+    const numeric& x = ex_to<numeric>(e);
+    if (!x.is_rational()) return 0;
+    return double(x.numer().int_length()) + double(x.denom().int_length());
+  }
+  if (is_a<power>(e) && is_a<numeric>(e.op(0)) && is_a<numeric>(e.op(1)))
+    return exact_bits(e.op(0)) * std::max(1.0, magnitude(ex_to<numeric>(e.op(1))));
+  if (is_a<mul>(e)) {
+    double bits = 0;
+    for (std::size_t i = 0; i < e.nops(); ++i) bits += exact_bits(e.op(i));
+    return bits;
+  }
+  return 0;
+}
+
+// Reads an expression of the grammar (its tokens checked by check_tokens)
+// into GiNaC, by precedence:
+//   sum     := product (('+' | '-') product)*
+//   product := signed (('*' | '/') signed)*
+//   signed  := ('+' | '-')* power
+//   power   := primary ('^' ('+' | '-')* primary)?
+//   primary := number | name | function '(' sum (',' sum)* ')' | '(' sum ')'
+// as written mathematics and SymPy read it: -x^2 is -(x^2), x^-2*y is
+// (x^-2)*y. a^b^c is refused: the two readings differ and writers differ on
+// which is meant. Every error names its position; GiNaC's own parser names
+// none, crashed on "sin()", and read 2*-x+y as 2*(-x+y).
+class Reader {
+ public:
+  Reader(const std::string& text, const std::string& path, const GiNaC::symtab& table)
+      : text_(text), path_(path), table_(table) {}
+
+  GiNaC::ex read() {
+    skip();
+    GiNaC::ex e = sum();
+    if (i_ < text_.size()) fail("expects an operator or the end", i_);
+    return e;
+  }
+
+ private:
+  // The text from `at` is quoted too: a repeated structure's expression is
+  // read written out (x[i+1] as x__2), where positions shift.
+  [[noreturn]] void fail(const std::string& what, std::size_t at) const {
+    if (at >= text_.size()) throw ConfigError(path_, what + " at the end: the expression is cut short");
+    const std::string rest = text_.substr(at, 24) + (text_.size() - at > 24 ? "..." : "");
+    throw ConfigError(path_, what + lexer::at(at) + ": " +
+                                 nlohmann::json(rest).dump(-1, ' ', true, nlohmann::json::error_handler_t::replace));
+  }
+  void skip() {
+    while (i_ < text_.size() && lexer::is_space(text_[i_])) ++i_;
+  }
+  bool next_is(char c) const { return i_ < text_.size() && text_[i_] == c; }
+  void expect(char c, const std::string& what) {
+    if (!next_is(c)) fail(what, i_);
+    ++i_;
+    skip();
+  }
+  // GiNaC evaluates as it builds: 1/0, log(0) and the like throw there.
+  template <class F>
+  GiNaC::ex built(F&& f, std::size_t at) const {
+    try {
+      return f();
+    } catch (const std::exception& e) {
+      fail("cannot be evaluated (" + ginac_reason(e) + ")", at);
+    }
+  }
+
+  GiNaC::ex sum() {
+    GiNaC::exvector terms{product()};
+    while (next_is('+') || next_is('-')) {
+      const bool minus = text_[i_] == '-';
+      ++i_;
+      skip();
+      const GiNaC::ex t = product();
+      terms.push_back(minus ? -t : t);
+    }
+    return terms.size() == 1 ? terms[0] : built([&] { return GiNaC::ex(GiNaC::add(terms)); }, i_);
+  }
+
+  GiNaC::ex product() {
+    GiNaC::ex e = signed_power();
+    while (next_is('*') || next_is('/')) {
+      const std::size_t op = i_;
+      const bool divide = text_[i_] == '/';
+      ++i_;
+      skip();
+      const GiNaC::ex f = signed_power();
+      e = built([&] { return divide ? e / f : e * f; }, op);
+    }
+    return e;
+  }
+
+  // The signs before an operand; check_tokens has held them to a few.
+  bool signs() {
+    bool negative = false;
+    while (next_is('+') || next_is('-')) {
+      negative = negative != (text_[i_] == '-');
+      ++i_;
+      skip();
+    }
+    return negative;
+  }
+
+  GiNaC::ex signed_power() {
+    const bool negative = signs();
+    const GiNaC::ex e = power();
+    return negative ? -e : e;
+  }
+
+  GiNaC::ex power() {
+    const GiNaC::ex base = primary();
+    if (!next_is('^')) return base;
+    const std::size_t op = i_;
+    ++i_;
+    skip();
+    const bool negative = signs();
+    const std::size_t exponent_at = i_;
+    GiNaC::ex exponent = primary();
+    if (negative) exponent = -exponent;
+    if (next_is('^'))
+      fail("has a power of a power, a^b^c: write (a^b)^c or a^(b^c)", i_);
+    return raised(base, exponent, op, exponent_at);
+  }
+
+  GiNaC::ex raised(const GiNaC::ex& base, const GiNaC::ex& exponent, std::size_t op, std::size_t exponent_at) const {
+    if (GiNaC::is_a<GiNaC::numeric>(exponent)) {
+      const double m = magnitude(GiNaC::ex_to<GiNaC::numeric>(exponent));
+      if (!(m <= max_exponent))
+        fail("raises to a constant power beyond " + number_text(max_exponent) + " in magnitude", exponent_at);
+      if (exact_bits(base) * std::max(1.0, m) > max_exact_bits)
+        fail("makes an exact number of more than " + number_text(max_exact_bits) + " bits", op);
+    }
+    return built([&] { return GiNaC::pow(base, exponent); }, op);
+  }
+
+  static std::string number_text(double x) { return std::to_string(static_cast<long long>(x)); }
+
+  GiNaC::ex primary() {
+    if (i_ >= text_.size()) fail("expects a number, a name or \"(\"", i_);
+    const std::size_t start = i_;
+    const char c = text_[i_];
+    if (c == '(') {
+      ++i_;
+      skip();
+      GiNaC::ex e = sum();
+      expect(')', "expects \")\"");
+      return e;
+    }
+    if (lexer::starts_number(text_, i_, text_.size())) {
+      i_ = lexer::number_end(text_, i_, text_.size());
+      const std::string digits = text_.substr(start, i_ - start);
+      if (std::count(digits.begin(), digits.end(), '.') > 1) fail("is not a number", start);
+      // GiNaC reads 1e99999999999999999999 for minutes: a number is a double's.
+      const std::size_t e = digits.find_first_of("eE");
+      if ((e != std::string::npos && digits.size() - e > 5) || std::isinf(std::strtod(digits.c_str(), nullptr)))
+        fail("is a number beyond a double's range (1.8e308)", start);
+      skip();
+      return built([&] { return GiNaC::ex(GiNaC::numeric(digits.c_str())); }, start);
+    }
+    if (lexer::starts_name(c)) {
+      while (i_ < text_.size() && lexer::in_name(text_[i_])) ++i_;
+      const std::string name = text_.substr(start, i_ - start);
+      skip();
+      if (!next_is('(')) return table_.at(name);  // check_tokens has refused names not in the table
+      ++i_;
+      skip();
+      GiNaC::exvector args{sum()};
+      while (next_is(',')) {
+        ++i_;
+        skip();
+        args.push_back(sum());
+      }
+      expect(')', "expects \",\" or \")\" in the arguments of " + name);
+      return call(name, args, start);
+    }
+    fail("expects a number, a name or \"(\"", start);
+  }
+
+  GiNaC::ex call(const std::string& name, const GiNaC::exvector& a, std::size_t at) const {
+    const std::size_t arity = name == "atan2" || name == "pow" ? 2 : 1;
+    if (a.size() != arity)
+      fail(name + " takes " + std::to_string(arity) + " argument" + (arity == 1 ? "" : "s") + ", given " +
+               std::to_string(a.size()),
+           at);
+    if (name == "pow") return raised(a[0], a[1], at, at);
+    return built(
+        [&]() -> GiNaC::ex {
+          if (name == "sin") return GiNaC::sin(a[0]);
+          if (name == "cos") return GiNaC::cos(a[0]);
+          if (name == "tan") return GiNaC::tan(a[0]);
+          if (name == "asin") return GiNaC::asin(a[0]);
+          if (name == "acos") return GiNaC::acos(a[0]);
+          if (name == "atan") return GiNaC::atan(a[0]);
+          if (name == "atan2") return GiNaC::atan2(a[0], a[1]);
+          if (name == "sinh") return GiNaC::sinh(a[0]);
+          if (name == "cosh") return GiNaC::cosh(a[0]);
+          if (name == "tanh") return GiNaC::tanh(a[0]);
+          if (name == "exp") return GiNaC::exp(a[0]);
+          if (name == "log") return GiNaC::log(a[0]);
+          return GiNaC::sqrt(a[0]);  // the last of declared_functions()
+        },
+        at);
+  }
+
+  const std::string& text_;
+  const std::string& path_;
+  const GiNaC::symtab& table_;
+  std::size_t i_ = 0;
+};
+
+// The expression at `path`, its tokens checked, read against `table`.
 GiNaC::ex parse(const nlohmann::json& j, const std::string& path, const Names& names, const GiNaC::symtab& table) {
   if (!j.is_string() && !j.is_number()) throw ConfigError(path, "must be an expression (a string) or a number");
   if (j.is_number()) {
@@ -132,18 +383,7 @@ GiNaC::ex parse(const nlohmann::json& j, const std::string& path, const Names& n
   if (text.size() > (std::size_t(64) << 20)) throw ConfigError(path, "is longer than 64 MiB");  // written out (expr/repeated.cpp)
   if (text.find_first_not_of(" \t\n\r") == std::string::npos) throw ConfigError(path, "is empty");
   check_tokens(text, names, path);
-  try {
-    GiNaC::parser reader(table, true);
-    return reader(text);
-  } catch (const std::exception& e) {
-    std::string why = e.what();
-    why = why.substr(0, why.find('\n'));
-    const std::string prefix = "GiNaC: ";
-    if (why.rfind(prefix, 0) == 0) why = why.substr(prefix.size());
-    const std::size_t line = why.find("parse error at line 0, column 0: ");  // GiNaC counts no positions
-    if (line != std::string::npos) why = why.substr(line + 33);
-    throw ConfigError(path, "is not an expression of the grammar: " + why.substr(0, 120));
-  }
+  return Reader(text, path, table).read();
 }
 
 // `e` as C source: numbers, q[i], prm.p_<name>, the functions. GiNaC orders
@@ -233,7 +473,8 @@ std::string printed(const GiNaC::ex& e) { return with_sign(canonical(e)); }
 // `program` names (the potential's d_<definition> and a_<definition>): a
 // derivative GiNaC can only write with a function of its own (csgn, a
 // derivative of abs), and, defensively, anything the parser let through.
-void check_printable(const GiNaC::ex& e, const std::set<std::string>& parameters, const std::set<std::string>& program,
+// Returns the length of that source.
+std::size_t check_printable(const GiNaC::ex& e, const std::set<std::string>& parameters, const std::set<std::string>& program,
                      const std::string& path, const std::string& what) {
   static const std::set<std::string> allowed = [] {
     std::set<std::string> names(declared_functions().begin(), declared_functions().end());
@@ -267,6 +508,7 @@ void check_printable(const GiNaC::ex& e, const std::set<std::string>& parameters
       throw ConfigError(path, "has " + what + " that C cannot compute (\"" + std::string(1, char(c)) + "\")");
     }
   }
+  return text.size();
 }
 
 std::string number(Real x) {
@@ -278,9 +520,20 @@ std::string number(Real x) {
   return t;
 }
 
+// How every substitution here is made: its keys are symbols. GiNaC's
+// default matches each key as a pattern at every node (and walks a matched
+// value again: a definition written in was walked as a tree, exponentially),
+// and looks through the whole map for products at every sum.
+constexpr unsigned by_symbol = GiNaC::subs_options::no_pattern | GiNaC::subs_options::pattern_is_not_product;
+
 // The value of `e` at the symbols' values `at`.
 Real evaluate(const GiNaC::ex& e, const GiNaC::exmap& at) {
-  const GiNaC::ex v = GiNaC::evalf(e.subs(at));
+  GiNaC::ex v;
+  try {
+    v = GiNaC::evalf(e.subs(at, by_symbol));
+  } catch (const std::exception&) {  // GiNaC's: no value there (log(0), 1/0)
+    return NAN;
+  }
   if (!GiNaC::is_a<GiNaC::numeric>(v)) return NAN;
   const GiNaC::numeric n = GiNaC::ex_to<GiNaC::numeric>(v);
   if (!n.is_real()) return NAN;
@@ -293,6 +546,43 @@ std::set<std::string> symbols_of(const GiNaC::ex& e) {
   for (auto it = e.preorder_begin(); it != e.preorder_end(); ++it)
     if (GiNaC::is_a<GiNaC::symbol>(*it)) names.insert(GiNaC::ex_to<GiNaC::symbol>(*it).get_name());
   return names;
+}
+
+// An upper bound on an expression's size once its definitions are written
+// in: its operations as a tree (shared pieces counted each time they
+// appear), how deep they nest, and the bits of the exact numbers it makes.
+struct Written {
+  double nodes = 1, depth = 1, bits = 0;
+};
+constexpr double max_written_nodes = 20000;
+constexpr double max_written_depth = lexer::max_nesting;
+constexpr std::size_t max_source_bytes = std::size_t(2) << 20;       // every expression, printed once
+constexpr std::size_t max_expression_bytes = std::size_t(512) << 10;  // one of them
+
+// `placeholders`: the size of each definition written out, by its placeholder's name.
+Written written_size(const GiNaC::ex& e, const std::map<std::string, Written>& placeholders) {
+  using namespace GiNaC;
+  if (is_a<symbol>(e)) {
+    const auto d = placeholders.find(ex_to<symbol>(e).get_name());
+    return d != placeholders.end() ? d->second : Written{};
+  }
+  if (is_a<numeric>(e)) return {1, 1, exact_bits(e)};
+  std::vector<Written> ops;
+  for (std::size_t i = 0; i < e.nops(); ++i) ops.push_back(written_size(e.op(i), placeholders));
+  Written w;
+  for (const Written& o : ops) {
+    w.nodes += o.nodes;
+    w.depth = std::max(w.depth, o.depth + 1);
+    w.bits += o.bits;
+  }
+  if (is_a<power>(e)) {
+    // A constant exponent raises the base's exact numbers to it; one that a
+    // definition makes could become any number its bits can write.
+    const double times = is_a<numeric>(e.op(1)) ? std::max(1.0, magnitude(ex_to<numeric>(e.op(1))))
+                                                 : std::exp2(std::min(ops[1].bits, 1023.0));
+    w.bits = ops[0].bits * times + ops[1].bits;
+  }
+  return w;
 }
 
 // A declaration without repeated structure (expr/repeated.hpp has written it out).
@@ -397,30 +687,89 @@ DeclaredSystem parse_plain(const nlohmann::json& j, const std::string& path) {
     for (const auto& [name, value] : defs.items())
       raw[name] = parse(value, key("definitions") + "." + name, names, table);
     for (const auto& [name, e] : raw) raw_symbols[name] = symbols_of(e);
-    std::map<std::string, int> state;  // 1: being resolved, 2: resolved
-    std::function<GiNaC::ex(const std::string&)> resolve = [&](const std::string& name) -> GiNaC::ex {
-      if (state[name] == 2) return defined.at(name);
-      if (state[name] == 1) throw ConfigError(key("definitions") + "." + name, "refers to itself through the definitions");
-      state[name] = 1;
-      GiNaC::exmap sub;
-      for (const std::string& symbol : raw_symbols.at(name))
-        if (const auto other = definition_of.find(symbol); other != definition_of.end())
-          sub[placeholders.at(other->second)] = resolve(other->second);
-      defined[name] = raw.at(name).subs(sub);
-      state[name] = 2;
-      order.push_back(name);
-      return defined[name];
-    };
-    for (const auto& [name, value] : raw) resolve(name);
+    // Every definition after those it uses: depth first from each name in
+    // turn, on a stack of its own (thousands of definitions can chain).
+    std::map<std::string, int> state;  // 1: on the stack, 2: ordered
+    for (const auto& [root, e] : raw) {
+      if (state[root]) continue;
+      std::vector<std::pair<std::string, std::vector<std::string>>> stack;  // a definition and those it uses, left to visit
+      const auto visit = [&](const std::string& name) {
+        state[name] = 1;
+        std::vector<std::string> uses;
+        for (const std::string& symbol : raw_symbols.at(name))
+          if (const auto other = definition_of.find(symbol); other != definition_of.end()) uses.push_back(other->second);
+        std::reverse(uses.begin(), uses.end());  // popped from the back: in name order
+        stack.emplace_back(name, std::move(uses));
+      };
+      visit(root);
+      while (!stack.empty()) {
+        auto& [name, uses] = stack.back();
+        if (uses.empty()) {
+          state[name] = 2;
+          order.push_back(name);
+          stack.pop_back();
+          continue;
+        }
+        const std::string next = uses.back();
+        uses.pop_back();
+        if (state[next] == 1) throw ConfigError(key("definitions") + "." + next, "refers to itself through the definitions");
+        if (state[next] == 0) visit(next);
+      }
+    }
   }
-  GiNaC::exmap definitions;
-  for (const auto& [name, symbol] : placeholders) definitions[symbol] = defined.at(name);
+  // A constraint, a frame and a frame's V are differentiated and printed
+  // whole, their definitions written in. Shared pieces make that a tree
+  // exponentially larger than its text (d2 = d1*d1 + sin(d1), d3 = ...), and
+  // GiNaC walks it as a tree: the size it would have is bounded first
+  // (written_size), and a definition is written out only when one of them
+  // uses it. V's own definitions are never written out (the program above).
+  std::map<std::string, Written> written;  // a placeholder's name -> its definition's size written out
+  for (const std::string& name : order) written["d_" + name] = written_size(raw.at(name), written);
+  const auto write_in = [&](const GiNaC::ex& e, const std::string& where) {
+    const Written w = written_size(e, written);
+    if (w.nodes > max_written_nodes)
+      throw ConfigError(where, "has more than " + std::to_string(static_cast<long>(max_written_nodes)) +
+                                   " operations with its definitions written in (it is differentiated whole): "
+                                   "fewer definitions that use one another twice or more");
+    if (w.depth > max_written_depth)
+      throw ConfigError(where, "nests more than " + std::to_string(static_cast<long>(max_written_depth)) +
+                                   " operations deep with its definitions written in (it is differentiated whole)");
+    if (w.bits > max_exact_bits)
+      throw ConfigError(where, "makes an exact number of more than " + std::to_string(static_cast<long>(max_exact_bits)) +
+                                   " bits with its definitions written in");
+    // The definitions it uses, directly or through others, written out in order.
+    std::set<std::string> needed;
+    std::vector<std::string> todo;
+    for (const std::string& symbol : symbols_of(e))
+      if (const auto d = definition_of.find(symbol); d != definition_of.end() && needed.insert(d->second).second)
+        todo.push_back(d->second);
+    while (!todo.empty()) {
+      const std::string name = todo.back();
+      todo.pop_back();
+      for (const std::string& symbol : raw_symbols.at(name))
+        if (const auto d = definition_of.find(symbol); d != definition_of.end() && needed.insert(d->second).second)
+          todo.push_back(d->second);
+    }
+    return at_path(where, "has no value with its definitions written in", [&] {
+      for (const std::string& name : order)
+        if (needed.count(name) && !defined.count(name)) {
+          GiNaC::exmap uses;
+          for (const std::string& symbol : raw_symbols.at(name))
+            if (const auto d = definition_of.find(symbol); d != definition_of.end())
+              uses[placeholders.at(d->second)] = defined.at(d->second);
+          defined[name] = raw.at(name).subs(uses, by_symbol);
+        }
+      GiNaC::exmap uses;
+      for (const std::string& name : needed) uses[placeholders.at(name)] = defined.at(name);
+      return e.subs(uses, by_symbol);
+    });
+  };
   const auto expression = [&](const nlohmann::json& v, const std::string& where) {
-    return parse(v, where, names, table).subs(definitions);
+    return write_in(parse(v, where, names, table), where);
   };
 
   s->potential_direct = j.contains("potential") ? parse(j["potential"], key("potential"), names, table) : GiNaC::ex(0);
-  if (framed) s->potential = s->potential_direct.subs(definitions);  // a frame's methods take V whole, by dual numbers
+  if (framed) s->potential = write_in(s->potential_direct, key("potential"));  // a frame's methods take V whole, by dual numbers
   if (framed) {
     const auto& f = j["frame"];
     if (!f.is_array() || f.empty() || f.size() > n)
@@ -493,12 +842,14 @@ DeclaredSystem parse_plain(const nlohmann::json& j, const std::string& path) {
     std::map<std::string, std::vector<std::size_t>> terms_holding;
     for (std::size_t t = 0; t < terms.size(); ++t)
       for (const std::string& symbol : symbols_of(terms[t])) terms_holding[symbol].push_back(t);
-    std::set<std::string> used;  // the definitions V uses, directly or through others
+    // The definitions V uses, directly or through others: each after those it
+    // uses in `order`, so met before them going backwards.
+    std::set<std::string> used;
     for (auto it = order.rbegin(); it != order.rend(); ++it) {
-      const std::string placeholder = "d_" + *it;
-      if (terms_holding.count(placeholder) ||
-          std::any_of(used.begin(), used.end(), [&](const std::string& u) { return raw_symbols.at(u).count(placeholder) > 0; }))
-        used.insert(*it);
+      if (terms_holding.count("d_" + *it)) used.insert(*it);
+      if (used.count(*it))
+        for (const std::string& symbol : raw_symbols.at(*it))
+          if (const auto d = definition_of.find(symbol); d != definition_of.end()) used.insert(d->second);
     }
     std::vector<std::string> steps;
     std::map<std::string, std::vector<std::string>> users;  // a symbol -> the steps that hold it directly, in order
@@ -511,13 +862,15 @@ DeclaredSystem parse_plain(const nlohmann::json& j, const std::string& path) {
     // adjoint(x): dV/dx through the expressions that use x directly, each of whose adjoints is known by then.
     std::map<std::string, GiNaC::realsymbol> adjoint;
     const auto total = [&](const GiNaC::realsymbol& x) {
-      GiNaC::ex sum = 0;
-      if (const auto t = terms_holding.find(x.get_name()); t != terms_holding.end())
-        for (std::size_t k : t->second) sum += terms[k].diff(x);
-      if (const auto u = users.find(x.get_name()); u != users.end())
-        for (const std::string& name : u->second)
-          if (adjoint.count(name)) sum += adjoint.at(name) * raw.at(name).diff(x);
-      return sum;
+      return at_path(key("potential"), "has no derivative", [&] {
+        GiNaC::exvector sum;  // one add at the end: adding term by term is quadratic in a coordinate's many users
+        if (const auto t = terms_holding.find(x.get_name()); t != terms_holding.end())
+          for (std::size_t k : t->second) sum.push_back(terms[k].diff(x));
+        if (const auto u = users.find(x.get_name()); u != users.end())
+          for (const std::string& name : u->second)
+            if (adjoint.count(name)) sum.push_back(adjoint.at(name) * raw.at(name).diff(x));
+        return GiNaC::ex(GiNaC::add(sum));
+      });
     };
     for (auto it = steps.rbegin(); it != steps.rend(); ++it) {
       const GiNaC::realsymbol a("a_" + *it);
@@ -526,33 +879,54 @@ DeclaredSystem parse_plain(const nlohmann::json& j, const std::string& path) {
     }
     for (std::size_t i = 0; i < n; ++i) s->gradient.push_back(total(s->q[i]));
   }
-  for (const auto& g : s->constraints) {
+  for (std::size_t r = 0; r < s->constraints.size(); ++r) {
+    const GiNaC::ex& g = s->constraints[r];
     const std::set<std::string> holds = symbols_of(g);
     std::vector<GiNaC::ex> row;
-    for (std::size_t i = 0; i < n; ++i) row.push_back(holds.count(s->q[i].get_name()) ? g.diff(s->q[i]) : GiNaC::ex(0));
+    at_path(key("constraints") + "[" + std::to_string(r) + "]", "has no derivative", [&] {
+      for (std::size_t i = 0; i < n; ++i) row.push_back(holds.count(s->q[i].get_name()) ? g.diff(s->q[i]) : GiNaC::ex(0));
+    });
     s->jacobian.push_back(row);
   }
   std::set<std::string> parameter_names(names.parameters.begin(), names.parameters.end());
   std::set<std::string> program_names;
   for (const auto& steps : {&s->values, &s->adjoints})
     for (const auto& [symbol, value] : *steps) program_names.insert(symbol.get_name());
-  if (framed) check_printable(s->potential, parameter_names, {}, key("potential"), "a value");
-  check_printable(s->potential_direct, parameter_names, program_names, key("potential"), "a value");
-  for (const auto& [symbol, value] : s->values) check_printable(value, parameter_names, program_names, key("potential"), "a value");
+  // The generated source is compiled at first use, at about 20 kB/s on two
+  // cores (a 64-bead chain's 0.7 MB in 37 s; its longest expression is 15
+  // kB), and more slowly in one long expression (a sum of 20000 terms, 0.5
+  // MB, 7 s; of 60000, 111 s). A declaration whose expressions print to
+  // more than max_source_bytes is refused here, not left to the compiler for
+  // many minutes, and so is one expression longer than max_expression_bytes
+  // (1.4 MB of nested derivatives crashed cc1plus).
+  std::size_t source_bytes = 0;
+  const auto printable = [&](const GiNaC::ex& e, const std::set<std::string>& parameters,
+                             const std::set<std::string>& program, const std::string& where, const std::string& what) {
+    const std::size_t bytes = check_printable(e, parameters, program, where, what);
+    if (bytes > max_expression_bytes)
+      throw ConfigError(where, "has " + what + " that prints as " + std::to_string(bytes >> 10) + " kB of C++, more than the " +
+                                   std::to_string(max_expression_bytes >> 10) + " kB a compiler takes in one expression");
+    if ((source_bytes += bytes) > max_source_bytes)
+      throw ConfigError(where, "makes the generated source longer than " + std::to_string(max_source_bytes >> 20) +
+                                   " MB with the expressions before it: too long to compile at first use");
+  };
+  if (framed) printable(s->potential, parameter_names, {}, key("potential"), "a value");
+  printable(s->potential_direct, parameter_names, program_names, key("potential"), "a value");
+  for (const auto& [symbol, value] : s->values) printable(value, parameter_names, program_names, key("potential"), "a value");
   for (const auto& [symbol, value] : s->adjoints)
-    check_printable(value, parameter_names, program_names, key("potential"), "a derivative");
+    printable(value, parameter_names, program_names, key("potential"), "a derivative");
   for (std::size_t i = 0; i < n; ++i)
-    check_printable(s->gradient[i], parameter_names, program_names, key("potential"), "a derivative");
+    printable(s->gradient[i], parameter_names, program_names, key("potential"), "a derivative");
   for (std::size_t i = 0; i < s->constraints.size(); ++i) {
     const std::string where = key("constraints") + "[" + std::to_string(i) + "]";
-    check_printable(s->constraints[i], parameter_names, {}, where, "a value");
-    for (const auto& x : s->jacobian[i]) check_printable(x, parameter_names, {}, where, "a derivative");
+    printable(s->constraints[i], parameter_names, {}, where, "a value");
+    for (const auto& x : s->jacobian[i]) printable(x, parameter_names, {}, where, "a derivative");
   }
   for (const auto& [k, e] : {std::pair{"length_scale", &s->length_scale}, std::pair{"energy_scale", &s->energy_scale}})
-    check_printable(*e, parameter_names, {}, key(k), "a value");
+    printable(*e, parameter_names, {}, key(k), "a value");
   for (std::size_t i = 0; i < s->frame.size(); ++i)
     for (std::size_t c = 0; c < n; ++c)
-      check_printable(s->frame[i][c], parameter_names, {},
+      printable(s->frame[i][c], parameter_names, {},
                       key("frame") + "[" + std::to_string(i) + "][" + std::to_string(c) + "]", "a value");
   d.symbolic = s;
   ListParameters schema;

@@ -98,7 +98,9 @@ class Expander {
     // Definitions: their names first, since a value may use any of them.
     std::vector<std::tuple<std::string, const json*, std::string, Bindings>> values;  // plain name, value, path, indices
     if (j.contains("definitions") && j["definitions"].is_object()) {
-      for (const auto& [name, value] : j["definitions"].items()) {
+      for (const auto& item : j["definitions"].items()) {
+        const std::string& name = item.key();  // not a structured binding: clang 14 cannot capture one
+        const json& value = item.value();
         const std::string path = key("definitions") + "." + name;
         const bool repeated = value.is_object() && value.contains("for");
         if (repeated) {
@@ -526,7 +528,7 @@ class Expander {
     }
     std::string terms;
     Bindings b = outer;
-    auto [first, last] = args.back();
+    std::size_t first = args.back().first, last = args.back().second;  // captured below: not a structured binding (clang 14)
     while (first < last && is_space(text[first])) ++first;
     while (last > first && is_space(text[last - 1])) --last;
     bindings(text, ranges, 0, b, path, [&](const Bindings& inner) {
