@@ -248,6 +248,7 @@ class Reader {
       ++i_;
       skip();
       const GiNaC::ex f = signed_power();
+      if (divide && f.is_zero()) fail("divides by zero", op);  // said here: GiNaC's throw would leak its objects
       e = built([&] { return divide ? e / f : e * f; }, op);
     }
     return e;
@@ -287,7 +288,9 @@ class Reader {
 
   GiNaC::ex raised(const GiNaC::ex& base, const GiNaC::ex& exponent, std::size_t op, std::size_t exponent_at) const {
     if (GiNaC::is_a<GiNaC::numeric>(exponent)) {
-      const double m = magnitude(GiNaC::ex_to<GiNaC::numeric>(exponent));
+      const GiNaC::numeric& x = GiNaC::ex_to<GiNaC::numeric>(exponent);
+      if (base.is_zero() && !x.is_positive()) fail("raises 0 to a power of 0 or below", op);
+      const double m = magnitude(x);
       if (!(m <= max_exponent))
         fail("raises to a constant power beyond " + number_text(max_exponent) + " in magnitude", exponent_at);
       if (exact_bits(base) * std::max(1.0, m) > max_exact_bits)

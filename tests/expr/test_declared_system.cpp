@@ -255,7 +255,9 @@ TEST(DeclaredSystem, ExpressionsThatWouldCrashOrNeverEndAreRefusedAtOnce) {
       {"a number beyond a double", [](json& j) { j["potential"] = "z * 1e99999999999999999999"; }, "system.declare.potential",
        "is a number beyond a double's range (1.8e308) at position 5"},
       {"a division by zero", [](json& j) { j["potential"] = "m / (z - z)"; }, "system.declare.potential",
-       "cannot be evaluated (division by zero) at position 3"},
+       "divides by zero at position 3: \"/ (z - z)\""},
+      {"zero to the power zero", [](json& j) { j["potential"] = "z + 0e38^0"; }, "system.declare.potential",
+       "raises 0 to a power of 0 or below at position 9"},
       {"log(0)", [](json& j) { j["potential"] = "z + log(0)"; }, "system.declare.potential",
        "cannot be evaluated"},
       // Found by scripts/fuzz.sh: GiNaC threw out of the derivative, unnamed.
