@@ -404,6 +404,12 @@ std::string with_sign(const Signed& s) { return s.negative ? "(-" + s.text + ")"
 
 Signed canonical(const GiNaC::ex& e) {
   using namespace GiNaC;
+  if (is_a<constant>(e)) {  // Pi, which acos(-1) and atan(1) are exactly: its double
+    std::ostringstream s;
+    s.precision(17);
+    s << ex_to<numeric>(evalf(e)).to_double();
+    return {false, s.str()};
+  }
   if (is_a<add>(e)) {
     std::vector<std::string> plus, minus;
     for (std::size_t i = 0; i < e.nops(); ++i) {
@@ -502,6 +508,9 @@ std::size_t check_printable(const GiNaC::ex& e, const std::set<std::string>& par
         name = text.substr(member, i - member);
         if (name.rfind("p_", 0) == 0 && parameters.count(name.substr(2))) continue;
       }
+      if (name == "std")  // std::complex: GiNaC's I
+        throw ConfigError(path, "has " + what + " that is not real (the square root or logarithm of a negative "
+                                    "number, or the like)");
       if ((!allowed.count(name) && !program.count(name)) || name == "prm")
         throw ConfigError(path, "has " + what + " that C cannot compute (it needs \"" + name.substr(0, 40) +
                                     "\"): write it without that construct");

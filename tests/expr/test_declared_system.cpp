@@ -206,6 +206,8 @@ TEST(DeclaredSystem, SignsAndPowersReadAsWrittenMathematics) {
       {"(x^2)^3 - x^(2^3) + pow(y, -1.5)", [](Real x, Real y, Real) { return -std::pow(x, 8) + std::pow(x, 6) + std::pow(y, -1.5); }},
       {"2^10*x + 3e-1*y + .5*z", [](Real x, Real y, Real z) { return 1024 * x + 0.3 * y + 0.5 * z; }},
       {"sin (x) * atan2(y, z)", [](Real x, Real y, Real z) { return std::sin(x) * std::atan2(y, z); }},
+      // Pi, as GiNaC writes acos(-1) and atan(1), prints as its double.
+      {"acos(-1)*x + 4*atan(1)*y", [](Real x, Real y, Real) { return M_PI * x + M_PI * y; }},
   };
   for (const auto& [text, expected] : cases) {
     json j = pendulum();
@@ -260,6 +262,8 @@ TEST(DeclaredSystem, ExpressionsThatWouldCrashOrNeverEndAreRefusedAtOnce) {
        "raises 0 to a power of 0 or below at position 9"},
       {"log(0)", [](json& j) { j["potential"] = "z + log(0)"; }, "system.declare.potential",
        "cannot be evaluated"},
+      {"not real", [](json& j) { j["potential"] = "z * log(-1)"; }, "system.declare.potential",
+       "has a value that is not real"},
       // Found by scripts/fuzz.sh: GiNaC threw out of the derivative, unnamed.
       {"no derivative", [](json& j) { j["potential"] = "m*000^z"; }, "system.declare.potential",
        "has no derivative (division by zero)"},
