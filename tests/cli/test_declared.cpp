@@ -5,11 +5,20 @@
 // declarations refused before anything is compiled or written.
 #include <gtest/gtest.h>
 
+#include <signal.h>
+#include <spawn.h>
+#include <sys/wait.h>
+
+#include <chrono>
 #include <cmath>
 #include <cstdlib>
+#include <filesystem>
 #include <future>
 #include <map>
+#include <sstream>
+#include <thread>
 #include <tuple>
+#include <vector>
 
 #include "cli/cli_fixture.hpp"
 #include "expr/declared_pendulum.hpp"
@@ -137,6 +146,52 @@ TEST_F(Declared, ASecondRunLoadsTheCompiledPairAndADamagedOneIsRebuilt) {
   ASSERT_EQ(third.code, 0) << third.err;
   EXPECT_TRUE(compiled(third)) << third.err;
   EXPECT_EQ(read_file(dir_ / "a" / "final.csv"), read_file(dir_ / "c" / "final.csv"));
+}
+
+// Whether process `pid` runs (is neither gone nor a zombie), from /proc.
+bool running(pid_t pid) {
+  const std::string stat = read_file(fs::path("/proc") / std::to_string(pid) / "stat");  // "pid (comm) state ..."
+  const std::size_t close = stat.rfind(')');
+  return close != std::string::npos && close + 2 < stat.size() && stat[close + 2] != 'Z';
+}
+
+// The first child of `parent` seen in /proc within `seconds`, or 0.
+pid_t first_child(pid_t parent, double seconds) {
+  const auto until = std::chrono::steady_clock::now() + std::chrono::duration<double>(seconds);
+  while (std::chrono::steady_clock::now() < until) {
+    std::istringstream children(read_file(fs::path("/proc") / std::to_string(parent) / "task" / std::to_string(parent) /
+                                          "children"));
+    if (pid_t child = 0; children >> child) return child;
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  return 0;
+}
+
+// A tether ended while it compiles (timeout's SIGTERM) ends its compiler
+// too: the driver and its cc1plus had run on, once for 73 minutes and 14 GB.
+TEST_F(Declared, EndingTetherWhileItCompilesEndsTheCompiler) {
+  ::setenv("TETHER_CACHE_DIR", (dir_ / "cache_ended").c_str(), 1);
+  const fs::path cfg = write("c.json", pendulum_run(declared_pendulum(), "cpu"));
+  const std::string out = (dir_ / "out").string(), config = cfg.string();
+  std::vector<std::string> args = {TETHER_BINARY, "run", config, "--out", out, "--quiet"};
+  std::vector<char*> argv;
+  for (auto& a : args) argv.push_back(a.data());
+  argv.push_back(nullptr);
+  pid_t tether = 0;
+  ASSERT_EQ(posix_spawn(&tether, argv[0], nullptr, nullptr, argv.data(), environ), 0);
+  const pid_t driver = first_child(tether, 60);           // c++
+  const pid_t proper = driver ? first_child(driver, 60) : 0;  // its cc1plus
+  ASSERT_GT(proper, 0) << "tether started no compiler";
+  ::kill(tether, SIGTERM);
+  int status = 0;
+  ASSERT_EQ(::waitpid(tether, &status, 0), tether);
+  EXPECT_TRUE(WIFSIGNALED(status) && WTERMSIG(status) == SIGTERM) << "tether ends as SIGTERM ends it, status " << status;
+  for (int k = 0; k < 100 && (running(driver) || running(proper)); ++k)
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  EXPECT_FALSE(running(driver)) << "the compiler's driver outlived tether";
+  EXPECT_FALSE(running(proper)) << "cc1plus outlived tether";
+  for (pid_t p : {driver, proper}) ::kill(p, SIGKILL);
+  EXPECT_FALSE(fs::exists(dir_ / "out" / "summary.json"));
 }
 
 TEST_F(Declared, TwoRunsAtOnceCompileThePairOnceAndBothSucceed) {
