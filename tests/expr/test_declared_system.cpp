@@ -193,6 +193,10 @@ TEST(DeclaredSystem, BadDeclarationsNameThePathAndPosition) {
   expect_refused(pendulum(), cases);
 }
 
+// "d7": a name and its number. (Written std::string + ...: "d" + std::string
+// draws GCC 12's false -Wstringop-overflow.)
+std::string named(const char* prefix, int k) { return std::string(prefix) + std::to_string(k); }
+
 // Signs and powers read as written mathematics (and SymPy) read them:
 // GiNaC's own parser read 2*-x+y as 2*(-x+y) and x^-2*y as x^(-2*y).
 TEST(DeclaredSystem, SignsAndPowersReadAsWrittenMathematics) {
@@ -228,15 +232,15 @@ TEST(DeclaredSystem, ExpressionsThatWouldCrashOrNeverEndAreRefusedAtOnce) {
   json tree = json::object();
   tree["d0"] = "x + x*y";
   for (int k = 1; k < 30; ++k) {
-    const std::string d = "d" + std::to_string(k - 1);
-    tree["d" + std::to_string(k)] = d + "*" + d + " + " + d + "*y + sin(" + d + ")";
+    const std::string d = named("d", k - 1);
+    tree[named("d", k)] = d + "*" + d + " + " + d + "*y + sin(" + d + ")";
   }
   json deep = json::object();  // s299 = sin(sin(... sin(x)))
   deep["s0"] = "x";
-  for (int k = 1; k < 300; ++k) deep["s" + std::to_string(k)] = "sin(s" + std::to_string(k - 1) + ")";
+  for (int k = 1; k < 300; ++k) deep[named("s", k)] = std::string("sin(") + named("s", k - 1) + ")";
   json squares = json::object();  // c40 = 3^(2^40) z^(2^40), exactly
   squares["c0"] = "3*z";
-  for (int k = 1; k <= 40; ++k) squares["c" + std::to_string(k)] = "c" + std::to_string(k - 1) + "^2";
+  for (int k = 1; k <= 40; ++k) squares[named("c", k)] = named("c", k - 1) + "^2";
   const std::vector<BadDeclaration> cases = {
       {"a function without its argument", [](json& j) { j["potential"] = "m * sin()"; }, "system.declare.potential",
        "expects a number, a name or \"(\" at position 9: \")\""},
@@ -316,8 +320,8 @@ TEST(DeclaredSystem, ThousandsOfChainedDefinitionsAreRead) {
   const int count = 10000;
   j["definitions"]["e0"] = "z";
   for (int k = 1; k < count; ++k)
-    j["definitions"]["e" + std::to_string(k)] = "e" + std::to_string(k - 1) + " + z / " + std::to_string(count);
-  j["potential"] = "m * g * e" + std::to_string(count - 1);
+    j["definitions"][named("e", k)] = named("e", k - 1) + " + z / " + std::to_string(count);
+  j["potential"] = std::string("m * g * ") + named("e", count - 1);
   const DeclaredSystem d = parse_declared_system(j, "system.declare");
   EXPECT_NEAR(d.potential_at({0.1, 0.2, 0.3}), 1.5 * 9.81 * 0.3 * (1 + Real(count - 1) / count), 1e-9);
   EXPECT_NEAR(d.gradient_at({0.1, 0.2, 0.3})[2], 1.5 * 9.81 * (1 + Real(count - 1) / count), 1e-9);
