@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Fuzzes the reading of declared systems (tests/fuzz/fuzz_declaration.cpp)
+# Fuzzes the reading of configs and declared systems (tests/fuzz/fuzz_declaration.cpp)
 # with libFuzzer under AddressSanitizer and UndefinedBehaviorSanitizer.
 #   scripts/fuzz.sh [SECONDS] [BUILD]     default: 600 s, the build folder build/
 # Needs clang and its runtime (Debian: clang, libclang-rt-14-dev) and a

@@ -150,6 +150,9 @@ auto at_path(const std::string& path, const std::string& doing, F&& f) -> declty
 constexpr double max_exponent = 1024;
 constexpr double max_exact_bits = 65536;
 
+// A bound as a message writes it: 1024, not 1024.000000.
+std::string whole(double x) { return std::to_string(static_cast<long long>(x)); }
+
 // |x|, held below 1e300 (to_double of a larger exact number would overflow).
 double magnitude(const GiNaC::numeric& x) {
   if (!x.is_real()) return HUGE_VAL;
@@ -292,14 +295,12 @@ class Reader {
       if (base.is_zero() && !x.is_positive()) fail("raises 0 to a power of 0 or below", op);
       const double m = magnitude(x);
       if (!(m <= max_exponent))
-        fail("raises to a constant power beyond " + number_text(max_exponent) + " in magnitude", exponent_at);
+        fail("raises to a constant power beyond " + whole(max_exponent) + " in magnitude", exponent_at);
       if (exact_bits(base) * std::max(1.0, m) > max_exact_bits)
-        fail("makes an exact number of more than " + number_text(max_exact_bits) + " bits", op);
+        fail("makes an exact number of more than " + whole(max_exact_bits) + " bits", op);
     }
     return built([&] { return GiNaC::pow(base, exponent); }, op);
   }
-
-  static std::string number_text(double x) { return std::to_string(static_cast<long long>(x)); }
 
   GiNaC::ex primary() {
     if (i_ >= text_.size()) fail("expects a number, a name or \"(\"", i_);
@@ -342,31 +343,35 @@ class Reader {
     fail("expects a number, a name or \"(\"", start);
   }
 
+  // Each function of declared_functions() (lexer.hpp admits no other
+  // name before "("): its arguments and the GiNaC function it builds; pow
+  // goes through raised(), as ^ does.
   GiNaC::ex call(const std::string& name, const GiNaC::exvector& a, std::size_t at) const {
-    const std::size_t arity = name == "atan2" || name == "pow" ? 2 : 1;
+    using Make = GiNaC::ex (*)(const GiNaC::exvector&);
+    static const std::map<std::string, std::pair<std::size_t, Make>> functions = {
+        {"sin", {1, [](const GiNaC::exvector& x) -> GiNaC::ex { return GiNaC::sin(x[0]); }}},
+        {"cos", {1, [](const GiNaC::exvector& x) -> GiNaC::ex { return GiNaC::cos(x[0]); }}},
+        {"tan", {1, [](const GiNaC::exvector& x) -> GiNaC::ex { return GiNaC::tan(x[0]); }}},
+        {"asin", {1, [](const GiNaC::exvector& x) -> GiNaC::ex { return GiNaC::asin(x[0]); }}},
+        {"acos", {1, [](const GiNaC::exvector& x) -> GiNaC::ex { return GiNaC::acos(x[0]); }}},
+        {"atan", {1, [](const GiNaC::exvector& x) -> GiNaC::ex { return GiNaC::atan(x[0]); }}},
+        {"atan2", {2, [](const GiNaC::exvector& x) -> GiNaC::ex { return GiNaC::atan2(x[0], x[1]); }}},
+        {"sinh", {1, [](const GiNaC::exvector& x) -> GiNaC::ex { return GiNaC::sinh(x[0]); }}},
+        {"cosh", {1, [](const GiNaC::exvector& x) -> GiNaC::ex { return GiNaC::cosh(x[0]); }}},
+        {"tanh", {1, [](const GiNaC::exvector& x) -> GiNaC::ex { return GiNaC::tanh(x[0]); }}},
+        {"exp", {1, [](const GiNaC::exvector& x) -> GiNaC::ex { return GiNaC::exp(x[0]); }}},
+        {"log", {1, [](const GiNaC::exvector& x) -> GiNaC::ex { return GiNaC::log(x[0]); }}},
+        {"sqrt", {1, [](const GiNaC::exvector& x) -> GiNaC::ex { return GiNaC::sqrt(x[0]); }}},
+        {"pow", {2, nullptr}}};
+    const auto& [arity, make] = functions.at(name);
     if (a.size() != arity)
       fail(name + " takes " + std::to_string(arity) + " argument" + (arity == 1 ? "" : "s") + ", given " +
                std::to_string(a.size()),
            at);
-    if (name == "pow") return raised(a[0], a[1], at, at);
-    return built(
-        [&]() -> GiNaC::ex {
-          if (name == "sin") return GiNaC::sin(a[0]);
-          if (name == "cos") return GiNaC::cos(a[0]);
-          if (name == "tan") return GiNaC::tan(a[0]);
-          if (name == "asin") return GiNaC::asin(a[0]);
-          if (name == "acos") return GiNaC::acos(a[0]);
-          if (name == "atan") return GiNaC::atan(a[0]);
-          if (name == "atan2") return GiNaC::atan2(a[0], a[1]);
-          if (name == "sinh") return GiNaC::sinh(a[0]);
-          if (name == "cosh") return GiNaC::cosh(a[0]);
-          if (name == "tanh") return GiNaC::tanh(a[0]);
-          if (name == "exp") return GiNaC::exp(a[0]);
-          if (name == "log") return GiNaC::log(a[0]);
-          return GiNaC::sqrt(a[0]);  // the last of declared_functions()
-        },
-        at);
+    if (make == nullptr) return raised(a[0], a[1], at, at);
+    return built([&] { return make(a); }, at);
   }
+
 
   const std::string& text_;
   const std::string& path_;
@@ -740,14 +745,14 @@ DeclaredSystem parse_plain(const nlohmann::json& j, const std::string& path) {
   const auto write_in = [&](const GiNaC::ex& e, const std::string& where) {
     const Written w = written_size(e, written);
     if (w.nodes > max_written_nodes)
-      throw ConfigError(where, "has more than " + std::to_string(static_cast<long>(max_written_nodes)) +
+      throw ConfigError(where, "has more than " + whole(max_written_nodes) +
                                    " operations with its definitions written in (it is differentiated whole): "
                                    "fewer definitions that use one another twice or more");
     if (w.depth > max_written_depth)
-      throw ConfigError(where, "nests more than " + std::to_string(static_cast<long>(max_written_depth)) +
+      throw ConfigError(where, "nests more than " + whole(max_written_depth) +
                                    " operations deep with its definitions written in (it is differentiated whole)");
     if (w.bits > max_exact_bits)
-      throw ConfigError(where, "makes an exact number of more than " + std::to_string(static_cast<long>(max_exact_bits)) +
+      throw ConfigError(where, "makes an exact number of more than " + whole(max_exact_bits) +
                                    " bits with its definitions written in");
     // The definitions it uses, directly or through others, written out in order.
     std::set<std::string> needed;
