@@ -590,7 +590,12 @@ def main():
         print(json.dumps(record), file=sys.stderr)
 
     arch = build_of(args.tether).get("TETHER_CPU_ARCH", "unknown (no CMakeCache.txt beside it: a bundle)")
+    jax_on = None
+    if "jax" in peers:  # where jit placed the JAX peer: the GPU wherever JAX has one
+        import jax
+        jax_on = str(jax.devices()[0])
     text = json.dumps({**provenance(), "tether": args.tether, "tether_cpu_arch": arch, "backend": args.backend,
+                       "jax_device": jax_on,
                        "threads": args.threads, "repeats": args.repeats, "statistic": "best",
                        "numba": numba.__version__, "cases": results}, indent=2)
     print(text)

@@ -3,6 +3,7 @@
 
     bench/shoot_peers.py                          # tether, SciPy and JAX, best of 3 interleaved; saves bench/results/
     bench/shoot_peers.py --peers tether,scipy --repeats 1 --quick --no-save
+    bench/shoot_peers.py --peers tether,jax --backend cuda --jax-platform gpu --replicate 25   # on a GPU
 
 The problem (issue 18, shared/measurements/shooting.md): the Heisenberg boundary-value
 problems of configs/heisenberg_sphere.json, its 25 x 17 grid of targets on
@@ -216,7 +217,7 @@ def shortest_error(tq, lengths, reference):
 # ---------------------------------------------------------------------------
 # tether
 
-def run_tether(binary, tq, reference, threads, stages, steps, tolerance, accuracy=None):
+def run_tether(binary, tq, reference, threads, stages, steps, tolerance, accuracy=None, backend="cpu"):
     """steps: a fixed step count; or accuracy: shoot.accuracy, tether choosing the steps
     (its first pass at steps, or at its default 16 when steps is None)."""
     method = {"name": "gauss_legendre", "stages": stages}
@@ -233,7 +234,7 @@ def run_tether(binary, tq, reference, threads, stages, steps, tolerance, accurac
             "newton": {"tolerance": tolerance, "max_iterations": 40},
             "continuation": {"rounds": ROUNDS, "substeps": SUBSTEPS},
         },
-        "backend": "cpu",
+        "backend": backend,
     }
     if accuracy is not None:
         config["shoot"]["accuracy"] = accuracy
@@ -333,8 +334,12 @@ def run_scipy(tq, reference, processes):
 # ---------------------------------------------------------------------------
 # JAX: diffrax Dopri8 fixed steps, Newton with jax.jacfwd, jit(vmap) over every shot.
 
-def run_jax(tq, reference, steps, iterations, processes):
-    os.environ.setdefault("XLA_FLAGS", f"--xla_force_host_platform_device_count={processes}")
+def run_jax(tq, reference, steps, iterations, processes, platform):
+    """platform: "cpu" (the shots split over one host device per process) or "gpu" (one GPU)."""
+    if platform == "gpu":
+        os.environ.setdefault("JAX_PLATFORMS", "cuda")
+    else:
+        os.environ.setdefault("XLA_FLAGS", f"--xla_force_host_platform_device_count={processes}")
     import jax
     jax.config.update("jax_enable_x64", True)
     import jax.numpy as jnp
@@ -378,8 +383,11 @@ def run_jax(tq, reference, steps, iterations, processes):
         return p, r
 
     solve = jax.jit(jax.vmap(newton))
-    # The shots split over the host devices (one per core), padded to a multiple of their count.
+    # The shots split over the host devices (one per core), padded to a multiple of their count;
+    # on a GPU, all on the one device.
     devices = jax.devices()[:processes]
+    if platform == "gpu" and devices[0].platform != "gpu":
+        sys.exit(f"error: --jax-platform gpu: JAX sees no GPU (its devices: {jax.devices()})")
     sharding = jax.sharding.NamedSharding(jax.sharding.Mesh(np.array(devices), ("shots",)),
                                           jax.sharding.PartitionSpec("shots"))
 
@@ -430,7 +438,7 @@ def run_jax(tq, reference, steps, iterations, processes):
     err, solved, off = length_errors(tq, lengths, reference)
     return {"seconds": second, "seconds_first_call": first, "solved": solved, "not_shortest": off,
             "max_rel_length_error": err, "max_rel_length_error_shortest": shortest_error(tq, lengths, reference),
-            "devices": len(devices), "shots_not_converged": int(np.sum(~(r <= TOLERANCE)))}
+            "devices": len(devices), "platform": devices[0].platform, "shots_not_converged": int(np.sum(~(r <= TOLERANCE)))}
 
 
 # ---------------------------------------------------------------------------
@@ -459,6 +467,12 @@ def main():
     ap.add_argument("--reference-steps", type=int, default=480,
                     help="without a closed form: tether GL3 at this many steps, Newton 1e-13, is the reference")
     ap.add_argument("--quick", action="store_true", help="a coarser grid of targets")
+    ap.add_argument("--replicate", type=int, default=1,
+                    help="the grid of targets this many times over, each copy with its own guesses "
+                         "(25 on a GPU: 10200 Heisenberg targets, 91800 shots)")
+    ap.add_argument("--backend", default="cpu", help="tether's backend (cuda beside JAX on the GPU)")
+    ap.add_argument("--jax-platform", default="cpu", choices=("cpu", "gpu"),
+                    help="where JAX runs: one host device per process, or the GPU")
     ap.add_argument("--no-save", action="store_true", help="print the JSON only")
     args = ap.parse_args()
 
@@ -472,7 +486,9 @@ def main():
     PROBLEM = PROBLEMS[args.system]
     if "scipy" in peers and args.system != "heisenberg":
         sys.exit("error: --peers: the SciPy shooter is written for heisenberg only")
-    tq = PROBLEM["targets"](args.quick)
+    if args.replicate < 1:
+        sys.exit("error: --replicate must be at least 1")
+    tq = np.tile(PROBLEM["targets"](args.quick), (args.replicate, 1))
     if PROBLEM["exact"]:
         reference = [PROBLEM["exact"](q) for q in tq]
         reference_from = "the closed-form distance"
@@ -501,14 +517,14 @@ def main():
             if p.startswith("tether") and "_accuracy_" in p:
                 r = run_tether(args.tether, tq, reference, args.processes, args.stages, args.first_steps,
                                args.tether_tolerance,
-                               accuracy=float(p.rsplit("_", 1)[1]))
+                               accuracy=float(p.rsplit("_", 1)[1]), backend=args.backend)
             elif p.startswith("tether"):
                 r = run_tether(args.tether, tq, reference, args.processes, args.stages, int(p.rsplit("_", 1)[1]),
-                               args.tether_tolerance)
+                               args.tether_tolerance, backend=args.backend)
             elif p == "scipy":
                 r = run_scipy(tq, reference, args.processes)
             else:
-                r = run_jax(tq, reference, args.jax_steps, args.jax_iterations, args.processes)
+                r = run_jax(tq, reference, args.jax_steps, args.jax_iterations, args.processes, args.jax_platform)
             r["targets_per_second"] = len(tq) / r["seconds"]
             runs[p].append(r)
             print(f"[shoot_peers]   {len(tq) / r['seconds']:.2f} targets/s, {r['solved']}/{judged} solved "
@@ -523,7 +539,8 @@ def main():
     doc = {
         "benchmark": f"{args.system} shooting, tether against peers",
         **provenance(),
-        "settings": {"system": PROBLEM["system"], "targets": len(tq), "guesses_per_target": RANDOM_GUESSES + 1,
+        "settings": {"system": PROBLEM["system"], "targets": len(tq), "replicate": args.replicate,
+                     "tether_backend": args.backend, "jax_platform": args.jax_platform, "guesses_per_target": RANDOM_GUESSES + 1,
                      "guess_scale": PROBLEM["guess_scale"], "tolerance": TOLERANCE, "accuracy_judged_against": reference_from,
                      "processes": args.processes, "tether": f"gauss_legendre stages {args.stages}, steps {args.steps}, accuracy {args.accuracy or '-'} (first pass {args.first_steps or 16} steps), "
                                                 f"tolerance {args.tether_tolerance}",

@@ -6,23 +6,25 @@
 #   check.log            what ran, nvidia-smi, each stage's exit status and time
 #   test_cuda-K.xml      the gpu tests, in 4 shards run at once (JUnit XML, one entry per test)
 #                        (check.log: declared systems compiled at first use, run and shot on cuda against cpu)
-#   shoot-scaling.jsonl  tether shoot, Heisenberg GL2 at 10^3..10^6 random targets on cuda
-#                        and 10^3..10^5 on cpu: one summary.json per line
-#   bench-cuda.json      tether_bench, cuda, sizes 1e3..1e6, one or more cases of every family
-#   bench-cpu.json       tether_bench, cpu at 1e3 and 1e4 on the same cases (the ratios' other side)
+#   shoot-scaling.jsonl  tether shoot, Heisenberg GL2 at 10^4..10^6 random targets on cuda
+#                        and 10^5 on cpu: one summary.json per line
+#   bench-cuda.json      tether_bench, cuda, sizes 1e4 and 1e6, one or more cases of every family
+#   bench-cpu.json       tether_bench, cpu at 1e4 on the same cases (the ratios' other side)
 #   bench-chains-{cuda,cpu}.json  tether_bench, every chain method that steps in tiles, chain4 and
 #                        chain16: cuda at 1e4 and 1e5, cpu at 1e4
 #   CONFIG-{cuda,cpu}.json  summary.json of tether shoot / sample on configs/CONFIG.json: heisenberg_sphere,
 #                        double_pendulum_sample, fisher_bingham_sample (static), fisher_bingham_dynamic
 #   rattle-peers-gpu.json  bench/rattle_peers.py: tether cuda beside hand-written numba.cuda RATTLE
 #                        (plain and carrying the force) and JAX on the GPU, pendulum 10^6, chains 10^5
-# Stages run in order of what matters most (the tests first), each under a
-# time limit; a stage that runs out is killed with its children and leaves
-# its lines in check.log. Together the limits come to 940 s, the GPU peers'
-# last 100 of them (a device call allows 600 s: give it timeout_s 600, and the
-# peers are what a slow run loses); on an H100 with 16 host cores
-# (2026-11-27), before the chain benches and the peers were added, they took
-# about 3 minutes.
+#   shoot-peers-gpu-{1,25}.json  bench/shoot_peers.py: tether shoot on cuda beside JAX (diffrax) on the
+#                        GPU, the 408 Heisenberg targets and 25 x 408
+# Stages run in order of what matters most (the tests first; the declared
+# systems compile beside them, neither timed), each under a time limit; a
+# stage that runs out is killed with its children and leaves its lines in
+# check.log. A device call allows 600 s: run this under `timeout 540` and pack
+# OUTDIR after it (the device returns 8 files at most); what comes last (the
+# family benches and the shooting scaling) is what a slow run loses. On an H100
+# with 16 host cores (2026-11-27), the tests took 63 s.
 #
 #   tar -xJf gpu-bundle.tar.xz && tether-gpu/gpu-check.sh OUTDIR
 set -uo pipefail
@@ -36,7 +38,7 @@ export TETHER_CONFIGS="$here/configs" TETHER_REQUIRE_GPU=1
 bin=$here/bin
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
-export bin out work  # for the stages run by bash -c
+export bin here out work  # for the stages run by bash -c
 failed=0
 
 # stage NAME SECONDS COMMAND...: runs it with a time limit, logs status and time.
@@ -77,7 +79,6 @@ gpu_tests() {
   return $rc
 }
 export -f gpu_tests
-stage tests 150 bash -c gpu_tests
 
 # Systems declared in the config, compiled at first use with nvcc on this
 # machine (the bundle carries the headers they compile against): water
@@ -89,16 +90,37 @@ declared_on_cuda() {
   python3 -c 'import json, sys
 c = json.load(open(sys.argv[1])); c["method"]["steps"] = 100; c["ensemble"]["batch_size"] = 320
 json.dump(c, open(sys.argv[2], "w"))' "$here/configs/water.json" "$work/water.json" || return 1
-  local backend
-  for backend in cuda cpu; do
-    "$bin/tether" run "$work/water.json" --out "$work/water-$backend" --backend "$backend" --quiet || return 1
-    "$bin/tether" shoot "$here/configs/se2.json" --out "$work/se2-$backend" --backend "$backend" --quiet || return 1
+  local backend pids=() rc=0
+  for backend in cuda cpu; do  # each compiles its own pairs (nvcc, g++): at once
+    { "$bin/tether" run "$work/water.json" --out "$work/water-$backend" --backend "$backend" --quiet &&
+        "$bin/tether" shoot "$here/configs/se2.json" --out "$work/se2-$backend" --backend "$backend" --quiet; } &
+    pids+=($!)
   done
+  for pid in "${pids[@]}"; do wait "$pid" || rc=1; done
+  [ $rc -eq 0 ] || return 1
   python3 "$here/tools/same_numbers.py" 1e-12 "$work"/water-{cuda,cpu}/final.csv &&
     python3 "$here/tools/same_numbers.py" 1e-9 "$work"/se2-{cuda,cpu}/shots.csv target,converged,length,p0_0,p0_1,p0_2
 }
 export -f declared_on_cuda
-stage declared-cuda 200 bash -c declared_on_cuda
+# The declared systems compile (a core each) while the tests run; its lines join the log after them.
+(log=$work/declared.log; failed=0; stage declared-cuda 200 bash -c declared_on_cuda; exit $failed) &
+declared=$!
+stage tests 150 bash -c gpu_tests
+wait $declared || failed=1
+cat "$work/declared.log" >>"$log"
+
+# The GPU peers: the device's own numba-cuda and JAX on tether's starts, final
+# states compared with tether cuda's; then shooting, tether cuda beside JAX on
+# the GPU, at equal accuracy (bench/shoot_peers.py's settings: GL3 80 steps, Dopri8 19).
+# JAX takes GPU memory as it needs it, not three quarters of the card at import.
+export XLA_PYTHON_CLIENT_PREALLOCATE=false
+stage gpu-peers 130 bash -c 'python3 "$0/bench/rattle_peers.py" --tether "$bin/tether" --backend cuda \
+  --peers numba_cuda,numba_cuda_fsal,jax --threads "$(nproc)" --repeats 2 --scale 10 >"$out/rattle-peers-gpu.json"' "$here"
+for copies in 1 25; do
+  stage "shoot-peers-gpu-$copies" 90 bash -c 'python3 "$0/bench/shoot_peers.py" --tether "$bin/tether" --backend cuda \
+    --peers tether,jax --jax-platform gpu --replicate "$1" --processes "$(nproc)" --repeats 2 --no-save \
+    >"$out/shoot-peers-gpu-$1.json"' "$here" "$copies"
+done
 
 # The chain methods that step in tiles (a lane per bead), at the sizes where
 # a GPU is full, and the cpu at 10^4 in the same call: their first GPU figures.
@@ -107,6 +129,28 @@ stage bench-chains-cuda 40 bash -c 'quiet "$@"' _ "$bin/tether_bench" --backends
   --sizes 1e4,1e5 --repeats 2 --min-time 0.1 -o "$out/bench-chains-cuda.json"
 stage bench-chains-cpu 40 bash -c 'quiet "$@"' _ "$bin/tether_bench" --backends cpu --configs "$here/configs" "${chains[@]}" \
   --sizes 1e4 --repeats 2 --min-time 0.1 -o "$out/bench-chains-cpu.json"
+
+# The engines on both backends; the Fisher-Bingham sample static and dynamic
+# on one target: steps per second of dynamic over static, on cuda against the
+# cpu's, is what trajectories of different lengths in one warp cost.
+for job in shoot:heisenberg_sphere sample:double_pendulum_sample sample:fisher_bingham_sample \
+  sample:fisher_bingham_dynamic; do
+  engine=${job%%:*} config=$here/configs/${job#*:}.json name=${job#*:}
+  for backend in cuda cpu; do
+    stage "$name-$backend" 15 "$bin/tether" "$engine" "$config" --out "$work/$name-$backend" --backend "$backend" --quiet
+    [ -f "$work/$name-$backend/summary.json" ] && cp "$work/$name-$backend/summary.json" "$out/$name-$backend.json"
+  done
+done
+
+# Every family, its headline cases: the RATTLE chains of the Numba comparison,
+# Gauss-Legendre on Heisenberg and the car, Lie-group RATTLE, the mixed and
+# Lagrangian systems (every pair at every size takes far longer than a lease).
+cases=(--systems spherical_pendulum,chain8,chain16,rigid_chain2,heisenberg,parallel_parking,sphere_contact,magnetic_sphere
+  --methods rattle,lie_rattle_cayley,gauss_legendre_2,gauss_legendre_3,rattle_midpoint,variational)
+stage bench-cuda 60 bash -c 'quiet "$@"' _ "$bin/tether_bench" --backends cuda --configs "$here/configs" "${cases[@]}" \
+  --sizes 1e4,1e6 --repeats 2 --min-time 0.1 -o "$out/bench-cuda.json"
+stage bench-cpu 40 bash -c 'quiet "$@"' _ "$bin/tether_bench" --backends cpu --configs "$here/configs" "${cases[@]}" \
+  --sizes 1e4 --repeats 2 --min-time 0.1 -o "$out/bench-cpu.json"
 
 # Shots per second against the number of targets: one config (Heisenberg, GL2,
 # 40 steps, the toward guess and one random one), random targets of each count.
@@ -129,35 +173,10 @@ CONFIG
 }
 export -f shoot_scaling
 # (10^6 targets took 42 s on an H100, its 2 million shots 48k a second.)
-for count in 1000 10000; do stage "shoot-scaling-cuda-$count" 15 bash -c 'shoot_scaling cuda "$1"' _ "$count"; done
+stage shoot-scaling-cuda-10000 15 bash -c 'shoot_scaling cuda "$1"' _ 10000
 stage shoot-scaling-cuda-100000 20 bash -c 'shoot_scaling cuda "$1"' _ 100000
-stage shoot-scaling-cuda-1000000 60 bash -c 'shoot_scaling cuda "$1"' _ 1000000
-for count in 1000 10000; do stage "shoot-scaling-cpu-$count" 10 bash -c 'shoot_scaling cpu "$1"' _ "$count"; done
 stage shoot-scaling-cpu-100000 30 bash -c 'shoot_scaling cpu "$1"' _ 100000
+stage shoot-scaling-cuda-1000000 60 bash -c 'shoot_scaling cuda "$1"' _ 1000000
 
-# Every family, its headline cases: the RATTLE chains of the Numba comparison,
-# Gauss-Legendre on Heisenberg and the car, Lie-group RATTLE, the mixed and
-# Lagrangian systems (every pair at every size takes far longer than a lease).
-cases=(--systems spherical_pendulum,chain8,chain16,rigid_chain2,heisenberg,parallel_parking,sphere_contact,magnetic_sphere
-  --methods rattle,lie_rattle_cayley,gauss_legendre_2,gauss_legendre_3,rattle_midpoint,variational)
-stage bench-cuda 80 bash -c 'quiet "$@"' _ "$bin/tether_bench" --backends cuda --configs "$here/configs" "${cases[@]}" \
-  --sizes 1e3,1e4,1e5,1e6 --repeats 2 --min-time 0.1 -o "$out/bench-cuda.json"
-stage bench-cpu 50 bash -c 'quiet "$@"' _ "$bin/tether_bench" --backends cpu --configs "$here/configs" "${cases[@]}" \
-  --sizes 1e3,1e4 --repeats 2 --min-time 0.1 -o "$out/bench-cpu.json"
-# The engines on both backends; the Fisher-Bingham sample static and dynamic
-# on one target: steps per second of dynamic over static, on cuda against the
-# cpu's, is what trajectories of different lengths in one warp cost.
-for job in shoot:heisenberg_sphere sample:double_pendulum_sample sample:fisher_bingham_sample \
-  sample:fisher_bingham_dynamic; do
-  engine=${job%%:*} config=$here/configs/${job#*:}.json name=${job#*:}
-  for backend in cuda cpu; do
-    stage "$name-$backend" 15 "$bin/tether" "$engine" "$config" --out "$work/$name-$backend" --backend "$backend" --quiet
-    [ -f "$work/$name-$backend/summary.json" ] && cp "$work/$name-$backend/summary.json" "$out/$name-$backend.json"
-  done
-done
-# The GPU peers, last (their JAX compiles are the least predictable): the device's own numba-cuda
-# and JAX on tether's starts, final states compared with tether cuda's.
-stage gpu-peers 100 bash -c 'python3 "$0/bench/rattle_peers.py" --tether "$bin/tether" --backend cuda \
-  --peers numba_cuda,numba_cuda_fsal,jax --threads "$(nproc)" --repeats 2 --scale 10 >"$out/rattle-peers-gpu.json"' "$here"
 echo "gpu-check: $([ $failed -eq 0 ] && echo "every stage passed" || echo "a stage failed (see check.log)")" | tee -a "$log"
 exit $failed
