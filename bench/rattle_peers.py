@@ -43,6 +43,8 @@ import time
 
 import numpy as np
 
+if not hasattr(np, "row_stack"):  # numba-cuda 0.2x overloads np.row_stack, which NumPy 2.5 removed
+    np.row_stack = np.vstack
 try:  # the numba.cuda peers: their kernels name `cuda` as a module global, which the CUDA simulator replaces
     from numba import cuda
 except ImportError:
@@ -76,11 +78,17 @@ def run_tether(binary, config, size, dt, steps, threads, backend="cpu"):
     config["method"] = dict(config["method"], dt=dt, steps=steps, newton={"tolerance": TOL, "max_iterations": MAX_IT})
     config["ensemble"] = dict(config["ensemble"], size=size)
     with tether_output(binary, "run", config, threads) as (out, summary):
-        table = np.genfromtxt(os.path.join(out, "final.csv"), delimiter=",", names=True, dtype=None, encoding="ascii")
-    dof = sum(1 for name in table.dtype.names if name.startswith("q"))
-    q = np.stack([table[f"q{c}"] for c in range(dof)], axis=1).astype(np.float64)
-    p = np.stack([table[f"p{c}"] for c in range(dof)], axis=1).astype(np.float64)
-    return summary, q, p, int(np.sum(table["status"] != "ok"))
+        try:  # pandas reads 10^6 rows in a second, genfromtxt in many
+            import pandas
+            table = pandas.read_csv(os.path.join(out, "final.csv"))
+        except ImportError:
+            table = np.genfromtxt(os.path.join(out, "final.csv"), delimiter=",", names=True, dtype=None,
+                                  encoding="ascii")
+    names = table.columns if hasattr(table, "columns") else table.dtype.names
+    dof = sum(1 for name in names if name.startswith("q"))
+    q = np.stack([np.asarray(table[f"q{c}"]) for c in range(dof)], axis=1).astype(np.float64)
+    p = np.stack([np.asarray(table[f"p{c}"]) for c in range(dof)], axis=1).astype(np.float64)
+    return summary, q, p, int(np.sum(np.asarray(table["status"]) != "ok"))
 
 
 # ---------------------------------------------------------------- Numba ----

@@ -39,10 +39,14 @@ mkdir -p "$stage/bin" "$stage/lib"
 cp build-gpu/tether build-gpu/tests/test_cuda build-gpu/bench/tether_bench "$stage/bin/"
 strip --strip-unneeded "$stage"/bin/*
 # Every shared library the binaries resolve here, except glibc's own, the
-# dynamic loader and the CUDA driver (the GPU machine has its own, matching
-# its kernel module).
+# dynamic loader, the CUDA driver (the GPU machine has its own, matching its
+# kernel module) and the C++ compiler's runtime (libstdc++, libgcc_s, libgomp):
+# the GPU machine compiles declared systems with its own g++, whose libraries
+# the compiled pair needs (a pair built there did not load beside this
+# machine's older libstdc++: GLIBCXX_3.4.31 not found), and which run these
+# binaries too, being newer.
 for b in "$stage"/bin/*; do ldd "$b"; done | awk '/=> \//{print $3}' | sort -u |
-  grep -v -E '/(libc|libm|libdl|libpthread|librt|libresolv|ld-linux[^/]*|libcuda)\.so' |
+  grep -v -E '/(libc|libm|libdl|libpthread|librt|libresolv|ld-linux[^/]*|libcuda|libstdc\+\+|libgcc_s|libgomp)\.so' |
   while read -r lib; do cp -L "$lib" "$stage/lib/"; done
 cp -r configs "$stage/configs"
 cp scripts/gpu-check.sh "$stage/"

@@ -1,6 +1,7 @@
 // gpu-labelled: the cuda backend against the cpu backend on the same
 // ensembles. Skipped where no device is present, unless TETHER_REQUIRE_GPU=1
 // (set it on GPU machines so a broken driver cannot pass as a skip).
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
@@ -236,7 +237,13 @@ TEST(CudaSample, AgreesWithCpu) {
 // tree scratch lives on the device; its metric's windows are summed there).
 // Integrable targets (the pendulum, Neumann's problem on the sphere) and the
 // shortest warm-up a metric takes, so that the two backends' last bits (their
-// fused multiply-adds) do not grow into different trajectories.
+// fused multiply-adds) do not grow into different trajectories. They still
+// grow: on an H200 (2026-11-30) the stiff Bingham target (scales 100x apart,
+// h omega = 0.5) with the diagonal metric put draws 2.5e-7 apart after 25
+// iterations. So the trees must be the same, the draws the same to 1e-5 and
+// the metrics (variances of such draws) to 1e-4 relative: a wrong tree,
+// metric or draw is off by the target's scale, 0.04 and more. The largest
+// differences go into the test's XML.
 TEST(CudaSample, DynamicTrajectoriesAndAdaptedMetricsAgreeWithCpu) {
   TETHER_REQUIRE_DEVICE();
   for (const std::string metric : {"mass", "diag", "dense"})
@@ -258,10 +265,20 @@ TEST(CudaSample, DynamicTrajectoriesAndAdaptedMetricsAgreeWithCpu) {
       const std::string what = system + " " + metric;
       EXPECT_EQ(cpu.outcome, gpu.outcome) << what;
       EXPECT_EQ(cpu.tree_depth, gpu.tree_depth) << what;
-      for (std::size_t k = 0; k < cpu.q.size(); ++k) ASSERT_NEAR(cpu.q[k], gpu.q[k], 1e-7) << what << " " << k;
+      ASSERT_EQ(cpu.q.size(), gpu.q.size());
       ASSERT_EQ(cpu.inverse_metric.size(), gpu.inverse_metric.size());
+      Real q_apart = 0, metric_apart = 0;  // absolute; relative
+      for (std::size_t k = 0; k < cpu.q.size(); ++k) q_apart = std::max(q_apart, std::fabs(cpu.q[k] - gpu.q[k]));
       for (std::size_t k = 0; k < cpu.inverse_metric.size(); ++k)
-        ASSERT_NEAR(cpu.inverse_metric[k], gpu.inverse_metric[k], 1e-9 * std::fabs(cpu.inverse_metric[k])) << what << " " << k;
+        metric_apart = std::max(metric_apart, std::fabs(cpu.inverse_metric[k] - gpu.inverse_metric[k]) /
+                                                  std::fabs(cpu.inverse_metric[k]));
+      const std::string name = std::string(system.find("fisher") != std::string::npos ? "fisher_bingham" : "pendulum") +
+                               "_" + metric;
+      char apart[64];
+      std::snprintf(apart, sizeof apart, "%.3e %.3e", q_apart, metric_apart);
+      ::testing::Test::RecordProperty("draws_and_inverse_metric_apart_" + name, apart);
+      EXPECT_LE(q_apart, 1e-5) << what;
+      EXPECT_LE(metric_apart, 1e-4) << what;
     }
 }
 
