@@ -238,12 +238,13 @@ TEST(CudaSample, AgreesWithCpu) {
 // Integrable targets (the pendulum, Neumann's problem on the sphere) and the
 // shortest warm-up a metric takes, so that the two backends' last bits (their
 // fused multiply-adds) do not grow into different trajectories. They still
-// grow: on an H200 (2026-11-30) the stiff Bingham target (scales 100x apart,
-// h omega = 0.5) with the diagonal metric put draws 2.5e-7 apart after 25
-// iterations. So the trees must be the same, the draws the same to 1e-5 and
-// the metrics (variances of such draws) to 1e-4 relative: a wrong tree,
-// metric or draw is off by the target's scale, 0.04 and more. The largest
-// differences go into the test's XML.
+// grow on the stiff Bingham target (scales 100x apart, h omega = 0.5): on an
+// H200 (2026-11-30) its draws after 25 iterations were 8.5e-8 apart with the
+// system's mass, 2.5e-7 with the diagonal metric and 8.1e-6 with the dense
+// one (metrics 1.3e-9 and 6.4e-8 relative), the pendulum's 4e-11. So the
+// trees must be the same, and the draws and metrics the same to 1e-4: a wrong
+// tree, metric or draw is off by the target's scale, 0.04 and more. The
+// largest differences go into the test's XML.
 TEST(CudaSample, DynamicTrajectoriesAndAdaptedMetricsAgreeWithCpu) {
   TETHER_REQUIRE_DEVICE();
   for (const std::string metric : {"mass", "diag", "dense"})
@@ -277,7 +278,7 @@ TEST(CudaSample, DynamicTrajectoriesAndAdaptedMetricsAgreeWithCpu) {
       char apart[64];
       std::snprintf(apart, sizeof apart, "%.3e %.3e", q_apart, metric_apart);
       ::testing::Test::RecordProperty("draws_and_inverse_metric_apart_" + name, apart);
-      EXPECT_LE(q_apart, 1e-5) << what;
+      EXPECT_LE(q_apart, 1e-4) << what;
       EXPECT_LE(metric_apart, 1e-4) << what;
     }
 }
