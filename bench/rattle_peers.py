@@ -27,7 +27,9 @@ Peers, each with its own best practice:
 - numba_cuda, numba_cuda_fsal (--peers, on a GPU machine, with --backend cuda): one thread per
   trajectory, the Numba peers' own step functions compiled as device functions, a chain's
   arrays in cuda.local.array, FP64; timed by CUDA events around the launch (compile and
-  transfers excluded). tests/python/test_gpu_peers.py runs them in Numba's CUDA simulator.
+  transfers excluded). Their kernels close over the parameters and the step size, which Numba
+  compiles as constants; numba_cuda_args and numba_cuda_fsal_args take them as arguments, as
+  tether's kernels do. tests/python/test_gpu_peers.py runs them in Numba's CUDA simulator.
 Each is timed after a warm-up call that compiles it; the figure is trajectory-steps
 per second, best of --repeats interleaved runs, on --threads threads. tether's is
 its own `integration_seconds` (summary.json); its build's instruction set
@@ -326,11 +328,16 @@ def numba_kernels():
 
 # ----------------------------------------------------------- numba.cuda ----
 
-def numba_cuda_kernels():
+def numba_cuda_kernels(constants=True):
     """What a physicist writes with numba.cuda: one thread per trajectory, the same step functions as
     the CPU peer compiled as device functions, a chain's work arrays in cuda.local.array (so one
     kernel per bead count), FP64. Each returns a runner (Q, P, steps) -> (ok, kernel seconds), the
-    seconds between CUDA events around the launch (compile excluded: call it once first)."""
+    seconds between CUDA events around the launch (compile excluded: call it once first).
+
+    constants: the parameters and the step size are the kernel's closure, which Numba compiles as
+    constants (as a numba.cuda user writes it: divisions by m = L = 1 fold away); else they are the
+    kernel's arguments, as tether's kernels and the CPU Numba peer take them (the bead count and
+    whether there is torsion stay compiled in, as they are in tether)."""
     from numba import float64
 
     pendulum_trajectory, chain_trajectory = step_functions(cuda.jit(device=True, inline=True))
@@ -345,21 +352,26 @@ def numba_cuda_kernels():
         return start.elapsed_time(stop) / 1e3
 
     def pendulum(m, L, grav, h):
+        if constants:
+            @cuda.jit
+            def kernel(Q, P, steps, ok):
+                t = cuda.grid(1)
+                if t < Q.shape[0]:
+                    ok[t] = pendulum_trajectory(Q, P, t, steps, m, L, grav, h)
+            return kernel, ()
+
         @cuda.jit
-        def kernel(Q, P, steps, ok):
+        def kernel_args(Q, P, steps, ok, m_, L_, grav_, h_):
             t = cuda.grid(1)
             if t < Q.shape[0]:
-                ok[t] = pendulum_trajectory(Q, P, t, steps, m, L, grav, h)
-        return kernel
+                ok[t] = pendulum_trajectory(Q, P, t, steps, m_, L_, grav_, h_)
+        return kernel_args, (m, L, grav, h)
 
     def chain(n, m, b, stiff, c0, tor, has_tor, h, fsal):
         k = n - 1
 
-        @cuda.jit
-        def kernel(Q, P, steps, ok):
-            t = cuda.grid(1)
-            if t >= Q.shape[0]:
-                return
+        @cuda.jit(device=True, inline=True)
+        def run_chain(Q, P, t, steps, ok, m_, b_, stiff_, c0_, tor_, h_):
             q = cuda.local.array((n, 3), float64); p = cuda.local.array((n, 3), float64)
             g = cuda.local.array((n, 3), float64); qp = cuda.local.array((n, 3), float64)
             q1 = cuda.local.array((n, 3), float64)
@@ -369,16 +381,32 @@ def numba_cuda_kernels():
             x = cuda.local.array(k, float64); c = cuda.local.array(k, float64); d = cuda.local.array(k, float64)
             torsion = cuda.local.array(6, float64)
             for i in range(6):
-                torsion[i] = tor[i]
+                torsion[i] = tor_[i]
             ok[t] = chain_trajectory(Q, P, t, q, p, g, qp, q1, lam, con, lower, diag, upper, rhs, x, c, d,
-                                     steps, n, m, b, stiff, c0, torsion, has_tor, h, fsal)
-        return kernel
+                                     steps, n, m_, b_, stiff_, c0_, torsion, has_tor, h_, fsal)
 
-    def runner(kernel):
+        if constants:
+            @cuda.jit
+            def kernel(Q, P, steps, ok):
+                t = cuda.grid(1)
+                if t < Q.shape[0]:
+                    run_chain(Q, P, t, steps, ok, m, b, stiff, c0, tor, h)
+            return kernel, ()
+
+        @cuda.jit
+        def kernel_args(Q, P, steps, ok, m_, b_, stiff_, c0_, tor_, h_):
+            t = cuda.grid(1)
+            if t < Q.shape[0]:
+                run_chain(Q, P, t, steps, ok, m_, b_, stiff_, c0_, tor_, h_)
+        return kernel_args, (m, b, stiff, c0, cuda.to_device(np.asarray(tor, dtype=np.float64)), h)
+
+    def runner(kernel_and_args):
+        kernel, args = kernel_and_args
+
         def run(Q, P, steps):
             dQ, dP = cuda.to_device(Q), cuda.to_device(P)
             ok = cuda.to_device(np.ones(len(Q), dtype=np.bool_))
-            seconds = timed(kernel, (len(Q) + threads - 1) // threads, dQ, dP, steps, ok)
+            seconds = timed(kernel, (len(Q) + threads - 1) // threads, dQ, dP, steps, ok, *args)
             dQ.copy_to_host(Q)
             dP.copy_to_host(P)
             return ok.copy_to_host(), seconds
@@ -492,7 +520,8 @@ def main():
     ap.add_argument("--repeats", type=int, default=3)
     ap.add_argument("--quick", action="store_true", help="10x smaller ensembles and step counts; nothing saved")
     ap.add_argument("--peers", default="numba,numba_fsal,jax",
-                    help="also numba_cuda,numba_cuda_fsal on a GPU machine (kernel time by CUDA events)")
+                    help="also numba_cuda,numba_cuda_fsal (parameters compiled in) and numba_cuda_args,"
+                         "numba_cuda_fsal_args (parameters as arguments) on a GPU machine (kernel time by CUDA events)")
     ap.add_argument("--backend", default="cpu", help="tether's backend (cuda beside the numba.cuda peers)")
     ap.add_argument("--cases", default="spherical_pendulum,chain8,chain16")
     ap.add_argument("--scale", type=int, default=1, help="ensembles this many times larger (10 on a GPU: 10^6 pendula)")
@@ -528,11 +557,11 @@ def main():
             runners["numba"] = lambda Q, P: numba_call(False, Q, P, steps)
         if "numba_fsal" in peers and name != "spherical_pendulum":
             runners["numba_fsal"] = lambda Q, P: numba_call(True, Q, P, steps)
-        for fsal in (False, True):
-            peer = "numba_cuda_fsal" if fsal else "numba_cuda"
+        for fsal, constants in ((False, True), (True, True), (False, False), (True, False)):
+            peer = "numba_cuda" + ("_fsal" if fsal else "") + ("" if constants else "_args")
             if peer not in peers or (fsal and name == "spherical_pendulum"):
                 continue
-            _, cuda_pendulum, cuda_chain = numba_cuda_kernels()
+            _, cuda_pendulum, cuda_chain = numba_cuda_kernels(constants)
             if name == "spherical_pendulum":
                 kernel = cuda_pendulum(prm["mass"], prm["length"], prm["gravity"], dt)
             else:

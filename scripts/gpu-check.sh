@@ -15,16 +15,17 @@
 #   CONFIG-{cuda,cpu}.json  summary.json of tether shoot / sample on configs/CONFIG.json: heisenberg_sphere,
 #                        double_pendulum_sample, fisher_bingham_sample (static), fisher_bingham_dynamic
 #   rattle-peers-gpu.json  bench/rattle_peers.py: tether cuda beside hand-written numba.cuda RATTLE
-#                        (plain and carrying the force) and JAX on the GPU, pendulum 10^6, chains 10^5
-#   shoot-peers-gpu-{1,25}.json  bench/shoot_peers.py: tether shoot on cuda beside JAX (diffrax) on the
-#                        GPU, the 408 Heisenberg targets and 25 x 408
+#                        (plain and carrying the force; parameters compiled in and as arguments) and
+#                        JAX on the GPU, pendulum 10^6, chains 10^5
+#   shoot-peers-gpu-{1,25}.json  bench/shoot_peers.py: tether shoot on cuda (80 steps, and shoot.accuracy)
+#                        beside JAX (diffrax) on the GPU, the 408 Heisenberg targets and 25 x 408
 # Stages run in order of what matters most (the tests first; the declared
 # systems compile beside them, neither timed), each under a time limit; a
 # stage that runs out is killed with its children and leaves its lines in
 # check.log. A device call allows 600 s: run this under `timeout 540` and pack
 # OUTDIR after it (the device returns 8 files at most); what comes last (the
-# family benches and the shooting scaling) is what a slow run loses. On an H100
-# with 16 host cores (2026-11-27), the tests took 63 s.
+# family benches and the shooting scaling) is what a slow run loses. On an H200
+# with 16 host cores (2026-11-30) the stages took 362 s, the tests 62 s.
 #
 #   tar -xJf gpu-bundle.tar.xz && tether-gpu/gpu-check.sh OUTDIR
 set -uo pipefail
@@ -114,13 +115,16 @@ cat "$work/declared.log" >>"$log"
 # the GPU, at equal accuracy (bench/shoot_peers.py's settings: GL3 80 steps, Dopri8 19).
 # JAX takes GPU memory as it needs it, not three quarters of the card at import.
 export XLA_PYTHON_CLIENT_PREALLOCATE=false
-stage gpu-peers 130 bash -c 'python3 "$0/bench/rattle_peers.py" --tether "$bin/tether" --backend cuda \
-  --peers numba_cuda,numba_cuda_fsal,jax --threads "$(nproc)" --repeats 2 --scale 10 >"$out/rattle-peers-gpu.json"' "$here"
-for copies in 1 25; do
-  stage "shoot-peers-gpu-$copies" 90 bash -c 'python3 "$0/bench/shoot_peers.py" --tether "$bin/tether" --backend cuda \
-    --peers tether,jax --jax-platform gpu --replicate "$1" --processes "$(nproc)" --repeats 2 --no-save \
-    >"$out/shoot-peers-gpu-$1.json"' "$here" "$copies"
-done
+stage gpu-peers 160 bash -c 'python3 "$0/bench/rattle_peers.py" --tether "$bin/tether" --backend cuda \
+  --peers numba_cuda,numba_cuda_fsal,numba_cuda_args,numba_cuda_fsal_args,jax --threads "$(nproc)" --repeats 2 \
+  --scale 10 >"$out/rattle-peers-gpu.json"' "$here"
+# (2026-11-30, H200: 24 s and 27 s.)
+stage shoot-peers-gpu-1 60 bash -c 'python3 "$0/bench/shoot_peers.py" --tether "$bin/tether" --backend cuda \
+  --peers tether,jax --jax-platform gpu --steps 80 --accuracy 1e-10 --processes "$(nproc)" --repeats 2 --no-save \
+  >"$out/shoot-peers-gpu-1.json"' "$here"
+stage shoot-peers-gpu-25 90 bash -c 'python3 "$0/bench/shoot_peers.py" --tether "$bin/tether" --backend cuda \
+  --peers tether,jax --jax-platform gpu --steps "" --accuracy 1e-10 --replicate 25 --processes "$(nproc)" \
+  --repeats 1 --no-save >"$out/shoot-peers-gpu-25.json"' "$here"
 
 # The chain methods that step in tiles (a lane per bead), at the sizes where
 # a GPU is full, and the cpu at 10^4 in the same call: their first GPU figures.

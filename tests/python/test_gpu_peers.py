@@ -30,11 +30,12 @@ def tether_states(config, size, dt, steps):
     return start.q.values, start.p.values, end.q.values, end.p.values
 
 
-def test_the_pendulum_kernel_ends_where_tether_does():
+@pytest.mark.parametrize("constants", [True, False])  # parameters compiled in, or kernel arguments
+def test_the_pendulum_kernel_ends_where_tether_does(constants):
     config = json.loads((SOURCE / "configs" / "spherical_pendulum.json").read_text())
     prm = config["system"]["parameters"]
     q0, p0, q1, p1 = tether_states(config, 16, 0.01, 20)
-    _, pendulum, _ = rattle_peers.numba_cuda_kernels()
+    _, pendulum, _ = rattle_peers.numba_cuda_kernels(constants)
     run = pendulum(prm["mass"], prm["length"], prm["gravity"], 0.01)
     Q, P = q0.copy(), p0.copy()
     ok, seconds = run(Q, P, 20)
@@ -43,15 +44,16 @@ def test_the_pendulum_kernel_ends_where_tether_does():
     np.testing.assert_allclose(P, p1, rtol=0, atol=1e-11)
 
 
+@pytest.mark.parametrize("constants", [True, False])
 @pytest.mark.parametrize("fsal", [False, True])
-def test_the_chain_kernel_ends_where_tether_does(fsal):
+def test_the_chain_kernel_ends_where_tether_does(fsal, constants):
     config = rattle_peers.chain_config(8)
     prm = config["system"]["parameters"]
     q0, p0, q1, p1 = tether_states(config, 4, 0.002, 10)
     tor = np.array(prm["torsion"], dtype=np.float64)
     args = (prm["mass"], prm["bond_length"], prm["bend_stiffness"], np.cos(np.radians(prm["bend_angle_degrees"])),
             tor, bool(np.any(tor != 0)), 0.002, fsal)
-    _, _, chain = rattle_peers.numba_cuda_kernels()
+    _, _, chain = rattle_peers.numba_cuda_kernels(constants)
     Q, P = q0.reshape(4, 8, 3).copy(), p0.reshape(4, 8, 3).copy()
     ok, _ = chain(8, *args)(Q, P, 10)
     assert ok.all()
