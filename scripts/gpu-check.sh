@@ -17,6 +17,7 @@
 #   rattle-peers-gpu.json  bench/rattle_peers.py: tether cuda beside hand-written numba.cuda RATTLE
 #                        (plain and carrying the force; parameters compiled in and as arguments) and
 #                        JAX on the GPU, pendulum 10^6, chains 10^5
+#   ncu-{shoot,pendulum,chain8}.txt  Nsight Compute on short launches of the shooting and RATTLE kernels
 #   shoot-peers-gpu-{1,25}.json  bench/shoot_peers.py: tether shoot on cuda (80 steps, and shoot.accuracy)
 #                        beside JAX (diffrax) on the GPU, the 408 Heisenberg targets and 25 x 408
 # Stages run in order of what matters most (the tests first; the declared
@@ -181,6 +182,47 @@ stage shoot-scaling-cuda-10000 15 bash -c 'shoot_scaling cuda "$1"' _ 10000
 stage shoot-scaling-cuda-100000 20 bash -c 'shoot_scaling cuda "$1"' _ 100000
 stage shoot-scaling-cpu-100000 30 bash -c 'shoot_scaling cpu "$1"' _ 100000
 stage shoot-scaling-cuda-1000000 60 bash -c 'shoot_scaling cuda "$1"' _ 1000000
+
+# Nsight Compute on launches short enough for its ~30 replay passes (a 1 s
+# shooting launch ran out of 90 s on 2026-11-30): occupancy, warp stalls and
+# local memory of the shooting kernel (Heisenberg GL3, 64 targets, 16 steps,
+# 3 Newton iterations) and of RATTLE's (pendulum and chain8, 10^5, 50 steps).
+profile() {
+  local ncu dir=$work/ncu
+  ncu=$(command -v ncu || ls /opt/nvidia/nsight-compute/*/ncu /usr/local/cuda/bin/ncu 2>/dev/null | head -1)
+  [ -n "$ncu" ] || { echo "no ncu on this machine"; return 1; }
+  mkdir -p "$dir"
+  python3 - "$here/configs" "$dir" <<'PY' || return 1
+import json, sys
+configs, out = sys.argv[1:]
+shoot = {"system": {"name": "heisenberg"}, "method": {"name": "gauss_legendre", "stages": 3, "steps": 16},
+         "shoot": {"q0": [0, 0, 0], "time": 1.0,
+                   "targets": {"random": {"count": 64, "min": [-1, -1, -0.3], "max": [1, 1, 0.3], "seed": 11}},
+                   "guesses": {"toward": True}, "newton": {"tolerance": 1e-10, "max_iterations": 3}},
+         "backend": "cuda"}
+json.dump(shoot, open(f"{out}/shoot.json", "w"))
+for name, source in (("pendulum", "spherical_pendulum"), ("chain8", "chain16")):
+    c = json.load(open(f"{configs}/{source}.json"))
+    if name == "chain8":
+        c["system"]["parameters"]["beads"] = 8
+    c["method"]["steps"] = 50
+    c["ensemble"]["size"] = 100000
+    c["output"] = {"every": 50}
+    c["backend"] = "cuda"
+    json.dump(c, open(f"{out}/{name}.json", "w"))
+PY
+  local sections=(--section SpeedOfLight --section LaunchStats --section Occupancy --section WarpStateStats
+    --section MemoryWorkloadAnalysis_Tables --section ComputeWorkloadAnalysis)
+  "$ncu" --clock-control none --kernel-name regex:shoot_kernel --launch-count 1 "${sections[@]}" \
+    "$bin/tether" shoot "$dir/shoot.json" --out "$dir/shoot" --quiet >"$out/ncu-shoot.txt" 2>&1 || return 1
+  local name
+  for name in pendulum chain8; do
+    "$ncu" --clock-control none --kernel-name regex:advance --launch-count 1 "${sections[@]}" \
+      "$bin/tether" run "$dir/$name.json" --out "$dir/$name" --quiet >"$out/ncu-$name.txt" 2>&1 || return 1
+  done
+}
+export -f profile
+stage ncu 90 bash -c profile
 
 echo "gpu-check: $([ $failed -eq 0 ] && echo "every stage passed" || echo "a stage failed (see check.log)")" | tee -a "$log"
 exit $failed
