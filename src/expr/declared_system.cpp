@@ -1147,9 +1147,10 @@ std::string DeclaredSystem::print_source(const std::string& type_name) const {
   o << "  template <class X>\n  TETHER_HD " << VecN << " mass_times(const Eigen::MatrixBase<X>& v) const {\n"
     << "    const Vec<" << N << "> m = mass();\n    " << VecN << " r;\n    for (int c = 0; c < " << N
     << "; ++c) r[c] = v[c] * m[c];\n    return r;\n  }\n";
+  // M^-1 p by the reciprocals, as the built-in systems apply it (folded here: the masses are constants).
   o << "  template <class X>\n  TETHER_HD " << VecN << " inverse_mass_times(const Eigen::MatrixBase<X>& p) const {\n"
-    << "    const Vec<" << N << "> m = mass();\n    " << VecN << " r;\n    for (int c = 0; c < " << N
-    << "; ++c) r[c] = p[c] / m[c];\n    return r;\n  }\n";
+    << "    const Vec<" << N << "> w = inverse_mass();\n    " << VecN << " r;\n    for (int c = 0; c < " << N
+    << "; ++c) r[c] = p[c] * w[c];\n    return r;\n  }\n";
   o << "  TETHER_HD Vec<" << N << "> sqrt_mass_times(const Vec<" << N
     << ">& v) const { return mass().cwiseSqrt().cwiseProduct(v); }\n";
   o << "  TETHER_HD Real length_scale() const { return " << body(s.length_scale) << "; }\n";

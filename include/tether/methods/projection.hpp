@@ -183,7 +183,7 @@ TETHER_HD LaneStatus<T> project_and_recover(const System& sys, PhaseState<System
   const V q_pred = s.q + h * sys.inverse_mass_times(p_pred);
   const LaneStatus<T> st = solve_position_multipliers(sys, q_pred, s.q, opt, q1, iterations, &lambda);
   if (none(is_ok(st))) return st;
-  V p1 = p_pred + sys.constraint_transpose_times(s.q, lambda) / h;
+  V p1 = p_pred + sys.constraint_transpose_times(s.q, lambda) * (Real(1) / h);  // 1/h: hoisted, not 3 divisions
   if (end_kick == 0) {  // no end force to carry: a carry given would go stale
     if (carry != nullptr) carry->valid = false;
     return finish_step(sys, s, q1, p1, st);

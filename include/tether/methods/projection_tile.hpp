@@ -14,7 +14,7 @@ namespace tether {
 
 // Systems with a tile form: a lane per bead, as many beads as a power of two
 // of at most a warp's 32 lanes (other bead counts step in one thread), all
-// of one mass (prm.mass below: M^-1 is a division).
+// of one mass (prm.mass below: M^-1 is a multiplication by its reciprocal).
 template <class S>
 constexpr bool has_tile_form = requires {
   requires S::tile_lanes <= 32 && (S::tile_lanes & (S::tile_lanes - 1)) == 0;
@@ -87,11 +87,11 @@ TETHER_HD LaneStatus<typename X::Scalar> tile_solve_position_multipliers(
     if (none(active)) return status;
     if constexpr (lane_count<T> == 1) {
       lambda += step;
-      q = q_pred + sys.tile_transpose_times(d_dir, lambda) / sys.prm.mass;
+      q = q_pred + sys.tile_transpose_times(d_dir, lambda) * (Real(1) / sys.prm.mass);
       ++iterations;
     } else {
       lambda = tile::select(active, X(lambda + step), lambda);
-      q = tile::select(active, q_pred + sys.tile_transpose_times(d_dir, lambda) / sys.prm.mass, q);
+      q = tile::select(active, q_pred + sys.tile_transpose_times(d_dir, lambda) * (Real(1) / sys.prm.mass), q);
       add_where(active, iterations, 1);
     }
   }
@@ -103,7 +103,7 @@ TETHER_HD LaneStatus<typename X::Scalar> tile_project_momentum(const S& sys, con
                                                                typename S::template Beads<X>& p) {
   using T = typename X::Scalar;
   const auto d = S::tile_bonds(q);
-  const X rhs = -sys.tile_jacobian_times(d, p / sys.prm.mass);
+  const X rhs = -sys.tile_jacobian_times(d, p * (Real(1) / sys.prm.mass));
   X nu;
   LaneStatus<T> status = uniform<LaneStatus<T>>(Status::ok);
   const Mask<T> solved = tile_gram_solve(sys, d, d, rhs, nu);
@@ -172,11 +172,11 @@ TETHER_HD LaneStatus<typename X::Scalar> tile_project_and_recover(const S& sys, 
   using B = typename S::template Beads<X>;
   B q1;
   X lambda;
-  const B q_pred = s.q + h * (p_pred / sys.prm.mass);
+  const B q_pred = s.q + h * (p_pred * (Real(1) / sys.prm.mass));
   const B d0 = S::tile_bonds(s.q);
   LaneStatus<T> st = tile_solve_position_multipliers(sys, q_pred, d0, opt, q1, iterations, lambda);
   if (none(is_ok(st))) return st;
-  B p1 = p_pred + sys.tile_transpose_times(d0, lambda) / h;
+  B p1 = p_pred + sys.tile_transpose_times(d0, lambda) * (Real(1) / h);
   if (end_kick == 0) {  // no end force: the carried one, of q0, would go stale
     carry.valid = false;
     return tile_finish_step(sys, s, q1, p1, st);

@@ -173,9 +173,12 @@ struct Chain {
   TETHER_HD QOf<X> mass_times(const Eigen::MatrixBase<X>& v) const {
     return prm.mass * v;
   }
+  // Reciprocals of parameters, not divisions by them, here and below: the
+  // compiler hoists them out of the step loop, and an FP64 division costs a
+  // GPU thread about ten dependent FMAs (bench/README.md, "On an H200").
   template <class X>
   TETHER_HD QOf<X> inverse_mass_times(const Eigen::MatrixBase<X>& p) const {
-    return p / prm.mass;
+    return p * (Real(1) / prm.mass);
   }
   TETHER_HD Q sqrt_mass_times(const Q& v) const { return sqrt(prm.mass) * v; }
 
@@ -184,7 +187,8 @@ struct Chain {
   TETHER_HD Vec<N - 1, typename X::Scalar> constraints(const Eigen::MatrixBase<X>& q) const {
     Vec<N - 1, typename X::Scalar> g;
     const Real b = prm.bond_length;
-    for (int i = 0; i < N - 1; ++i) g[i] = (bond(q, i).squaredNorm() - b * b) / (2 * b);
+    const Real half_over_b = Real(0.5) / b;
+    for (int i = 0; i < N - 1; ++i) g[i] = (bond(q, i).squaredNorm() - b * b) * half_over_b;
     return g;
   }
   // Row i of G has -d_i/b on bead i and +d_i/b on bead i+1.
@@ -192,15 +196,17 @@ struct Chain {
   TETHER_HD Vec<N - 1, typename X::Scalar> constraint_jacobian_times(const Eigen::MatrixBase<X>& q,
                                                                       const Eigen::MatrixBase<Y>& v) const {
     Vec<N - 1, typename X::Scalar> r;
-    for (int i = 0; i < N - 1; ++i) r[i] = bond(q, i).dot(bond(v, i)) / prm.bond_length;
+    const Real over_b = Real(1) / prm.bond_length;
+    for (int i = 0; i < N - 1; ++i) r[i] = bond(q, i).dot(bond(v, i)) * over_b;
     return r;
   }
   template <class X, class Y>
   TETHER_HD QOf<X> constraint_transpose_times(const Eigen::MatrixBase<X>& q, const Eigen::MatrixBase<Y>& lambda) const {
     using T = typename X::Scalar;
     QOf<X> r = QOf<X>::Constant(T(Real(0)));
+    const Real over_b = Real(1) / prm.bond_length;
     for (int i = 0; i < N - 1; ++i) {
-      const Vec<3, T> f = bond(q, i) * (lambda[i] / prm.bond_length);
+      const Vec<3, T> f = bond(q, i) * (lambda[i] * over_b);
       add_bead(r, i, -f);
       add_bead(r, i + 1, f);
     }
@@ -301,17 +307,17 @@ struct Chain {
   template <class X>
   TETHER_HD X tile_constraints(const Beads<X>& d) const {
     const Real b = prm.bond_length;
-    return tile::below(N - 1, (dot(d, d) - b * b) / (2 * b));
+    return tile::below(N - 1, (dot(d, d) - b * b) * (Real(0.5) / b));
   }
   // constraint_jacobian_times: G(q) v with d the bonds of q.
   template <class X>
   TETHER_HD X tile_jacobian_times(const Beads<X>& d, const Beads<X>& v) const {
-    return tile::below(N - 1, dot(d, tile::from_next<1>(v) - v) / prm.bond_length);
+    return tile::below(N - 1, dot(d, tile::from_next<1>(v) - v) * (Real(1) / prm.bond_length));
   }
   // constraint_transpose_times: G(q)^T lambda with d the bonds of q (0 beyond them).
   template <class X>
   TETHER_HD Beads<X> tile_transpose_times(const Beads<X>& d, const X& lambda) const {
-    const Beads<X> f = d * (lambda / prm.bond_length);
+    const Beads<X> f = d * (lambda * (Real(1) / prm.bond_length));
     return tile::from_previous<1>(f) + (-f);
   }
   // gram(qa, qb) from their bonds: row i on lane i.

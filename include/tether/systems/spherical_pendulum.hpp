@@ -56,32 +56,35 @@ struct SphericalPendulum {
   TETHER_HD VecOf<X> mass_times(const Eigen::MatrixBase<X>& v) const {
     return prm.mass * v;
   }
+  // Reciprocals of parameters, not divisions by them, here and below: the
+  // compiler hoists them out of the step loop, and an FP64 division costs a
+  // GPU thread about ten dependent FMAs (bench/README.md, "On an H200").
   template <class X>
   TETHER_HD VecOf<X> inverse_mass_times(const Eigen::MatrixBase<X>& p) const {
-    return p / prm.mass;
+    return p * (Real(1) / prm.mass);
   }
   TETHER_HD Vec<3> sqrt_mass_times(const Vec<3>& v) const { return sqrt(prm.mass) * v; }
 
   // g(q) = (|q|^2 - L^2) / (2L): in length units, ~ |q| - L near the sphere.
   template <class X>
   TETHER_HD Vec<1, typename X::Scalar> constraints(const Eigen::MatrixBase<X>& q) const {
-    return Vec<1, typename X::Scalar>((q.squaredNorm() - prm.length * prm.length) / (2 * prm.length));
+    return Vec<1, typename X::Scalar>((q.squaredNorm() - prm.length * prm.length) * (Real(0.5) / prm.length));
   }
   // G(q) = q^T / L.
   template <class X, class Y>
   TETHER_HD Vec<1, typename X::Scalar> constraint_jacobian_times(const Eigen::MatrixBase<X>& q,
                                                                   const Eigen::MatrixBase<Y>& v) const {
-    return Vec<1, typename X::Scalar>(q.dot(v) / prm.length);
+    return Vec<1, typename X::Scalar>(q.dot(v) * (Real(1) / prm.length));
   }
   template <class X, class Y>
   TETHER_HD VecOf<X> constraint_transpose_times(const Eigen::MatrixBase<X>& q, const Eigen::MatrixBase<Y>& lambda) const {
-    return q * (lambda[0] / prm.length);
+    return q * (lambda[0] * (Real(1) / prm.length));
   }
   // G(qa) M^-1 G(qb)^T.
   template <class X, class Y>
   TETHER_HD DenseMatrix<1, typename X::Scalar> gram(const Eigen::MatrixBase<X>& qa, const Eigen::MatrixBase<Y>& qb) const {
     DenseMatrix<1, typename X::Scalar> m;
-    m.a(0, 0) = qa.dot(qb) / (prm.mass * prm.length * prm.length);
+    m.a(0, 0) = qa.dot(qb) * (Real(1) / (prm.mass * prm.length * prm.length));
     return m;
   }
 
