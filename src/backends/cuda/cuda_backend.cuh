@@ -1,12 +1,27 @@
 #pragma once
 // cuda: one thread per trajectory running advance_trajectory, the same step
 // code the cpu backend runs, or a tile of threads per trajectory, one per
-// bead of a chain (advance_tile); state read once per launch, stepped in
-// registers, written back at output times.
+// bead of a chain of 16 beads or more (advance_tile); state read once per
+// launch, stepped in registers, written back at output times.
 #include "backends/cuda/cuda_backend.hpp"
 #include "backends/cuda/runtime.cuh"
 
 namespace tether {
+
+// A chain steps in tiles on a GPU from 16 lanes on, and below in a thread of
+// its own: at 10^5 chains, 100 steps, RATTLE in tiles on an H200 (2026-11-30)
+// ran chain4 at 6.1e8 and chain8 at 3.0e8 trajectory-steps/s, where a thread
+// per chain had run them at 2.18e9 and 6.15e8 on an H100 (2026-11-26, the same
+// FP64 rate), and chain16 at 1.23e8 against 1.02e8. (The cpu steps every
+// tile pair in tiles: there they cost nothing.)
+constexpr int cuda_tile_min_lanes = 16;
+template <class S, class M>
+constexpr bool cuda_runs_in_tile = requires { requires runs_in_tile<S, M> && S::tile_lanes >= cuda_tile_min_lanes; };
+// needs_replay (ensemble/advance.hpp) with the GPU's choice of tiles: a
+// one-thread launch of a method whose failed step leaves the state part-way
+// is replayed.
+template <class S, class M>
+constexpr bool cuda_needs_replay = !cuda_runs_in_tile<S, M> && !keeps_state_on_failure<M>;
 
 template <class S, class M>
 __global__ void advance_kernel(S sys, M method, StepControl ctl, EnsembleView v, int nsteps, std::int64_t steps_before,
@@ -43,7 +58,7 @@ class CudaBackend final : public Backend {
 
   void advance(int nsteps, std::int64_t steps_before) override {
     launch_advance(nsteps, steps_before, false);
-    if constexpr (needs_replay<S, M>) launch_advance(nsteps, steps_before, true);  // see advance_trajectory
+    if constexpr (cuda_needs_replay<S, M>) launch_advance(nsteps, steps_before, true);  // see advance_trajectory
   }
 
   Observation observe(std::int64_t step, std::vector<Real>& chunk_sums) override {
@@ -63,15 +78,15 @@ class CudaBackend final : public Backend {
   unsigned blocks() const { return unsigned((dev_.count + threads - 1) / threads); }
 
   void launch_advance(int nsteps, std::int64_t steps_before, bool replay) {
-    if constexpr (runs_in_tile<S, M>) {  // no replay: a tile step keeps its state on failure
+    if constexpr (cuda_runs_in_tile<S, M>) {  // no replay: a tile step keeps its state on failure
       static_assert(threads % S::tile_lanes == 0, "whole tiles per block");
       const unsigned tile_blocks = unsigned((dev_.count * S::tile_lanes + threads - 1) / threads);
       advance_tile_kernel<S, M><<<tile_blocks, threads>>>(sys_, method_, ctl_, dev_, nsteps, steps_before);
     } else {
       advance_kernel<S, M><<<blocks(), threads>>>(sys_, method_, ctl_, dev_, nsteps, steps_before, replay);
     }
-    cuda_check(cudaGetLastError(), runs_in_tile<S, M> ? "advance_tile_kernel launch" : "advance_kernel launch");
-    cuda_check(cudaDeviceSynchronize(), runs_in_tile<S, M> ? "advance_tile_kernel" : "advance_kernel");
+    cuda_check(cudaGetLastError(), cuda_runs_in_tile<S, M> ? "advance_tile_kernel launch" : "advance_kernel launch");
+    cuda_check(cudaDeviceSynchronize(), cuda_runs_in_tile<S, M> ? "advance_tile_kernel" : "advance_kernel");
   }
 
   // Every per-trajectory array, as (host vector, device pointer) pairs.

@@ -68,9 +68,9 @@ class CudaChainRunner final : public ChainRunner {
         owned.push_back(d.tree);
       }
       constexpr int threads = 128;
-      // The cpu's chain loop too (host_chain).
-      const bool in_tile = runs_in_tile<S, M> && !ctl_.dynamic && ctl_.metric == MetricKind::mass;
-      if constexpr (runs_in_tile<S, M>) {
+      // The cpu's chain loop chooses likewise (host_chain), but for the chains it steps in tiles at any size.
+      const bool in_tile = cuda_runs_in_tile<S, M> && !ctl_.dynamic && ctl_.metric == MetricKind::mass;
+      if constexpr (cuda_runs_in_tile<S, M>) {
         static_assert(threads % S::tile_lanes == 0, "whole tiles per block");
         const unsigned blocks = unsigned((h.count * S::tile_lanes + threads - 1) / threads);
         if (in_tile) chain_tile_kernel<S, M><<<blocks, threads>>>(sys_, method_, ctl_, plan, d);
