@@ -1,9 +1,10 @@
 #!/usr/bin/env python3
 """Systems declared as expressions (README, "Your own system") beside the built-in systems
-they spell out, on the cpu backend, in one run.
+they spell out, on the cpu backend (or cuda), in one run.
 
     bench/declared_peers.py --tether build/tether          # saves bench/results/<date>-<host>-declared.json
     bench/declared_peers.py --tether build/tether --quick  # a smaller run, not saved
+    bench/declared_peers.py --backend cuda --scale 10 --no-sizes --repeats 2   # on a GPU machine
 
 Cases: the spherical pendulum (10^5 trajectories, dt 0.01, 1000 steps) and the united-atom
 chain of configs/chain16.json with 8 beads (10^4 trajectories, dt 0.002, 1000 steps: bonds
@@ -31,7 +32,7 @@ import time
 import numpy as np
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from run_shoot_bench import ROOT, build_of, provenance, save_result  # noqa: E402
+from run_shoot_bench import ROOT, build_of, provenance, read_final_states, save_result  # noqa: E402
 
 TOL, MAX_IT = 1e-13, 50
 # Newton's floor: max |g| <= 16 eps max|q| (rattle.hpp), what the agreement runs solve to.
@@ -87,9 +88,9 @@ def cases(quick):
              10000 // k, 0.002, 1000 // k)]
 
 
-def run(binary, system, start, size, dt, steps, threads, cache, tolerance=TOL):
+def run(binary, system, start, size, dt, steps, threads, cache, tolerance=TOL, backend="cpu"):
     """`tether run` with this system: (summary, final q and p, wall seconds of the command)."""
-    config = {"system": system, "backend": "cpu",
+    config = {"system": system, "backend": backend,
               "method": {"name": "rattle", "dt": dt, "steps": steps,
                          "newton": {"tolerance": tolerance, "max_iterations": MAX_IT}},
               "ensemble": {"size": size, "seed": 5, "initial": start},
@@ -105,8 +106,8 @@ def run(binary, system, start, size, dt, steps, threads, cache, tolerance=TOL):
         wall = time.perf_counter() - began
         with open(os.path.join(out, "summary.json")) as f:
             summary = json.load(f)
-        table = np.genfromtxt(os.path.join(out, "final.csv"), delimiter=",", names=True, dtype=None, encoding="ascii")
-    dof = sum(1 for name in table.dtype.names if name.startswith("q"))
+        table = read_final_states(os.path.join(out, "final.csv"))
+    dof = sum(1 for name in table if name.startswith("q"))
     state = np.stack([table[f"{v}{c}"] for v in "qp" for c in range(dof)], axis=1).astype(np.float64)
     return summary, state, wall
 
@@ -117,18 +118,25 @@ def main():
     ap.add_argument("--threads", type=int, default=os.cpu_count())
     ap.add_argument("--repeats", type=int, default=3)
     ap.add_argument("--quick", action="store_true")
+    ap.add_argument("--backend", default="cpu", help="cpu, or cuda on a GPU machine (the pairs compiled by nvcc)")
+    ap.add_argument("--scale", type=int, default=1, help="ensembles this many times larger (10 on a GPU)")
+    ap.add_argument("--no-sizes", action="store_true", help="leave out bead_chain at 5, 12, 32 and 64 beads")
     args = ap.parse_args()
+    backend = args.backend
     results = []
     with tempfile.TemporaryDirectory() as cache:
         for name, declared, builtin, start, size, dt, steps in cases(args.quick):
+            size *= args.scale
             # First use: a tiny run compiles the pair; the same run again loads it.
-            first = run(args.tether, declared, start, 8, dt, 1, 1, cache)[2]
-            cached = min(run(args.tether, declared, start, 8, dt, 1, 1, cache)[2] for _ in range(3))
-            builtin_tiny = min(run(args.tether, builtin, start, 8, dt, 1, 1, cache)[2] for _ in range(3))
+            first = run(args.tether, declared, start, 8, dt, 1, 1, cache, backend=backend)[2]
+            cached = min(run(args.tether, declared, start, 8, dt, 1, 1, cache, backend=backend)[2] for _ in range(3))
+            builtin_tiny = min(run(args.tether, builtin, start, 8, dt, 1, 1, cache, backend=backend)[2]
+                               for _ in range(3))
             rates = {"declared": [], "builtin": []}
             for _ in range(args.repeats):
                 for kind, system in (("declared", declared), ("builtin", builtin)):
-                    summary, state, _ = run(args.tether, system, start, size, dt, steps, args.threads, cache)
+                    summary, state, _ = run(args.tether, system, start, size, dt, steps, args.threads, cache,
+                                            backend=backend)
                     rates[kind].append(summary["trajectory_steps_per_second"])
                     if kind == "declared":
                         mine = state
@@ -138,8 +146,8 @@ def main():
             # what is left is the two formulations' roundoff, grown by the dynamics (a chain's is chaotic).
             floor = {}
             for at in (max(steps // 5, 1), steps):
-                ends = [run(args.tether, system, start, size // 10, dt, at, args.threads, cache, FLOOR_TOL)[1]
-                        for system in (declared, builtin)]
+                ends = [run(args.tether, system, start, size // 10, dt, at, args.threads, cache, FLOOR_TOL,
+                            backend)[1] for system in (declared, builtin)]
                 floor[at] = float(np.max(np.abs(ends[0] - ends[1])))
             best = {k: max(v) for k, v in rates.items()}
             row = {"case": name, "trajectories": size, "steps": steps, "dt": dt,
@@ -160,15 +168,15 @@ def main():
         with open(os.path.join(ROOT, "configs", "chain16.json")) as f:
             chain = json.load(f)["system"]["parameters"]
         sizes = []
-        for beads in ((5, 12) if args.quick else (5, 12, 32, 64)):
+        for beads in (() if args.no_sizes else (5, 12) if args.quick else (5, 12, 32, 64)):
             system = declared_chain(beads, chain)
             start = {"sampler": "around", "q": zigzag(beads, chain), "p": [0.0] * (3 * beads),
                      "position_spread": 0.02, "momentum_spread": 1.0}
             began = time.perf_counter()
-            ok = run(args.tether, system, start, 8, 0.002, 1, 1, cache)[0]["failed_trajectories"] == 0
+            ok = run(args.tether, system, start, 8, 0.002, 1, 1, cache, backend=backend)[0]["failed_trajectories"] == 0
             first = time.perf_counter() - began
-            cached = min(run(args.tether, system, start, 8, 0.002, 1, 1, cache)[2] for _ in range(3))
-            summary, _, _ = run(args.tether, system, start, 1000, 0.002, 200, args.threads, cache)
+            cached = min(run(args.tether, system, start, 8, 0.002, 1, 1, cache, backend=backend)[2] for _ in range(3))
+            summary, _, _ = run(args.tether, system, start, 1000, 0.002, 200, args.threads, cache, backend=backend)
             sizes.append({"beads": beads, "first_use_seconds": first, "cached_start_seconds": cached, "ok": ok,
                           "trajectory_steps_per_second": summary["trajectory_steps_per_second"],
                           "max_constraint_violation": summary["max_constraint_violation"]})
@@ -177,7 +185,9 @@ def main():
                   f"{summary['max_constraint_violation']:.2g}")
     if not args.quick:
         save_result(json.dumps({**provenance(), "build": build_of(args.tether), "threads": args.threads,
-                                "results": results, "bead_chain_sizes": sizes}, indent=1), "declared")
+                                "backend": backend, "scale": args.scale,
+                                "results": results, "bead_chain_sizes": sizes}, indent=1),
+                    "declared" + ("" if backend == "cpu" else f"-{backend}"))
 
 
 if __name__ == "__main__":

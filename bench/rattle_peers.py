@@ -53,7 +53,7 @@ except ImportError:
     cuda = None
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from run_shoot_bench import ROOT, build_of, provenance, save_result, tether_output  # noqa: E402
+from run_shoot_bench import ROOT, build_of, provenance, read_final_states, save_result, tether_output  # noqa: E402
 
 EPS = 2.220446049250313e-16
 TOL, MAX_IT = 1e-13, 50
@@ -80,17 +80,11 @@ def run_tether(binary, config, size, dt, steps, threads, backend="cpu"):
     config["method"] = dict(config["method"], dt=dt, steps=steps, newton={"tolerance": TOL, "max_iterations": MAX_IT})
     config["ensemble"] = dict(config["ensemble"], size=size)
     with tether_output(binary, "run", config, threads) as (out, summary):
-        try:  # pandas reads 10^6 rows in a second, genfromtxt in many
-            import pandas
-            table = pandas.read_csv(os.path.join(out, "final.csv"))
-        except ImportError:
-            table = np.genfromtxt(os.path.join(out, "final.csv"), delimiter=",", names=True, dtype=None,
-                                  encoding="ascii")
-    names = table.columns if hasattr(table, "columns") else table.dtype.names
-    dof = sum(1 for name in names if name.startswith("q"))
-    q = np.stack([np.asarray(table[f"q{c}"]) for c in range(dof)], axis=1).astype(np.float64)
-    p = np.stack([np.asarray(table[f"p{c}"]) for c in range(dof)], axis=1).astype(np.float64)
-    return summary, q, p, int(np.sum(np.asarray(table["status"]) != "ok"))
+        table = read_final_states(os.path.join(out, "final.csv"))
+    dof = sum(1 for name in table if name.startswith("q"))
+    q = np.stack([table[f"q{c}"] for c in range(dof)], axis=1).astype(np.float64)
+    p = np.stack([table[f"p{c}"] for c in range(dof)], axis=1).astype(np.float64)
+    return summary, q, p, int(np.sum(table["status"] != "ok"))
 
 
 # ---------------------------------------------------------------- Numba ----

@@ -112,6 +112,19 @@ def tether_shoot(binary, config, threads):
     return summary, rows
 
 
+def read_final_states(path):
+    """A `tether run` final.csv as {column: numpy array}: pandas where it is there (10^6 rows in
+    about a second), else numpy's genfromtxt (many seconds)."""
+    try:
+        import pandas
+        table = pandas.read_csv(path)
+        return {name: table[name].to_numpy() for name in table.columns}
+    except ImportError:
+        import numpy
+        table = numpy.genfromtxt(path, delimiter=",", names=True, dtype=None, encoding="ascii")
+        return {name: table[name] for name in table.dtype.names}
+
+
 def save_result(text, kind):
     """Writes bench/results/<date>-<host>-<kind>.json, never over an earlier run; returns the name."""
     stem = f"{datetime.date.today().isoformat()}-{socket.gethostname()}-{kind}"

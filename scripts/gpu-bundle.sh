@@ -58,7 +58,7 @@ mkdir -p "$stage/share/tether" "$stage/tools"
 cp -r "$stage_root/installed/share/tether/compile" "$stage/share/tether/"
 cp tools/same_numbers.py "$stage/tools/"
 mkdir -p "$stage/bench/results"  # the GPU peers (numba.cuda, JAX; RATTLE and shooting) run from the bundle by gpu-check.sh
-cp bench/rattle_peers.py bench/run_shoot_bench.py bench/shoot_peers.py "$stage/bench/"
+cp bench/rattle_peers.py bench/run_shoot_bench.py bench/shoot_peers.py bench/declared_peers.py "$stage/bench/"
 {
   echo "commit $(git -C "$root" rev-parse HEAD 2>/dev/null || echo unknown)"
   echo "built $(date -u +%Y-%m-%dT%H:%M:%SZ) on $(uname -n)"

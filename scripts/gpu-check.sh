@@ -17,6 +17,7 @@
 #   rattle-peers-gpu.json  bench/rattle_peers.py: tether cuda beside hand-written numba.cuda RATTLE
 #                        (plain and carrying the force; parameters compiled in and as arguments) and
 #                        JAX on the GPU, pendulum 10^6, chains 10^5
+#   *-declared-cuda.json  bench/declared_peers.py on cuda: declared pendulum and chain8 against the built-in
 #   ncu-{shoot,pendulum,chain8}.txt  Nsight Compute on short launches of the shooting and RATTLE kernels
 #   shoot-peers-gpu-{1,25}.json  bench/shoot_peers.py: tether shoot on cuda (80 steps, and shoot.accuracy)
 #                        beside JAX (diffrax) on the GPU, the 408 Heisenberg targets and 25 x 408
@@ -126,6 +127,12 @@ stage shoot-peers-gpu-1 60 bash -c 'python3 "$0/bench/shoot_peers.py" --tether "
 stage shoot-peers-gpu-25 90 bash -c 'python3 "$0/bench/shoot_peers.py" --tether "$bin/tether" --backend cuda \
   --peers tether,jax --jax-platform gpu --steps "" --accuracy 1e-10 --replicate 25 --processes "$(nproc)" \
   --repeats 1 --no-save >"$out/shoot-peers-gpu-25.json"' "$here"
+
+# Declared systems' speed on cuda: the expression-defined pendulum and chain8
+# beside the built-in ones (bench/declared_peers.py, pendulum 10^6, chain8 10^5),
+# each compiled by nvcc at first use.
+stage declared-peers-cuda 150 bash -c 'python3 "$0/bench/declared_peers.py" --tether "$bin/tether" --backend cuda \
+  --scale 10 --no-sizes --repeats 2 && cp "$0"/bench/results/*-declared-cuda*.json "$out/"' "$here"
 
 # The chain methods that step in tiles (a lane per bead), at the sizes where
 # a GPU is full, and the cpu at 10^4 in the same call: their first GPU figures.
