@@ -6,12 +6,12 @@
 #   check.log            what ran, nvidia-smi, each stage's exit status and time
 #   test_cuda-K.xml      the gpu tests, in 4 shards run at once (JUnit XML, one entry per test)
 #                        (check.log: declared systems compiled at first use, run and shot on cuda against cpu)
-#   shoot-scaling.jsonl  tether shoot, Heisenberg GL2 at 10^4..10^6 random targets on cuda
+#   shoot-scaling.jsonl  tether shoot, Heisenberg GL2 at 10^5 and 10^6 random targets on cuda
 #                        and 10^5 on cpu: one summary.json per line
 #   bench-cuda.json      tether_bench, cuda, sizes 1e4 and 1e6, one or more cases of every family
 #   bench-cpu.json       tether_bench, cpu at 1e4 on the same cases (the ratios' other side)
-#   bench-chains-{cuda,cpu}.json  tether_bench, every chain method that steps in tiles, chain4 and
-#                        chain16: cuda at 1e4 and 1e5, cpu at 1e4
+#   bench-chains-{cuda,cpu}.json  tether_bench, every chain method of the SHAKE/RATTLE family,
+#                        chain4, chain8 and chain16: cuda at 1e4 and 1e5, cpu at 1e4
 #   CONFIG-{cuda,cpu}.json  summary.json of tether shoot / sample on configs/CONFIG.json: heisenberg_sphere,
 #                        double_pendulum_sample, fisher_bingham_sample (static), fisher_bingham_dynamic
 #   rattle-peers-gpu.json  bench/rattle_peers.py: tether cuda beside hand-written numba.cuda RATTLE
@@ -134,9 +134,51 @@ stage shoot-peers-gpu-25 90 bash -c 'python3 "$0/bench/shoot_peers.py" --tether 
 stage declared-peers-cuda 150 bash -c 'python3 "$0/bench/declared_peers.py" --tether "$bin/tether" --backend cuda \
   --scale 10 --no-sizes --repeats 2 && cp "$0"/bench/results/*-declared-cuda*.json "$out/"' "$here"
 
-# The chain methods that step in tiles (a lane per bead), at the sizes where
-# a GPU is full, and the cpu at 10^4 in the same call: their first GPU figures.
-chains=(--systems chain4,chain16 --methods rattle,shake,constrained_midpoint,symplectic_euler_a,symplectic_euler_b,composition_rattle,composition_constrained_midpoint,composition_symplectic_euler)
+# Nsight Compute on launches short enough for its ~30 replay passes (a 1 s
+# shooting launch ran out of 90 s on 2026-11-30): occupancy, warp stalls and
+# local memory of the shooting kernel (Heisenberg GL3, 64 targets, 16 steps,
+# 3 Newton iterations) and of RATTLE's (pendulum and chain8, 10^5, 50 steps).
+profile() {
+  local ncu dir=$work/ncu
+  ncu=$(command -v ncu || ls /opt/nvidia/nsight-compute/*/ncu /usr/local/cuda/bin/ncu 2>/dev/null | head -1)
+  [ -n "$ncu" ] || { echo "no ncu on this machine"; return 1; }
+  mkdir -p "$dir"
+  python3 - "$here/configs" "$dir" <<'PY' || return 1
+import json, sys
+configs, out = sys.argv[1:]
+shoot = {"system": {"name": "heisenberg"}, "method": {"name": "gauss_legendre", "stages": 3, "steps": 16},
+         "shoot": {"q0": [0, 0, 0], "time": 1.0,
+                   "targets": {"random": {"count": 64, "min": [-1, -1, -0.3], "max": [1, 1, 0.3], "seed": 11}},
+                   "guesses": {"toward": True}, "newton": {"tolerance": 1e-10, "max_iterations": 3}},
+         "backend": "cuda"}
+json.dump(shoot, open(f"{out}/shoot.json", "w"))
+for name, source in (("pendulum", "spherical_pendulum"), ("chain8", "chain16")):
+    c = json.load(open(f"{configs}/{source}.json"))
+    if name == "chain8":
+        c["system"]["parameters"]["beads"] = 8
+    c["method"]["steps"] = 50
+    c["ensemble"]["size"] = 100000
+    c["output"] = {"every": 50}
+    c["backend"] = "cuda"
+    json.dump(c, open(f"{out}/{name}.json", "w"))
+PY
+  local sections=(--section SpeedOfLight --section LaunchStats --section Occupancy --section WarpStateStats
+    --section MemoryWorkloadAnalysis_Tables --section ComputeWorkloadAnalysis)
+  "$ncu" --clock-control none --kernel-name regex:shoot_kernel --launch-count 1 "${sections[@]}" \
+    "$bin/tether" shoot "$dir/shoot.json" --out "$dir/shoot" --quiet >"$out/ncu-shoot.txt" 2>&1 || return 1
+  local name
+  for name in pendulum chain8; do
+    "$ncu" --clock-control none --kernel-name regex:advance --launch-count 1 "${sections[@]}" \
+      "$bin/tether" run "$dir/$name.json" --out "$dir/$name" --quiet >"$out/ncu-$name.txt" 2>&1 || return 1
+  done
+}
+export -f profile
+stage ncu 90 bash -c profile
+
+# Every chain method, chain16 in tiles (a lane per bead) and chain4 and chain8 a
+# thread each (cuda_backend.cuh), at the sizes where a GPU is full, and the cpu
+# at 10^4 in the same call.
+chains=(--systems chain4,chain8,chain16 --methods rattle,shake,constrained_midpoint,symplectic_euler_a,symplectic_euler_b,composition_rattle,composition_constrained_midpoint,composition_symplectic_euler)
 stage bench-chains-cuda 40 bash -c 'quiet "$@"' _ "$bin/tether_bench" --backends cuda --configs "$here/configs" "${chains[@]}" \
   --sizes 1e4,1e5 --repeats 2 --min-time 0.1 -o "$out/bench-chains-cuda.json"
 stage bench-chains-cpu 40 bash -c 'quiet "$@"' _ "$bin/tether_bench" --backends cpu --configs "$here/configs" "${chains[@]}" \
@@ -185,51 +227,10 @@ CONFIG
 }
 export -f shoot_scaling
 # (10^6 targets took 42 s on an H100, its 2 million shots 48k a second.)
-stage shoot-scaling-cuda-10000 15 bash -c 'shoot_scaling cuda "$1"' _ 10000
 stage shoot-scaling-cuda-100000 20 bash -c 'shoot_scaling cuda "$1"' _ 100000
-stage shoot-scaling-cpu-100000 30 bash -c 'shoot_scaling cpu "$1"' _ 100000
 stage shoot-scaling-cuda-1000000 60 bash -c 'shoot_scaling cuda "$1"' _ 1000000
+stage shoot-scaling-cpu-100000 30 bash -c 'shoot_scaling cpu "$1"' _ 100000
 
-# Nsight Compute on launches short enough for its ~30 replay passes (a 1 s
-# shooting launch ran out of 90 s on 2026-11-30): occupancy, warp stalls and
-# local memory of the shooting kernel (Heisenberg GL3, 64 targets, 16 steps,
-# 3 Newton iterations) and of RATTLE's (pendulum and chain8, 10^5, 50 steps).
-profile() {
-  local ncu dir=$work/ncu
-  ncu=$(command -v ncu || ls /opt/nvidia/nsight-compute/*/ncu /usr/local/cuda/bin/ncu 2>/dev/null | head -1)
-  [ -n "$ncu" ] || { echo "no ncu on this machine"; return 1; }
-  mkdir -p "$dir"
-  python3 - "$here/configs" "$dir" <<'PY' || return 1
-import json, sys
-configs, out = sys.argv[1:]
-shoot = {"system": {"name": "heisenberg"}, "method": {"name": "gauss_legendre", "stages": 3, "steps": 16},
-         "shoot": {"q0": [0, 0, 0], "time": 1.0,
-                   "targets": {"random": {"count": 64, "min": [-1, -1, -0.3], "max": [1, 1, 0.3], "seed": 11}},
-                   "guesses": {"toward": True}, "newton": {"tolerance": 1e-10, "max_iterations": 3}},
-         "backend": "cuda"}
-json.dump(shoot, open(f"{out}/shoot.json", "w"))
-for name, source in (("pendulum", "spherical_pendulum"), ("chain8", "chain16")):
-    c = json.load(open(f"{configs}/{source}.json"))
-    if name == "chain8":
-        c["system"]["parameters"]["beads"] = 8
-    c["method"]["steps"] = 50
-    c["ensemble"]["size"] = 100000
-    c["output"] = {"every": 50}
-    c["backend"] = "cuda"
-    json.dump(c, open(f"{out}/{name}.json", "w"))
-PY
-  local sections=(--section SpeedOfLight --section LaunchStats --section Occupancy --section WarpStateStats
-    --section MemoryWorkloadAnalysis_Tables --section ComputeWorkloadAnalysis)
-  "$ncu" --clock-control none --kernel-name regex:shoot_kernel --launch-count 1 "${sections[@]}" \
-    "$bin/tether" shoot "$dir/shoot.json" --out "$dir/shoot" --quiet >"$out/ncu-shoot.txt" 2>&1 || return 1
-  local name
-  for name in pendulum chain8; do
-    "$ncu" --clock-control none --kernel-name regex:advance --launch-count 1 "${sections[@]}" \
-      "$bin/tether" run "$dir/$name.json" --out "$dir/$name" --quiet >"$out/ncu-$name.txt" 2>&1 || return 1
-  done
-}
-export -f profile
-stage ncu 90 bash -c profile
 
 echo "gpu-check: $([ $failed -eq 0 ] && echo "every stage passed" || echo "a stage failed (see check.log)")" | tee -a "$log"
 exit $failed

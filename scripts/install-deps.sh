@@ -4,7 +4,8 @@
 # the Python package's build and test needs from PyPI (nanobind, NumPy,
 # xarray, netCDF4, pytest; ArviZ, tqdm, matplotlib and SymPy, which the
 # package and its examples use where present; Numba, whose CUDA simulator
-# tests the numba.cuda peers of bench/). The test command installs both, the
+# tests the numba.cuda peers of bench/, and JAX with diffrax, which test its
+# JAX peers on the cpu). The test command installs both, the
 # example command neither.
 set -euo pipefail
 packages=(cmake make ninja-build g++ ccache pkg-config libeigen3-dev nlohmann-json3-dev libcli11-dev libgtest-dev libnetcdf-dev zlib1g-dev libginac-dev)
@@ -47,7 +48,7 @@ if [ "$python" = 1 ]; then
   fi
   # module name=pip requirement, installed only where the import fails
   wanted=(nanobind=nanobind numpy=numpy xarray=xarray netCDF4=netCDF4 pytest=pytest arviz=arviz tqdm=tqdm
-          matplotlib=matplotlib sympy=sympy numba=numba)
+          matplotlib=matplotlib sympy=sympy numba=numba jax=jax diffrax=diffrax)
   pip_missing=()
   for w in "${wanted[@]}"; do
     "$py" -c "import ${w%%=*}" >/dev/null 2>&1 || pip_missing+=("${w#*=}")

@@ -11,6 +11,24 @@ import pytest
 SOURCE = Path(__file__).resolve().parents[2]
 
 
+def tether_states(config, size, dt, steps):
+    """tether's start and its final states after `steps` (cpu backend, the tolerance of bench/rattle_peers.py),
+    which the peers of bench/ start from and must end at."""
+    import sys
+    import tether
+    sys.path.insert(0, str(SOURCE / "bench"))
+    import rattle_peers
+
+    c = dict(config, backend="cpu", output={"every": max(steps, 1)})
+    c["method"] = dict(c["method"], dt=dt, newton={"tolerance": rattle_peers.TOL,
+                                                   "max_iterations": rattle_peers.MAX_IT})
+    c["ensemble"] = dict(c["ensemble"], size=size)
+    start = tether.run({**c, "method": {**c["method"], "steps": 0}}, progress=False)
+    end = tether.run({**c, "method": {**c["method"], "steps": steps}}, progress=False)
+    assert (end.status == 0).all()
+    return start.q.values, start.p.values, end.q.values, end.p.values
+
+
 @pytest.fixture(scope="session")
 def cli():
     """Runs the tether command of the same build: cli("run", config_path, "--out", dir)."""

@@ -11,23 +11,10 @@ os.environ["NUMBA_ENABLE_CUDASIM"] = "1"  # before Numba is imported
 import numpy as np  # noqa: E402
 import pytest  # noqa: E402
 
-import tether  # noqa: E402
-from conftest import SOURCE  # noqa: E402
+from conftest import SOURCE, tether_states  # noqa: E402
 
 sys.path.insert(0, str(SOURCE / "bench"))
 import rattle_peers  # noqa: E402
-
-
-def tether_states(config, size, dt, steps):
-    """tether's start and its final states after `steps` (cpu backend, the benchmark's tolerance)."""
-    c = dict(config, backend="cpu", output={"every": max(steps, 1)})
-    c["method"] = dict(c["method"], dt=dt, newton={"tolerance": rattle_peers.TOL,
-                                                   "max_iterations": rattle_peers.MAX_IT})
-    c["ensemble"] = dict(c["ensemble"], size=size)
-    start = tether.run({**c, "method": {**c["method"], "steps": 0}}, progress=False)
-    end = tether.run({**c, "method": {**c["method"], "steps": steps}}, progress=False)
-    assert (end.status == 0).all()
-    return start.q.values, start.p.values, end.q.values, end.p.values
 
 
 @pytest.mark.parametrize("constants", [True, False])  # parameters compiled in, or kernel arguments
