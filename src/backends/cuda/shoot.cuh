@@ -48,7 +48,13 @@ class CudaShotRunner final : public ShotRunner {
       d.q0 = q0, d.target = target, d.guess = guess, d.from = from, d.p0 = p0, d.residual = residual;
       d.energy = energy, d.length = length, d.conjugate_time = conjugate, d.pT = pT, d.error_estimate = error;
       d.status = status, d.iterations = iterations;
-      constexpr int threads = 128;
+      // A warp per block: a shot's thread holds 255 registers, so an SM runs
+      // 8 warps at most whatever the block, and a few thousand shots (408
+      // targets x 9 guesses) spread over 115 SMs instead of crowding 29 (as
+      // blocks of 128 did on an H200, 2026-11-30), where an SM's L1 can hold
+      // its one warp's frames (32 x 4.4 KB for GL3). The launch lasts as long
+      // as its slowest warp's Newton solve.
+      constexpr int threads = 32;
       const unsigned blocks = unsigned((h.count + threads - 1) / threads);
       if (shooting_kind(ctl_) == Shooting::multiple)
         shoot_kernel<S, M, Shooting::multiple><<<blocks, threads>>>(sys_, ctl_, d);
