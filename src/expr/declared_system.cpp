@@ -687,7 +687,15 @@ DeclaredSystem parse_plain(const nlohmann::json& j, const std::string& path) {
   std::map<std::string, std::string> definition_of;  // a placeholder's name (d_<name>) -> the definition's
   std::map<std::string, GiNaC::ex> defined, raw;
   std::map<std::string, std::set<std::string>> raw_symbols;  // the symbols each definition holds directly
+  std::map<std::string, std::vector<std::string>> uses_of;    // the definitions each one uses directly, by name
   std::vector<std::string> order;  // every definition after those it uses
+  // The definitions among `symbols` (placeholders d_<name>), by name.
+  const auto definitions_in = [&](const std::set<std::string>& symbols) {
+    std::vector<std::string> found;
+    for (const std::string& symbol : symbols)
+      if (const auto d = definition_of.find(symbol); d != definition_of.end()) found.push_back(d->second);
+    return found;
+  };
   if (j.contains("definitions")) {
     const auto& defs = j["definitions"];
     if (!defs.is_object()) throw ConfigError(key("definitions"), "must be an object of names and expressions");
@@ -703,7 +711,10 @@ DeclaredSystem parse_plain(const nlohmann::json& j, const std::string& path) {
     }
     for (const auto& [name, value] : defs.items())
       raw[name] = parse(value, key("definitions") + "." + name, names, table);
-    for (const auto& [name, e] : raw) raw_symbols[name] = symbols_of(e);
+    for (const auto& [name, e] : raw) {
+      raw_symbols[name] = symbols_of(e);
+      uses_of[name] = definitions_in(raw_symbols[name]);
+    }
     // Every definition after those it uses: depth first from each name in
     // turn, on a stack of its own (thousands of definitions can chain).
     std::map<std::string, int> state;  // 1: on the stack, 2: ordered
@@ -712,10 +723,7 @@ DeclaredSystem parse_plain(const nlohmann::json& j, const std::string& path) {
       std::vector<std::pair<std::string, std::vector<std::string>>> stack;  // a definition and those it uses, left to visit
       const auto visit = [&](const std::string& name) {
         state[name] = 1;
-        std::vector<std::string> uses;
-        for (const std::string& symbol : raw_symbols.at(name))
-          if (const auto other = definition_of.find(symbol); other != definition_of.end()) uses.push_back(other->second);
-        std::reverse(uses.begin(), uses.end());  // popped from the back: in name order
+        std::vector<std::string> uses(uses_of.at(name).rbegin(), uses_of.at(name).rend());  // popped from the back: in name order
         stack.emplace_back(name, std::move(uses));
       };
       visit(root);
@@ -740,6 +748,17 @@ DeclaredSystem parse_plain(const nlohmann::json& j, const std::string& path) {
   // GiNaC walks it as a tree: the size it would have is bounded first
   // (written_size), and a definition is written out only when one of them
   // uses it. V's own definitions are never written out (the program above).
+  // Definitions and those they use, directly or through others.
+  const auto with_their_uses = [&](std::vector<std::string> todo) {
+    std::set<std::string> all(todo.begin(), todo.end());
+    while (!todo.empty()) {
+      const std::string name = todo.back();
+      todo.pop_back();
+      for (const std::string& u : uses_of.at(name))
+        if (all.insert(u).second) todo.push_back(u);
+    }
+    return all;
+  };
   std::map<std::string, Written> written;  // a placeholder's name -> its definition's size written out
   for (const std::string& name : order) written["d_" + name] = written_size(raw.at(name), written);
   const auto write_in = [&](const GiNaC::ex& e, const std::string& where) {
@@ -755,25 +774,12 @@ DeclaredSystem parse_plain(const nlohmann::json& j, const std::string& path) {
       throw ConfigError(where, "makes an exact number of more than " + whole(max_exact_bits) +
                                    " bits with its definitions written in");
     // The definitions it uses, directly or through others, written out in order.
-    std::set<std::string> needed;
-    std::vector<std::string> todo;
-    for (const std::string& symbol : symbols_of(e))
-      if (const auto d = definition_of.find(symbol); d != definition_of.end() && needed.insert(d->second).second)
-        todo.push_back(d->second);
-    while (!todo.empty()) {
-      const std::string name = todo.back();
-      todo.pop_back();
-      for (const std::string& symbol : raw_symbols.at(name))
-        if (const auto d = definition_of.find(symbol); d != definition_of.end() && needed.insert(d->second).second)
-          todo.push_back(d->second);
-    }
+    const std::set<std::string> needed = with_their_uses(definitions_in(symbols_of(e)));
     return at_path(where, "has no value with its definitions written in", [&] {
       for (const std::string& name : order)
         if (needed.count(name) && !defined.count(name)) {
           GiNaC::exmap uses;
-          for (const std::string& symbol : raw_symbols.at(name))
-            if (const auto d = definition_of.find(symbol); d != definition_of.end())
-              uses[placeholders.at(d->second)] = defined.at(d->second);
+          for (const std::string& u : uses_of.at(name)) uses[placeholders.at(u)] = defined.at(u);
           defined[name] = raw.at(name).subs(uses, by_symbol);
         }
       GiNaC::exmap uses;
@@ -859,15 +865,10 @@ DeclaredSystem parse_plain(const nlohmann::json& j, const std::string& path) {
     std::map<std::string, std::vector<std::size_t>> terms_holding;
     for (std::size_t t = 0; t < terms.size(); ++t)
       for (const std::string& symbol : symbols_of(terms[t])) terms_holding[symbol].push_back(t);
-    // The definitions V uses, directly or through others: each after those it
-    // uses in `order`, so met before them going backwards.
-    std::set<std::string> used;
-    for (auto it = order.rbegin(); it != order.rend(); ++it) {
-      if (terms_holding.count("d_" + *it)) used.insert(*it);
-      if (used.count(*it))
-        for (const std::string& symbol : raw_symbols.at(*it))
-          if (const auto d = definition_of.find(symbol); d != definition_of.end()) used.insert(d->second);
-    }
+    // The definitions V uses, directly or through others.
+    std::set<std::string> held;  // the symbols V's terms hold
+    for (const auto& [symbol, holding] : terms_holding) held.insert(symbol);
+    const std::set<std::string> used = with_their_uses(definitions_in(held));
     std::vector<std::string> steps;
     std::map<std::string, std::vector<std::string>> users;  // a symbol -> the steps that hold it directly, in order
     for (const auto& name : order)
