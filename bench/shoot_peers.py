@@ -217,9 +217,10 @@ def shortest_error(tq, lengths, reference):
 # ---------------------------------------------------------------------------
 # tether
 
-def run_tether(binary, tq, reference, threads, stages, steps, tolerance, accuracy=None, backend="cpu"):
-    """steps: a fixed step count; or accuracy: shoot.accuracy, tether choosing the steps
-    (its first pass at steps, or at its default 16 when steps is None)."""
+def tether_config(tq, stages, steps, tolerance, accuracy=None, backend="cpu", stall=0):
+    """The `tether shoot` config. steps: a fixed step count; or accuracy: shoot.accuracy,
+    tether choosing the steps (its first pass at steps, or at its default 16 when steps is
+    None); stall: shoot.newton.stall_iterations (0: tether's default, off)."""
     method = {"name": "gauss_legendre", "stages": stages}
     if steps is not None:
         method["steps"] = steps
@@ -231,13 +232,20 @@ def run_tether(binary, tq, reference, threads, stages, steps, tolerance, accurac
             "targets": {"list": [list(map(float, q)) for q in tq]},
             "guesses": {"toward": True,
                         "random": {"count": RANDOM_GUESSES, "scale": PROBLEM["guess_scale"], "seed": GUESS_SEED}},
-            "newton": {"tolerance": tolerance, "max_iterations": 40},
+            "newton": {"tolerance": tolerance, "max_iterations": 40, "stall_iterations": stall},
             "continuation": {"rounds": ROUNDS, "substeps": SUBSTEPS},
         },
         "backend": backend,
     }
     if accuracy is not None:
         config["shoot"]["accuracy"] = accuracy
+    return config
+
+
+def run_tether(binary, tq, reference, threads, stages, steps, tolerance, accuracy=None, backend="cpu", stall=0):
+    """tether shoot on tether_config(...), judged against the reference lengths (None: this
+    run is the reference, its lengths returned)."""
+    config = tether_config(tq, stages, steps, tolerance, accuracy, backend, stall)
     summary, rows = tether_shoot(binary, config, threads)
     lengths = [float(r["length"]) if r["converged"] == "1" else None for r in rows]
     if reference is None:  # this run is the reference
@@ -460,6 +468,12 @@ def main():
     ap.add_argument("--tether-tolerance", type=float, default=1e-12,
                     help="tether's shooting tolerance on |q(T) - q1| (default 1e-12: at 1e-10 the residual "
                          "alone leaves ~1.5e-10 relative length error where the length is ill-conditioned)")
+    ap.add_argument("--stall-iterations", default="0",
+                    help="tether's shoot.newton.stall_iterations: stop a shot after this many iterations in a row "
+                         "that each cut its residual by less than 10%%; a comma list runs each (default 0: off, "
+                         "tether's default)")
+    ap.add_argument("--write-configs", metavar="DIR", default="",
+                    help="write each tether case's config to DIR/<case>.json and stop (for bench/shot_work.cpp)")
     ap.add_argument("--jax-steps", type=int, default=19, help="Dopri8 fixed steps (default 19)")
     ap.add_argument("--jax-iterations", type=int, default=40, help="Newton iterations (default 40)")
     ap.add_argument("--system", default="heisenberg", choices=sorted(PROBLEMS),
@@ -505,22 +519,35 @@ def main():
     steps = [int(s) for s in args.steps.split(",") if s]
     accuracies = [float(a) for a in args.accuracy.split(",") if a]
     judged = sum(L is not None for L in reference)
-    labels = [f"tether_gl{args.stages}_{n}" for n in steps] if "tether" in peers else []
-    labels += [f"tether_gl{args.stages}_accuracy_{a:g}" for a in accuracies] if "tether" in peers else []
-    labels += [p for p in peers if p != "tether"]
+    stalls = [int(k) for k in str(args.stall_iterations).split(",") if k]
+    # A tether label: its steps or accuracy, then "_stall<k>" where shots stop after k slow iterations.
+    tethers = {}
+    for k in stalls if "tether" in peers else []:
+        tail = f"_stall{k}" if k else ""
+        tethers.update({f"tether_gl{args.stages}_{n}{tail}": dict(steps=n, stall=k) for n in steps})
+        tethers.update({f"tether_gl{args.stages}_accuracy_{a:g}{tail}": dict(accuracy=a, stall=k) for a in accuracies})
+    labels = list(tethers) + [p for p in peers if p != "tether"]
+    if args.write_configs:  # each tether case's config, for tether_shot_work or a run by hand
+        os.makedirs(args.write_configs, exist_ok=True)
+        for p, case in tethers.items():
+            config = tether_config(tq, args.stages, case.get("steps", args.first_steps), args.tether_tolerance,
+                                   case.get("accuracy"), args.backend, case["stall"])
+            with open(os.path.join(args.write_configs, f"{p}.json"), "w") as f:
+                json.dump(config, f, indent=1)
+        return
     runs = {p: [] for p in labels}
     for rep in range(args.repeats):
         for p in labels:
             if p == "scipy" and rep >= (args.scipy_repeats or args.repeats):
                 continue
             print(f"[shoot_peers] run {rep + 1}/{args.repeats}: {p}", file=sys.stderr)
-            if p.startswith("tether") and "_accuracy_" in p:
+            if p in tethers and "accuracy" in tethers[p]:
                 r = run_tether(args.tether, tq, reference, args.processes, args.stages, args.first_steps,
-                               args.tether_tolerance,
-                               accuracy=float(p.rsplit("_", 1)[1]), backend=args.backend)
-            elif p.startswith("tether"):
-                r = run_tether(args.tether, tq, reference, args.processes, args.stages, int(p.rsplit("_", 1)[1]),
-                               args.tether_tolerance, backend=args.backend)
+                               args.tether_tolerance, accuracy=tethers[p]["accuracy"], backend=args.backend,
+                               stall=tethers[p]["stall"])
+            elif p in tethers:
+                r = run_tether(args.tether, tq, reference, args.processes, args.stages, tethers[p]["steps"],
+                               args.tether_tolerance, backend=args.backend, stall=tethers[p]["stall"])
             elif p == "scipy":
                 r = run_scipy(tq, reference, args.processes)
             else:
@@ -543,7 +570,7 @@ def main():
                      "tether_backend": args.backend, "jax_platform": args.jax_platform, "guesses_per_target": RANDOM_GUESSES + 1,
                      "guess_scale": PROBLEM["guess_scale"], "tolerance": TOLERANCE, "accuracy_judged_against": reference_from,
                      "processes": args.processes, "tether": f"gauss_legendre stages {args.stages}, steps {args.steps}, accuracy {args.accuracy or '-'} (first pass {args.first_steps or 16} steps), "
-                                                f"tolerance {args.tether_tolerance}",
+                                                f"tolerance {args.tether_tolerance}, stall_iterations {args.stall_iterations}",
                      "tether_build": build_of(args.tether) if "tether" in peers else None,
                      "jax": f"Dopri8, {args.jax_steps} fixed steps, {args.jax_iterations} Newton iterations"},
         "best": best, "ratios": ratios, "runs": runs,

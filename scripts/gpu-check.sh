@@ -121,12 +121,14 @@ stage gpu-peers 160 bash -c 'python3 "$0/bench/rattle_peers.py" --tether "$bin/t
   --peers numba_cuda,numba_cuda_fsal,numba_cuda_args,numba_cuda_fsal_args,jax --threads "$(nproc)" --repeats 2 \
   --scale 10 >"$out/rattle-peers-gpu.json"' "$here"
 # (2026-11-30, H200: 24 s and 27 s.)
-stage shoot-peers-gpu-1 60 bash -c 'python3 "$0/bench/shoot_peers.py" --tether "$bin/tether" --backend cuda \
-  --peers tether,jax --jax-platform gpu --steps 80 --accuracy 1e-10 --processes "$(nproc)" --repeats 2 --no-save \
-  >"$out/shoot-peers-gpu-1.json"' "$here"
+# Each tether case with and without shoot.newton.stall_iterations 5 (a launch
+# lasts as long as its slowest shot, and stalled shots were the slowest).
+stage shoot-peers-gpu-1 70 bash -c 'python3 "$0/bench/shoot_peers.py" --tether "$bin/tether" --backend cuda \
+  --peers tether,jax --jax-platform gpu --steps 80 --accuracy 1e-10 --stall-iterations 0,5 --processes "$(nproc)" \
+  --repeats 2 --no-save >"$out/shoot-peers-gpu-1.json"' "$here"
 stage shoot-peers-gpu-25 90 bash -c 'python3 "$0/bench/shoot_peers.py" --tether "$bin/tether" --backend cuda \
-  --peers tether,jax --jax-platform gpu --steps "" --accuracy 1e-10 --replicate 25 --processes "$(nproc)" \
-  --repeats 1 --no-save >"$out/shoot-peers-gpu-25.json"' "$here"
+  --peers tether,jax --jax-platform gpu --steps "" --accuracy 1e-10 --stall-iterations 0,5 --replicate 25 \
+  --processes "$(nproc)" --repeats 1 --no-save >"$out/shoot-peers-gpu-25.json"' "$here"
 
 # Declared systems' speed on cuda: the expression-defined pendulum and chain8
 # beside the built-in ones (bench/declared_peers.py, pendulum 10^6, chain8 10^5),

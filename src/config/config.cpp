@@ -612,11 +612,12 @@ ShootConfig parse_shoot_config(const std::string& text, const std::string& sourc
     throw ConfigError(sh.at("guesses"), "targets x guesses exceeds " + std::to_string(max_shots) + " shots");
 
   const Node nw = sh.object_or_empty("newton");
-  nw.only({"tolerance", "max_iterations", "line_search", "max_backtracks"});
+  nw.only({"tolerance", "max_iterations", "line_search", "max_backtracks", "stall_iterations"});
   s.tolerance = nw.positive("tolerance", s.tolerance);
   s.max_iterations = static_cast<int>(nw.integer("max_iterations", 1, 10000, s.max_iterations));
   s.line_search = nw.boolean("line_search", s.line_search);
   s.max_backtracks = static_cast<int>(nw.integer("max_backtracks", 0, 60, s.max_backtracks));
+  s.stall_iterations = static_cast<int>(nw.integer("stall_iterations", 0, 10000, s.stall_iterations));
 
   if (sh.has("continuation")) {
     const Node ct = sh.object("continuation");

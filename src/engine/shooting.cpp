@@ -100,6 +100,7 @@ ShootControl shoot_control(const ShootConfig& cfg, std::int64_t steps) {
   ctl.max_iterations = sp.max_iterations;
   ctl.line_search = sp.line_search;
   ctl.max_backtracks = sp.max_backtracks;
+  ctl.stall_iterations = sp.stall_iterations;
   ctl.substeps = sp.continuation_substeps;
   ctl.estimate_error = sp.accuracy > 0;
   ctl.nodes = sp.nodes;

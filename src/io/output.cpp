@@ -414,7 +414,7 @@ nlohmann::ordered_json shoot_summary(const ShootConfig& c, const ShootResult& r)
   std::vector<Real> res_ok;
   Real worst_left = NAN, best_left = NAN;  // over the finite residuals of targets not converged
   nlohmann::ordered_json by_status;
-  for (int s = 0; s <= int(ShotStatus::integration_failed); ++s) by_status[shot_status_name(ShotStatus(s))] = 0;
+  for (int s = 0; s < shot_status_count; ++s) by_status[shot_status_name(ShotStatus(s))] = 0;
   std::uint64_t iterations = 0;
   for (const auto& k : r.targets) {
     by_status[shot_status_name(k.status)] = by_status[shot_status_name(k.status)].get<std::int64_t>() + 1;

@@ -14,6 +14,7 @@
 //      shoot.accuracy against the closed-form endpoint;
 //  11. multiple shooting: the same minimisers as single shooting;
 //  13. line-search trials without the tangent leave Newton's iterates as they were;
+//  14. shoot.newton.stall_iterations: a shot stops after that many slow iterations;
 //  12. bad shooting configs, each named by its JSON path.
 // Every expected value is derived from the mathematics, not read off output.
 #include <omp.h>
@@ -791,6 +792,16 @@ TEST(ShootConfig, Nodes) {
   EXPECT_EQ(parse_shoot_config(chosen, "test").run.steps, 18);
 }
 
+TEST(ShootConfig, StallIterations) {
+  EXPECT_EQ(parse_shoot_config(kGoodShoot, "test").shoot.stall_iterations, 0);
+  const std::string with = replaced(kGoodShoot, R"("tolerance": 1e-10)", R"("tolerance": 1e-10, "stall_iterations": 5)");
+  EXPECT_EQ(parse_shoot_config(with, "test").shoot.stall_iterations, 5);
+  expect_shoot_config_error(replaced(with, R"("stall_iterations": 5)", R"("stall_iterations": -1)"),
+                            "shoot.newton.stall_iterations", "between 0 and 10000");
+  expect_shoot_config_error(replaced(with, R"("stall_iterations": 5)", R"("stall_iterations": 2.5)"),
+                            "shoot.newton.stall_iterations", "integer");
+}
+
 TEST(ShootConfig, UnknownNewtonKey) {
   expect_shoot_config_error(replaced(kGoodShoot, R"("tolerance": 1e-10)", R"("tolerence": 1e-10)"),
                             "shoot.newton.tolerence", "unknown key");
@@ -976,6 +987,114 @@ TEST(ShootNewton, MultipleShootingTrialsWithoutTangentLeaveTheIteratesAsTheyWere
   EXPECT_GE(converged, 6);
   EXPECT_GT(without, 0);
   EXPECT_LT(with_tangent, with_tangent_textbook);
+}
+
+// ===========================================================================
+// 14. shoot.newton.stall_iterations (shoot.hpp, Progress): a shot stops as
+// `stalled` once that many iterations in a row each cut the residual by less
+// than 10%. The residual after each iteration is read off solves stopped
+// after 1, 2, ... iterations (without the test, whose iterates are the same),
+// and the rule applied to that sequence says where the shot must stop: there,
+// with that residual; a shot the rule never stops ends as it did without it.
+
+struct Outcome {
+  ShotStatus status;
+  int iterations;
+  Real residual;
+};
+
+// solve(ctl) runs one shot under ctl; returns how many shots the rule stopped.
+template <class Solve>
+int expect_stall_rule(ShootControl ctl, int stall, Solve&& solve, const std::string& shot) {
+  ctl.stall_iterations = 0;
+  const int most = ctl.max_iterations;
+  std::vector<Real> residual{solve([&] {
+                               ShootControl c = ctl;
+                               c.max_iterations = 0;
+                               return c;
+                             }()).residual};
+  Outcome expected{ShotStatus::max_iterations, most, 0};
+  int slow = 0;
+  for (int m = 1; m <= most; ++m) {
+    ShootControl c = ctl;
+    c.max_iterations = m;
+    const Outcome o = solve(c);
+    if (o.status != ShotStatus::max_iterations) {  // ended within m iterations without the rule
+      expected = o;
+      break;
+    }
+    residual.push_back(o.residual);
+    slow = residual[std::size_t(m)] > Real(0.9) * residual[std::size_t(m - 1)] ? slow + 1 : 0;
+    if (slow == stall) {
+      expected = {ShotStatus::stalled, m, o.residual};
+      break;
+    }
+    expected.residual = o.residual;
+  }
+  ctl.max_iterations = most;
+  ctl.stall_iterations = stall;
+  const Outcome o = solve(ctl);
+  EXPECT_EQ(o.status, expected.status) << shot;
+  EXPECT_EQ(o.iterations, expected.iterations) << shot;
+  EXPECT_EQ(o.residual, expected.residual) << shot;  // the same iterates, so the same bits
+  return expected.status == ShotStatus::stalled;
+}
+
+TEST(ShootNewton, StalledShotsStopAfterTheirSlowIterations) {
+  using Flow = MethodFlow<GaussLegendre<3>>;
+  const Heisenberg sys;
+  ShootControl ctl = control(1.0 / 16, 16, 1e-12);
+  ctl.max_iterations = 40;
+  const Vec3 q0 = Vec3::Zero();
+  std::mt19937_64 rng(7);
+  std::normal_distribution<Real> normal(0, 2);
+  int stalled = 0;
+  for (int t = 0; t < 60; ++t) {
+    const Vec3 target(-1.2 + 0.04 * t, 0.3 * std::sin(Real(t)), 0.4 * std::cos(Real(3 * t)));
+    const Vec3 guess(normal(rng), normal(rng), normal(rng));
+    stalled += expect_stall_rule(ctl, 5, [&](const ShootControl& c) {
+      Vec3 p = guess;
+      Outcome o{};
+      o.iterations = 0;
+      ShotCarry<Heisenberg, Flow> carry;
+      o.status = shoot_newton<Heisenberg, Flow>(sys, c, carry, q0, target, p, o.iterations, o.residual);
+      return o;
+    }, "target " + std::to_string(t));
+  }
+  // The rule is exercised (shots stop) and is not all there is (the rest end as before).
+  RecordProperty("stalled", stalled);
+  EXPECT_GE(stalled, 3);
+  EXPECT_LE(stalled, 30);
+}
+
+TEST(ShootNewton, StalledMultipleShootingStopsAfterItsSlowIterations) {
+  using Flow = MethodFlow<GaussLegendre<2>>;
+  ParallelParking sys;
+  sys.prm.potential = ParallelParking::Parameters::Potential::bowl;
+  ShootControl ctl = control(4.0 / 160, 160, 1e-10);
+  ctl.nodes = 4;
+  ctl.max_iterations = 60;
+  const Vec<4> q0 = Vec<4>::Zero();
+  std::mt19937_64 rng(11);
+  std::uniform_real_distribution<Real> box(-1, 1);
+  std::normal_distribution<Real> normal(0, 1);
+  int stalled = 0;
+  for (int t = 0; t < 12; ++t) {
+    const Vec<4> target(box(rng), box(rng), box(rng) / 2, box(rng) / 2);
+    const Vec<4> guess(normal(rng), normal(rng), normal(rng), normal(rng));
+    stalled += expect_stall_rule(ctl, 3, [&](const ShootControl& c) {
+      ShootingNodes<ParallelParking> w;
+      ShotCarry<ParallelParking, Flow> carry;
+      Outcome o{};
+      o.iterations = 0;
+      if (!initial_nodes<ParallelParking, Flow>(sys, c, carry, q0, guess, target, false, w))
+        return Outcome{ShotStatus::integration_failed, 0, 0};
+      o.status = multiple_shoot_newton<ParallelParking, Flow>(sys, c, carry, target, w, o.iterations, o.residual);
+      return o;
+    }, "target " + std::to_string(t));
+  }
+  RecordProperty("stalled", stalled);
+  EXPECT_GE(stalled, 1);
 }
 
 }  // namespace

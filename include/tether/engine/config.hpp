@@ -99,6 +99,7 @@ struct ShootSpec {
   int max_iterations = 50;
   bool line_search = true;
   int max_backtracks = 10;
+  int stall_iterations = 0;  // slow Newton iterations in a row that stop a shot (0: never)
   int continuation_rounds = 0;  // 0: off
   int continuation_substeps = 8;
   // A target is flagged near the cut locus when its geodesic meets a conjugate

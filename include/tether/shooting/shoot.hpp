@@ -39,8 +39,9 @@ enum class ShotStatus : std::uint8_t {
   singular_jacobian = 2,   // dq(T)/dp0 could not be factored (e.g. a conjugate point at T)
   line_search_failed = 3,  // no step along the Newton direction reduced the residual
   integration_failed = 4,  // the flow could not be integrated from the guess (step Newton failed)
+  stalled = 5,             // ctl.stall_iterations iterations in a row each cut the residual by less than 10%
 };
-constexpr int shot_status_count = 5;
+constexpr int shot_status_count = 6;
 
 inline const char* shot_status_name(ShotStatus s) {
   switch (s) {
@@ -49,6 +50,7 @@ inline const char* shot_status_name(ShotStatus s) {
     case ShotStatus::singular_jacobian: return "singular_jacobian";
     case ShotStatus::line_search_failed: return "line_search_failed";
     case ShotStatus::integration_failed: return "integration_failed";
+    case ShotStatus::stalled: return "stalled";
   }
   return "unknown";
 }
@@ -61,6 +63,7 @@ struct ShootControl {
   int max_iterations = 50;     // shooting Newton iterations, over all continuation substeps
   bool line_search = true;
   int max_backtracks = 10;     // halvings of the Newton step (alpha >= 2^-10)
+  int stall_iterations = 0;    // slow iterations in a row that stop a shot (0: never; see Progress)
   int substeps = 8;            // continuation substeps (shots that start from a neighbour)
   std::int32_t conjugate_search_steps = 0;  // steps searched for conjugate points, >= steps (0: steps)
   bool estimate_error = false;              // Richardson estimate of q(T)'s error per converged shot
@@ -164,6 +167,27 @@ TETHER_HD inline bool with_tangent(const ShootControl& ctl, int backtrack, bool 
   return !ctl.line_search || (backtrack == 0 && whole_last);
 }
 
+// Whether a damped Newton solve still gets anywhere (ctl.stall_iterations,
+// off by default): an iteration is slow when it cuts the residual by less
+// than 10% (MINPACK hybrd's measure of progress, info = 4), and that many
+// slow ones in a row stop the shot. Near a fold of the flow (dq(T)/dp0
+// almost singular) the Newton step grows without bound and the line search
+// accepts ever shorter pieces of it: on the Heisenberg grid at 16 GL3 steps
+// such shots ran all 40 iterations at ~10 integrations each, ten times an
+// average shot, and a GPU launch lasts as long as its slowest shot. But a
+// slow shot may still break out: the car's sideways manoeuvre converges
+// after 12 slow iterations in a row. So it is for batches with other
+// guesses (and continuation) to fall back on.
+struct Progress {
+  int slow = 0;
+  // After an accepted iteration from residual `before` to `after`: true when
+  // the shot has stalled.
+  TETHER_HD bool stalled(const ShootControl& ctl, Real before, Real after) {
+    slow = after > Real(0.9) * before ? slow + 1 : 0;
+    return ctl.stall_iterations > 0 && slow >= ctl.stall_iterations;
+  }
+};
+
 // Damped Newton for q(T; p) = target from p. On return p is the last accepted
 // iterate and residual |q(T; p) - target|.
 template <class S, class Flow>
@@ -177,6 +201,7 @@ TETHER_HD ShotStatus shoot_newton(const S& sys, const ShootControl& ctl, ShotCar
   if (shoot_endpoint<S, Flow>(sys, ctl, carry, q0, p, qT, &jac) != Status::ok) return ShotStatus::integration_failed;
   Vec<n> r = qT - target;
   residual = r.norm();
+  Progress progress;
   for (bool whole = true;;) {
     if (residual <= ctl.tolerance) return ShotStatus::converged;
     if (iterations >= ctl.max_iterations) return ShotStatus::max_iterations;
@@ -184,6 +209,7 @@ TETHER_HD ShotStatus shoot_newton(const S& sys, const ShootControl& ctl, ShotCar
     Vec<n> d;
     if (!lu.factor(jac) || !lu.solve(Vec<n>(-r), d)) return ShotStatus::singular_jacobian;
     ++iterations;
+    const Real start = residual;
     Real alpha = 1;
     bool accepted = false;
     // jac, factored, is free for the trials' tangents: the accepted trial's
@@ -207,6 +233,7 @@ TETHER_HD ShotStatus shoot_newton(const S& sys, const ShootControl& ctl, ShotCar
       if (!ctl.line_search) break;
     }
     if (!accepted) return ctl.line_search ? ShotStatus::line_search_failed : ShotStatus::integration_failed;
+    if (residual > ctl.tolerance && progress.stalled(ctl, start, residual)) return ShotStatus::stalled;
   }
 }
 
@@ -391,6 +418,7 @@ TETHER_HD ShotStatus multiple_shoot_newton(const S& sys, const ShootControl& ctl
   if (shooting_sweep<S, Flow>(sys, ctl, carry, target, w, residual) != Status::ok)
     return ShotStatus::integration_failed;
   Vec<2 * n> dz[kMaxShootingNodes];
+  Progress progress;
   for (bool whole = true;;) {
     if (residual <= ctl.tolerance) return ShotStatus::converged;
     if (iterations >= ctl.max_iterations) return ShotStatus::max_iterations;
@@ -413,6 +441,7 @@ TETHER_HD ShotStatus multiple_shoot_newton(const S& sys, const ShootControl& ctl
       if (!ctl.line_search) break;
     }
     if (!accepted) return ctl.line_search ? ShotStatus::line_search_failed : ShotStatus::integration_failed;
+    if (residual > ctl.tolerance && progress.stalled(ctl, start, residual)) return ShotStatus::stalled;
   }
 }
 
