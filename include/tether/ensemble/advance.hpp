@@ -32,9 +32,11 @@ constexpr bool needs_replay = !runs_in_tile<S, M> && !keeps_state_on_failure<M>;
 
 // stepper.step does one step of method M (the method object itself, with its
 // parameters, or the reference backend's generic solve of M's equations).
-// With carry_force (a backend's choice: it saves a force evaluation per step
-// and costs S::dof registers on a GPU), a method that can carries its end
-// force from step to step; the states are bitwise the same either way.
+// A method that can carries its end force from step to step (the cpu's and a
+// GPU's threads alike; the reference backend's generic solve cannot): a
+// force evaluation fewer per step, for S::dof more registers. The states are
+// bitwise the same either way. numba.cuda's chain8 RATTLE, carrying it, ran
+// 1.9x its own plain kernel on an H200 (2026-11-30, bench/README.md).
 //
 // A failed trajectory keeps its last good state. Where M's failed step leaves
 // the state part-way (keeps_state_on_failure), the trajectory is left at the
@@ -46,7 +48,7 @@ constexpr bool needs_replay = !runs_in_tile<S, M> && !keeps_state_on_failure<M>;
 // the loop it made the compiler hold the state's addresses through every step
 // (chain4's composition kernel spilled). One copy on the host, so that a
 // replay runs the machine code the launch ran.
-template <class S, class M, class Stepper = M, bool carry_force = false>
+template <class S, class M, class Stepper = M>
 TETHER_HD TETHER_ONE_COPY void advance_trajectory(const S& sys, const Stepper& stepper, const StepControl& ctl,
                                                   const EnsembleView& v, std::int64_t i, int nsteps,
                                                   std::int64_t steps_before, bool replay = false) {
@@ -62,7 +64,7 @@ TETHER_HD TETHER_ONE_COPY void advance_trajectory(const S& sys, const Stepper& s
   load_state<S, M>(v, i, s);
   std::uint64_t sum = 0;
   int most = v.iterations_max[i];
-  constexpr bool carry = carry_force && carries_force<M> && std::is_same_v<Stepper, M>;
+  constexpr bool carry = carries_force<M> && std::is_same_v<Stepper, M>;
   [[maybe_unused]] ForceCarry<S> force;
   for (int n = 0; n < limit; ++n) {
     int it = 0;

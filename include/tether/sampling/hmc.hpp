@@ -106,8 +106,10 @@ TETHER_HD Vec<S::dof> thermal_momentum(const S& sys, Real temperature, CounterRn
 // One step of the stepper from s. On the host a method that can keeps its
 // end force in `carry` for the next step that starts at s.q (ForceCarry: one
 // gradient a step instead of two, the same states up to where fused
-// multiply-adds fall), which for a metric's V_M is most of a step. A GPU thread does not: there the carry's registers
-// cost more than the gradient they save, as the run engine's cuda backend.
+// multiply-adds fall), which for a metric's V_M is most of a step. A GPU
+// thread does not (a tree's carries are several S::dof registers): the run
+// engine's GPU threads carry theirs, and what that gains on a GPU is still to
+// be measured here.
 template <class S, class Stepper>
 TETHER_HD Status hmc_step(const S& sys, const Stepper& stepper, PhaseState<S>& s, Real h, const NewtonOptions& opt,
                           int& iterations, [[maybe_unused]] ForceCarry<S>& carry) {

@@ -25,9 +25,9 @@ class CpuBackend final : public Backend {
     } else {
 #pragma omp parallel for schedule(dynamic, 64) if (v.count >= parallel_threshold)
       for (std::int64_t i = 0; i < v.count; ++i) {
-        advance_trajectory<S, M, M, true>(sys_, method_, ctl_, v, i, nsteps, steps_before);
+        advance_trajectory<S, M>(sys_, method_, ctl_, v, i, nsteps, steps_before);
         if constexpr (needs_replay<S, M>)
-          advance_trajectory<S, M, M, true>(sys_, method_, ctl_, v, i, nsteps, steps_before, true);
+          advance_trajectory<S, M>(sys_, method_, ctl_, v, i, nsteps, steps_before, true);
       }
     }
   }
