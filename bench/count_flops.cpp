@@ -108,6 +108,8 @@ struct ScalarBinaryOpTraits<double, tether::counting::Counted, Op> {
 #include "tether/methods/gauss_legendre.hpp"
 #include "tether/methods/rattle.hpp"
 #include "tether/systems/chain.hpp"
+#include "tether/systems/double_pendulum.hpp"
+#include "tether/systems/four_bar.hpp"
 #include "tether/systems/heisenberg.hpp"
 #include "tether/systems/spherical_pendulum.hpp"
 
@@ -248,6 +250,9 @@ int main(int argc, char** argv) {
   count_rattle("spherical_pendulum", SphericalPendulum{}, 0.01, steps, false);
   count_rattle("chain8", c8, 0.002, steps, false);
   count_rattle("chain16", c16, 0.002, steps, false);
+  // The other RATTLE systems of the run engine's GPU threads (configs/double_pendulum.json, four_bar.json).
+  count_rattle("double_pendulum", DoublePendulum{}, 0.005, steps, false);
+  count_rattle("four_bar", FourBar{}, 0.002, steps, false);
   // configs/heisenberg.json's dt.
   count_gauss_legendre<2>("heisenberg", 0.05, steps, false);
   count_gauss_legendre<3>("heisenberg", 0.05, steps, true);

@@ -47,23 +47,29 @@ struct DoublePendulum {
 
   TETHER_HD Vec<4> mass_diagonal() const { return Vec<4>(prm.mass1, prm.mass1, prm.mass2, prm.mass2); }
   TETHER_HD Vec<4> mass_times(const Vec<4>& v) const { return v.cwiseProduct(mass_diagonal()); }
-  TETHER_HD Vec<4> inverse_mass_times(const Vec<4>& p) const { return p.cwiseQuotient(mass_diagonal()); }
+  // Reciprocals of parameters, not divisions by them, here and below: the
+  // compiler hoists them out of the step loop, and an FP64 division costs a
+  // GPU thread about ten dependent FMAs (bench/README.md, "On an H200").
+  TETHER_HD Vec<4> inverse_mass_times(const Vec<4>& p) const {
+    const Real i1 = Real(1) / prm.mass1, i2 = Real(1) / prm.mass2;
+    return Vec<4>(p[0] * i1, p[1] * i1, p[2] * i2, p[3] * i2);
+  }
   TETHER_HD Vec<4> sqrt_mass_times(const Vec<4>& v) const { return v.cwiseProduct(mass_diagonal().cwiseSqrt()); }
 
   // g1 = (|r1|^2 - L1^2) / (2 L1), g2 = (|r2 - r1|^2 - L2^2) / (2 L2).
   TETHER_HD Vec<2> constraints(const Vec<4>& q) const {
     const Real dx = q[2] - q[0], dy = q[3] - q[1];
-    return Vec<2>((q[0] * q[0] + q[1] * q[1] - prm.length1 * prm.length1) / (2 * prm.length1),
-                  (dx * dx + dy * dy - prm.length2 * prm.length2) / (2 * prm.length2));
+    return Vec<2>((q[0] * q[0] + q[1] * q[1] - prm.length1 * prm.length1) * (Real(0.5) / prm.length1),
+                  (dx * dx + dy * dy - prm.length2 * prm.length2) * (Real(0.5) / prm.length2));
   }
   // Rows of G: [r1/L1, 0], [-(r2-r1)/L2, (r2-r1)/L2].
   TETHER_HD Vec<2> constraint_jacobian_times(const Vec<4>& q, const Vec<4>& v) const {
     const Real dx = q[2] - q[0], dy = q[3] - q[1];
-    return Vec<2>((q[0] * v[0] + q[1] * v[1]) / prm.length1,
-                  (dx * (v[2] - v[0]) + dy * (v[3] - v[1])) / prm.length2);
+    return Vec<2>((q[0] * v[0] + q[1] * v[1]) * (Real(1) / prm.length1),
+                  (dx * (v[2] - v[0]) + dy * (v[3] - v[1])) * (Real(1) / prm.length2));
   }
   TETHER_HD Vec<4> constraint_transpose_times(const Vec<4>& q, const Vec<2>& l) const {
-    const Real a = l[0] / prm.length1, b = l[1] / prm.length2;
+    const Real a = l[0] * (Real(1) / prm.length1), b = l[1] * (Real(1) / prm.length2);
     const Real dx = q[2] - q[0], dy = q[3] - q[1];
     return Vec<4>(a * q[0] - b * dx, a * q[1] - b * dy, b * dx, b * dy);
   }
@@ -71,10 +77,11 @@ struct DoublePendulum {
     const Real ax = qa[2] - qa[0], ay = qa[3] - qa[1], bx = qb[2] - qb[0], by = qb[3] - qb[1];
     const Real l1 = prm.length1, l2 = prm.length2, m1 = prm.mass1, m2 = prm.mass2;
     Gram m;
-    m.a(0, 0) = (qa[0] * qb[0] + qa[1] * qb[1]) / (m1 * l1 * l1);
-    m.a(0, 1) = -(qa[0] * bx + qa[1] * by) / (m1 * l1 * l2);
-    m.a(1, 0) = -(ax * qb[0] + ay * qb[1]) / (m1 * l1 * l2);
-    m.a(1, 1) = (ax * bx + ay * by) * (1 / m1 + 1 / m2) / (l2 * l2);
+    const Real c11 = Real(1) / (m1 * l1 * l1), c12 = Real(1) / (m1 * l1 * l2), c22 = (1 / m1 + 1 / m2) / (l2 * l2);
+    m.a(0, 0) = (qa[0] * qb[0] + qa[1] * qb[1]) * c11;
+    m.a(0, 1) = -(qa[0] * bx + qa[1] * by) * c12;
+    m.a(1, 0) = -(ax * qb[0] + ay * qb[1]) * c12;
+    m.a(1, 1) = (ax * bx + ay * by) * c22;
     return m;
   }
 

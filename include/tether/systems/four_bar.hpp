@@ -79,26 +79,35 @@ struct FourBar {
 
   TETHER_HD Vec<4> mass_diagonal() const { return Vec<4>(prm.mass_b, prm.mass_b, prm.mass_c, prm.mass_c); }
   TETHER_HD Vec<4> mass_times(const Vec<4>& v) const { return v.cwiseProduct(mass_diagonal()); }
-  TETHER_HD Vec<4> inverse_mass_times(const Vec<4>& p) const { return p.cwiseQuotient(mass_diagonal()); }
+  // Reciprocals of parameters, not divisions by them, here and below: the
+  // compiler hoists them out of the step loop, and an FP64 division costs a
+  // GPU thread about ten dependent FMAs (bench/README.md, "On an H200").
+  TETHER_HD Vec<4> inverse_mass_times(const Vec<4>& p) const {
+    const Real ib = Real(1) / prm.mass_b, ic = Real(1) / prm.mass_c;
+    return Vec<4>(p[0] * ib, p[1] * ib, p[2] * ic, p[3] * ic);
+  }
   TETHER_HD Vec<4> sqrt_mass_times(const Vec<4>& v) const { return v.cwiseProduct(mass_diagonal().cwiseSqrt()); }
 
   // g = ((|B|^2 - a^2) / 2a, (|C - B|^2 - b^2) / 2b, (|C - D|^2 - c^2) / 2c): length units.
   TETHER_HD Vec<3> constraints(const Vec<4>& q) const {
     const Vec<2> b = joint_b(q), bc = joint_c(q) - b, dc = joint_c(q) - pivot_d();
-    return Vec<3>((b.squaredNorm() - prm.crank * prm.crank) / (2 * prm.crank),
-                  (bc.squaredNorm() - prm.coupler * prm.coupler) / (2 * prm.coupler),
-                  (dc.squaredNorm() - prm.rocker * prm.rocker) / (2 * prm.rocker));
+    return Vec<3>((b.squaredNorm() - prm.crank * prm.crank) * (Real(0.5) / prm.crank),
+                  (bc.squaredNorm() - prm.coupler * prm.coupler) * (Real(0.5) / prm.coupler),
+                  (dc.squaredNorm() - prm.rocker * prm.rocker) * (Real(0.5) / prm.rocker));
   }
   // Rows of G: [B/a, 0], [-(C-B)/b, (C-B)/b], [0, (C-D)/c].
   TETHER_HD Vec<3> constraint_jacobian_times(const Vec<4>& q, const Vec<4>& v) const {
     const Vec<2> b = joint_b(q), bc = joint_c(q) - b, dc = joint_c(q) - pivot_d();
     const Vec<2> vb = joint_b(v), vc = joint_c(v);
-    return Vec<3>(b.dot(vb) / prm.crank, bc.dot(vc - vb) / prm.coupler, dc.dot(vc) / prm.rocker);
+    return Vec<3>(b.dot(vb) * (Real(1) / prm.crank), bc.dot(vc - vb) * (Real(1) / prm.coupler),
+                  dc.dot(vc) * (Real(1) / prm.rocker));
   }
   TETHER_HD Vec<4> constraint_transpose_times(const Vec<4>& q, const Vec<3>& l) const {
     const Vec<2> b = joint_b(q), bc = joint_c(q) - b, dc = joint_c(q) - pivot_d();
-    const Vec<2> fb = (l[0] / prm.crank) * b - (l[1] / prm.coupler) * bc;
-    const Vec<2> fc = (l[1] / prm.coupler) * bc + (l[2] / prm.rocker) * dc;
+    const Real la = l[0] * (Real(1) / prm.crank), lb = l[1] * (Real(1) / prm.coupler),
+               lc = l[2] * (Real(1) / prm.rocker);
+    const Vec<2> fb = la * b - lb * bc;
+    const Vec<2> fc = lb * bc + lc * dc;
     return Vec<4>(fb[0], fb[1], fc[0], fc[1]);
   }
   // G(qa) M^-1 G(qb)^T, from the rows above.
@@ -107,15 +116,17 @@ struct FourBar {
     const Vec<2> bb = joint_b(qb), bcb = joint_c(qb) - bb, dcb = joint_c(qb) - pivot_d();
     const Real a = prm.crank, b = prm.coupler, c = prm.rocker, mb = prm.mass_b, mc = prm.mass_c;
     Gram m;
-    m.a(0, 0) = ba.dot(bb) / (mb * a * a);
-    m.a(0, 1) = -ba.dot(bcb) / (mb * a * b);
+    const Real caa = Real(1) / (mb * a * a), cab = Real(1) / (mb * a * b), cbb = (1 / mb + 1 / mc) / (b * b),
+               cbc = Real(1) / (mc * b * c), ccc = Real(1) / (mc * c * c);
+    m.a(0, 0) = ba.dot(bb) * caa;
+    m.a(0, 1) = -ba.dot(bcb) * cab;
     m.a(0, 2) = 0;
-    m.a(1, 0) = -bca.dot(bb) / (mb * a * b);
-    m.a(1, 1) = bca.dot(bcb) * (1 / mb + 1 / mc) / (b * b);
-    m.a(1, 2) = bca.dot(dcb) / (mc * b * c);
+    m.a(1, 0) = -bca.dot(bb) * cab;
+    m.a(1, 1) = bca.dot(bcb) * cbb;
+    m.a(1, 2) = bca.dot(dcb) * cbc;
     m.a(2, 0) = 0;
-    m.a(2, 1) = dca.dot(bcb) / (mc * b * c);
-    m.a(2, 2) = dca.dot(dcb) / (mc * c * c);
+    m.a(2, 1) = dca.dot(bcb) * cbc;
+    m.a(2, 2) = dca.dot(dcb) * ccc;
     return m;
   }
 
