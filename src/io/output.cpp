@@ -458,6 +458,8 @@ nlohmann::ordered_json shoot_summary(const ShootConfig& c, const ShootResult& r)
   j["newton"] = {{"tolerance", c.shoot.tolerance},
                  {"max_iterations", c.shoot.max_iterations},
                  {"line_search", c.shoot.line_search},
+                 {"max_backtracks", c.shoot.max_backtracks},
+                 {"stall_iterations", c.shoot.stall_iterations},
                  {"mean_iterations_converged", statistic(converged > 0 ? double(iterations) / double(converged) : NAN)}};
   j["continuation"] = {{"rounds", c.shoot.continuation_rounds},
                        {"substeps", c.shoot.continuation_substeps},

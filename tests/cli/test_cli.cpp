@@ -1327,6 +1327,21 @@ TEST_F(CliTest, ShootWithNothingConvergedReportsNoResidual) {
   EXPECT_TRUE(s["newton"]["mean_iterations_converged"].is_null()) << s["newton"];
 }
 
+// summary.json says which Newton ran: its settings as given, and every shot status, stalled included.
+TEST_F(CliTest, ShootSummaryRecordsItsNewtonSettings) {
+  json j = shoot_config();
+  j["shoot"]["newton"]["max_backtracks"] = 7;
+  j["shoot"]["newton"]["stall_iterations"] = 3;
+  const fs::path out = dir_ / "shots";
+  const Cli r = tether("shoot " + quote(write("shoot.json", j)) + " --out " + quote(out) + " --quiet");
+  ASSERT_EQ(r.code, 0) << r.err;
+  const json s = json::parse(read_file(out / "summary.json"));
+  EXPECT_EQ(s["newton"]["max_backtracks"], 7) << s["newton"];
+  EXPECT_EQ(s["newton"]["stall_iterations"], 3) << s["newton"];
+  for (int k = 0; k < shot_status_count; ++k)
+    EXPECT_TRUE(s["by_status"].contains(shot_status_name(ShotStatus(k)))) << s["by_status"];
+}
+
 TEST_F(CliTest, ShootBadInputNamesThePathAndWritesNothing) {
   struct Case {
     std::function<void(json&)> edit;
