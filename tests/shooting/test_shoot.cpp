@@ -817,6 +817,53 @@ TEST(ShootConfig, UnknownNewtonKey) {
 // start from scattered guesses, so most of them backtrack; the counting flow
 // checks that trials without the tangent were taken.
 
+// The shots of sections 13 and 14, from scattered guesses. Heisenberg GL3 at
+// 16 steps: 60 targets across the grid's range, each with one guess.
+template <int N>
+struct Shot {
+  Vec<N> target, guess;
+};
+struct HeisenbergShots {
+  Heisenberg sys;
+  ShootControl ctl = control(1.0 / 16, 16, 1e-12);
+  Vec3 q0 = Vec3::Zero();
+  std::vector<Shot<3>> shots;
+};
+HeisenbergShots heisenberg_shots() {
+  HeisenbergShots h;
+  h.ctl.max_iterations = 40;
+  std::mt19937_64 rng(7);
+  std::normal_distribution<Real> normal(0, 2);
+  for (int t = 0; t < 60; ++t) {
+    const Vec3 target(-1.2 + 0.04 * t, 0.3 * std::sin(Real(t)), 0.4 * std::cos(Real(3 * t)));
+    const Vec3 guess(normal(rng), normal(rng), normal(rng));
+    h.shots.push_back({target, guess});
+  }
+  return h;
+}
+// The car in its bowl at T = 4, GL2 160 steps, multiple shooting over 4 nodes: 12 targets.
+struct BowlShots {
+  ParallelParking sys;
+  ShootControl ctl = control(4.0 / 160, 160, 1e-10);
+  Vec<4> q0 = Vec<4>::Zero();
+  std::vector<Shot<4>> shots;
+};
+BowlShots bowl_shots() {
+  BowlShots b;
+  b.sys.prm.potential = ParallelParking::Parameters::Potential::bowl;
+  b.ctl.nodes = 4;
+  b.ctl.max_iterations = 60;
+  std::mt19937_64 rng(11);
+  std::uniform_real_distribution<Real> box(-1, 1);
+  std::normal_distribution<Real> normal(0, 1);
+  for (int t = 0; t < 12; ++t) {
+    const Vec<4> target(box(rng), box(rng), box(rng) / 2, box(rng) / 2);
+    const Vec<4> guess(normal(rng), normal(rng), normal(rng), normal(rng));
+    b.shots.push_back({target, guess});
+  }
+  return b;
+}
+
 struct StepCount {
   long with_tangent = 0, without = 0;
 };
@@ -869,17 +916,11 @@ ShotStatus textbook_newton(const S& sys, const ShootControl& ctl, const Vec<S::d
 
 TEST(ShootNewton, TrialsWithoutTangentLeaveTheIteratesAsTheyWere) {
   using Flow = CountingFlow<GaussLegendre<3>>;
-  const Heisenberg sys;
-  ShootControl ctl = control(1.0 / 16, 16, 1e-12);
-  ctl.max_iterations = 40;
-  const Vec3 q0 = Vec3::Zero();
-  std::mt19937_64 rng(7);
-  std::normal_distribution<Real> normal(0, 2);
+  const auto [sys, ctl, q0, shots] = heisenberg_shots();
   int converged = 0, backtracked = 0;
   long with_tangent = 0, with_tangent_textbook = 0, without = 0;
-  for (int t = 0; t < 60; ++t) {
-    const Vec3 target(-1.2 + 0.04 * t, 0.3 * std::sin(Real(t)), 0.4 * std::cos(Real(3 * t)));
-    const Vec3 guess(normal(rng), normal(rng), normal(rng));
+  for (int t = 0; t < int(shots.size()); ++t) {
+    const auto [target, guess] = shots[std::size_t(t)];
     Vec3 p = guess, p_textbook = guess;
     int iterations = 0, iterations_textbook = 0;
     Real residual;
@@ -945,20 +986,11 @@ ShotStatus textbook_multiple_newton(const S& sys, const ShootControl& ctl, const
 
 TEST(ShootNewton, MultipleShootingTrialsWithoutTangentLeaveTheIteratesAsTheyWere) {
   using Flow = CountingFlow<GaussLegendre<2>>;
-  ParallelParking sys;
-  sys.prm.potential = ParallelParking::Parameters::Potential::bowl;
-  ShootControl ctl = control(4.0 / 160, 160, 1e-10);
-  ctl.nodes = 4;
-  ctl.max_iterations = 60;
-  const Vec<4> q0 = Vec<4>::Zero();
-  std::mt19937_64 rng(11);
-  std::uniform_real_distribution<Real> box(-1, 1);
-  std::normal_distribution<Real> normal(0, 1);
+  const auto [sys, ctl, q0, shots] = bowl_shots();
   int converged = 0;
   long with_tangent = 0, with_tangent_textbook = 0, without = 0;
-  for (int t = 0; t < 12; ++t) {
-    const Vec<4> target(box(rng), box(rng), box(rng) / 2, box(rng) / 2);
-    const Vec<4> guess(normal(rng), normal(rng), normal(rng), normal(rng));
+  for (int t = 0; t < int(shots.size()); ++t) {
+    const auto [target, guess] = shots[std::size_t(t)];
     ShootingNodes<ParallelParking> ours, textbook;
     ShotCarry<ParallelParking, Flow> carry;
     ASSERT_TRUE((initial_nodes<ParallelParking, Flow>(sys, ctl, carry, q0, guess, target, false, ours)));
@@ -1042,16 +1074,10 @@ int expect_stall_rule(ShootControl ctl, int stall, Solve&& solve, const std::str
 
 TEST(ShootNewton, StalledShotsStopAfterTheirSlowIterations) {
   using Flow = MethodFlow<GaussLegendre<3>>;
-  const Heisenberg sys;
-  ShootControl ctl = control(1.0 / 16, 16, 1e-12);
-  ctl.max_iterations = 40;
-  const Vec3 q0 = Vec3::Zero();
-  std::mt19937_64 rng(7);
-  std::normal_distribution<Real> normal(0, 2);
+  const auto [sys, ctl, q0, shots] = heisenberg_shots();
   int stalled = 0;
-  for (int t = 0; t < 60; ++t) {
-    const Vec3 target(-1.2 + 0.04 * t, 0.3 * std::sin(Real(t)), 0.4 * std::cos(Real(3 * t)));
-    const Vec3 guess(normal(rng), normal(rng), normal(rng));
+  for (int t = 0; t < int(shots.size()); ++t) {
+    const auto [target, guess] = shots[std::size_t(t)];
     stalled += expect_stall_rule(ctl, 5, [&](const ShootControl& c) {
       Vec3 p = guess;
       Outcome o{};
@@ -1069,19 +1095,10 @@ TEST(ShootNewton, StalledShotsStopAfterTheirSlowIterations) {
 
 TEST(ShootNewton, StalledMultipleShootingStopsAfterItsSlowIterations) {
   using Flow = MethodFlow<GaussLegendre<2>>;
-  ParallelParking sys;
-  sys.prm.potential = ParallelParking::Parameters::Potential::bowl;
-  ShootControl ctl = control(4.0 / 160, 160, 1e-10);
-  ctl.nodes = 4;
-  ctl.max_iterations = 60;
-  const Vec<4> q0 = Vec<4>::Zero();
-  std::mt19937_64 rng(11);
-  std::uniform_real_distribution<Real> box(-1, 1);
-  std::normal_distribution<Real> normal(0, 1);
+  const auto [sys, ctl, q0, shots] = bowl_shots();
   int stalled = 0;
-  for (int t = 0; t < 12; ++t) {
-    const Vec<4> target(box(rng), box(rng), box(rng) / 2, box(rng) / 2);
-    const Vec<4> guess(normal(rng), normal(rng), normal(rng), normal(rng));
+  for (int t = 0; t < int(shots.size()); ++t) {
+    const auto [target, guess] = shots[std::size_t(t)];
     stalled += expect_stall_rule(ctl, 3, [&](const ShootControl& c) {
       ShootingNodes<ParallelParking> w;
       ShotCarry<ParallelParking, Flow> carry;
