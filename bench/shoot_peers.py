@@ -524,14 +524,15 @@ def main():
     tethers = {}
     for k in stalls if "tether" in peers else []:
         tail = f"_stall{k}" if k else ""
-        tethers.update({f"tether_gl{args.stages}_{n}{tail}": dict(steps=n, stall=k) for n in steps})
-        tethers.update({f"tether_gl{args.stages}_accuracy_{a:g}{tail}": dict(accuracy=a, stall=k) for a in accuracies})
+        tethers.update({f"tether_gl{args.stages}_{n}{tail}": dict(steps=n, accuracy=None, stall=k) for n in steps})
+        tethers.update({f"tether_gl{args.stages}_accuracy_{a:g}{tail}": dict(steps=args.first_steps, accuracy=a, stall=k)
+                        for a in accuracies})
     labels = list(tethers) + [p for p in peers if p != "tether"]
     if args.write_configs:  # each tether case's config, for tether_shot_work or a run by hand
         os.makedirs(args.write_configs, exist_ok=True)
         for p, case in tethers.items():
-            config = tether_config(tq, args.stages, case.get("steps", args.first_steps), args.tether_tolerance,
-                                   case.get("accuracy"), args.backend, case["stall"])
+            config = tether_config(tq, args.stages, case["steps"], args.tether_tolerance, case["accuracy"],
+                                   args.backend, case["stall"])
             with open(os.path.join(args.write_configs, f"{p}.json"), "w") as f:
                 json.dump(config, f, indent=1)
         return
@@ -541,13 +542,10 @@ def main():
             if p == "scipy" and rep >= (args.scipy_repeats or args.repeats):
                 continue
             print(f"[shoot_peers] run {rep + 1}/{args.repeats}: {p}", file=sys.stderr)
-            if p in tethers and "accuracy" in tethers[p]:
-                r = run_tether(args.tether, tq, reference, args.processes, args.stages, args.first_steps,
-                               args.tether_tolerance, accuracy=tethers[p]["accuracy"], backend=args.backend,
-                               stall=tethers[p]["stall"])
-            elif p in tethers:
-                r = run_tether(args.tether, tq, reference, args.processes, args.stages, tethers[p]["steps"],
-                               args.tether_tolerance, backend=args.backend, stall=tethers[p]["stall"])
+            if p in tethers:
+                case = tethers[p]
+                r = run_tether(args.tether, tq, reference, args.processes, args.stages, case["steps"],
+                               args.tether_tolerance, case["accuracy"], args.backend, case["stall"])
             elif p == "scipy":
                 r = run_scipy(tq, reference, args.processes)
             else:

@@ -1080,8 +1080,7 @@ TEST(ShootNewton, StalledShotsStopAfterTheirSlowIterations) {
     const auto [target, guess] = shots[std::size_t(t)];
     stalled += expect_stall_rule(ctl, 5, [&](const ShootControl& c) {
       Vec3 p = guess;
-      Outcome o{};
-      o.iterations = 0;
+      Outcome o{};  // iterations from 0
       ShotCarry<Heisenberg, Flow> carry;
       o.status = shoot_newton<Heisenberg, Flow>(sys, c, carry, q0, target, p, o.iterations, o.residual);
       return o;
@@ -1102,8 +1101,7 @@ TEST(ShootNewton, StalledMultipleShootingStopsAfterItsSlowIterations) {
     stalled += expect_stall_rule(ctl, 3, [&](const ShootControl& c) {
       ShootingNodes<ParallelParking> w;
       ShotCarry<ParallelParking, Flow> carry;
-      Outcome o{};
-      o.iterations = 0;
+      Outcome o{};  // iterations from 0
       if (!initial_nodes<ParallelParking, Flow>(sys, c, carry, q0, guess, target, false, w))
         return Outcome{ShotStatus::integration_failed, 0, 0};
       o.status = multiple_shoot_newton<ParallelParking, Flow>(sys, c, carry, target, w, o.iterations, o.residual);
