@@ -392,10 +392,11 @@ def numba_cuda_kernels(constants=True):
             t = cuda.grid(1)
             if t < Q.shape[0]:
                 run_chain(Q, P, t, steps, ok, m_, b_, stiff_, c0_, tor_, h_)
-        return kernel_args, (m, b, stiff, c0, cuda.to_device(np.asarray(tor, dtype=np.float64)), h)
+        return kernel_args, (m, b, stiff, c0, np.asarray(tor, dtype=np.float64), h)
 
     def runner(kernel_and_args):
         kernel, args = kernel_and_args
+        args = tuple(cuda.to_device(a) if isinstance(a, np.ndarray) else a for a in args)  # copied once, not per launch
 
         def run(Q, P, steps):
             dQ, dP = cuda.to_device(Q), cuda.to_device(P)
@@ -406,7 +407,39 @@ def numba_cuda_kernels(constants=True):
             return ok.copy_to_host(), seconds
         return run
 
-    return cuda, lambda *a: runner(pendulum(*a)), lambda *a: runner(chain(*a))
+    # The runners, and the kernels with their arguments (for write_ptx).
+    return cuda, lambda *a: runner(pendulum(*a)), lambda *a: runner(chain(*a)), pendulum, chain
+
+
+def write_ptx(directory, names):
+    """The numba.cuda peers' kernels as PTX for sm_90, compiled on any machine (no GPU needed), as
+    <case>-<peer>.ptx: `ptxas -arch=sm_90` makes machine code of them, for bench/sass_loops.py --ops."""
+    import numba
+    os.makedirs(directory, exist_ok=True)
+    for name, config, _, dt, steps in cases(True):
+        if name not in names:
+            continue
+        prm = config["system"]["parameters"]
+        for fsal, constants in ((False, True), (True, True), (False, False), (True, False)):
+            if fsal and name == "spherical_pendulum":
+                continue
+            _, _, _, pendulum, chain = numba_cuda_kernels(constants)
+            if name == "spherical_pendulum":
+                kernel, args = pendulum(prm["mass"], prm["length"], prm["gravity"], dt)
+                Q = np.zeros((1, 3))
+            else:
+                tor = np.array(prm["torsion"], dtype=np.float64)
+                beads = prm["beads"]
+                kernel, args = chain(beads, prm["mass"], prm["bond_length"], prm["bend_stiffness"],
+                                     np.cos(np.radians(prm["bend_angle_degrees"])), tor, bool(np.any(tor != 0)), dt, fsal)
+                Q = np.zeros((1, beads, 3))
+            signature = tuple(numba.typeof(x) for x in (Q, Q, steps, np.ones(1, dtype=np.bool_), *args))
+            ptx, _ = cuda.compile_ptx(kernel.py_func, signature, cc=(9, 0))
+            peer = "numba_cuda" + ("_fsal" if fsal else "") + ("" if constants else "_args")
+            path = os.path.join(directory, f"{name}-{peer}.ptx")
+            with open(path, "w") as f:
+                f.write(ptx)
+            print("wrote " + path, file=sys.stderr)
 
 
 # ------------------------------------------------------------------ JAX ----
@@ -520,7 +553,10 @@ def main():
     ap.add_argument("--cases", default="spherical_pendulum,chain8,chain16")
     ap.add_argument("--scale", type=int, default=1, help="ensembles this many times larger (10 on a GPU: 10^6 pendula)")
     ap.add_argument("--label", default="", help="appended to the result's name (e.g. native for a TETHER_CPU_ARCH build)")
+    ap.add_argument("--ptx", metavar="DIR", help="only write the numba.cuda peers' PTX for sm_90 into DIR (no GPU needed)")
     args = ap.parse_args()
+    if args.ptx:
+        return write_ptx(args.ptx, args.cases.split(","))
     os.environ["NUMBA_NUM_THREADS"] = str(args.threads)
     peers = args.peers.split(",")
     numba, chain_run, pendulum_run = numba_kernels()
@@ -555,7 +591,7 @@ def main():
             peer = "numba_cuda" + ("_fsal" if fsal else "") + ("" if constants else "_args")
             if peer not in peers or (fsal and name == "spherical_pendulum"):
                 continue
-            _, cuda_pendulum, cuda_chain = numba_cuda_kernels(constants)
+            _, cuda_pendulum, cuda_chain, *_ = numba_cuda_kernels(constants)
             if name == "spherical_pendulum":
                 kernel = cuda_pendulum(prm["mass"], prm["length"], prm["gravity"], dt)
             else:

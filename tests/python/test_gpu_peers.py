@@ -22,7 +22,7 @@ def test_the_pendulum_kernel_ends_where_tether_does(constants):
     config = json.loads((SOURCE / "configs" / "spherical_pendulum.json").read_text())
     prm = config["system"]["parameters"]
     q0, p0, q1, p1 = tether_states(config, 16, 0.01, 20)
-    _, pendulum, _ = rattle_peers.numba_cuda_kernels(constants)
+    _, pendulum, *_ = rattle_peers.numba_cuda_kernels(constants)
     run = pendulum(prm["mass"], prm["length"], prm["gravity"], 0.01)
     Q, P = q0.copy(), p0.copy()
     ok, seconds = run(Q, P, 20)
@@ -40,7 +40,7 @@ def test_the_chain_kernel_ends_where_tether_does(fsal, constants):
     tor = np.array(prm["torsion"], dtype=np.float64)
     args = (prm["mass"], prm["bond_length"], prm["bend_stiffness"], np.cos(np.radians(prm["bend_angle_degrees"])),
             tor, bool(np.any(tor != 0)), 0.002, fsal)
-    _, _, chain = rattle_peers.numba_cuda_kernels(constants)
+    _, _, chain, *_ = rattle_peers.numba_cuda_kernels(constants)
     Q, P = q0.reshape(4, 8, 3).copy(), p0.reshape(4, 8, 3).copy()
     ok, _ = chain(8, *args)(Q, P, 10)
     assert ok.all()

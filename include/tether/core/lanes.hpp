@@ -292,12 +292,16 @@ LaneMask<W> all_finite(const Vec<N, Lanes<W>>& v) {
 }
 template <int N, int W>
 Lanes<W> max_abs(const Vec<N, Lanes<W>>& v) {
-  Lanes<W> m(Real(0));
-  for (int i = 0; i < N; ++i) {
-    const auto a = v[i].v < 0 ? -v[i].v : v[i].v;
-    m.v = a <= m.v ? m.v : a;  // as max_abs on Real, lane by lane
+  if constexpr (N == 0) {
+    return Lanes<W>(Real(0));
+  } else {
+    Lanes<W> m = fabs(v[0]);
+    for (int i = 1; i < N; ++i) {
+      const auto a = fabs(v[i]).v;
+      m.v = a <= m.v ? m.v : a;  // as max_abs on Real, lane by lane
+    }
+    return m;
   }
-  return m;
 }
 
 }  // namespace tether

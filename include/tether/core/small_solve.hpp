@@ -305,17 +305,21 @@ struct TridiagonalMatrix {
   TETHER_HD Mask<T> solve(const Vec<K, T>& rhs, Vec<K, T>& x) const {
     constexpr bool one = lane_count<T> == 1;
     Vec<K, T> c, d;
+    // One division per row, its reciprocal used twice (a division costs a
+    // GPU thread about ten dependent FMAs, a vector unit many cycles).
     T den = diag[0];
     if constexpr (one)
       if (den == 0) return false;
-    c[0] = upper[0] / den;
-    d[0] = rhs[0] / den;
+    T inverse = Real(1) / den;
+    c[0] = upper[0] * inverse;
+    d[0] = rhs[0] * inverse;
     for (int i = 1; i < K; ++i) {
       den = diag[i] - lower[i] * c[i - 1];
       if constexpr (one)
         if (den == 0) return false;
-      c[i] = upper[i] / den;
-      d[i] = (rhs[i] - lower[i] * d[i - 1]) / den;
+      inverse = Real(1) / den;
+      c[i] = upper[i] * inverse;
+      d[i] = (rhs[i] - lower[i] * d[i - 1]) * inverse;
     }
     x[K - 1] = d[K - 1];
     for (int i = K - 2; i >= 0; --i) x[i] = d[i] - c[i] * x[i + 1];

@@ -244,7 +244,7 @@ __device__ Thread<L> larger_abs(const Thread<L>& a, const Thread<L>& b) {
 }
 template <int L>
 __device__ Real max_abs(const Thread<L>& x) {
-  Real m = x.v < 0 ? -x.v : x.v;
+  Real m = fabs(x.v);
   for (int k = L / 2; k > 0; k /= 2) {
     const Real o = Thread<L>::group().shfl_xor(m, k);
     m = o <= m ? m : o;
@@ -275,8 +275,9 @@ __device__ bool solve_tridiagonal(const Thread<L>& lower, const Thread<L>& diag,
     const Real u = tile.shfl(upper.v, i), r = tile.shfl(rhs.v, i);
     const Real den = i == 0 ? b : b - a * c;
     if (den == 0) return false;  // the same in every lane
-    c = u / den;
-    d = i == 0 ? r / den : (r - a * d) / den;
+    const Real inverse = Real(1) / den;  // as TridiagonalMatrix::solve
+    c = u * inverse;
+    d = i == 0 ? r * inverse : (r - a * d) * inverse;
     if (me == i) {
       my_c = c;
       my_d = d;

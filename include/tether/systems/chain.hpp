@@ -131,10 +131,10 @@ struct Chain {
     // d(cos)/da = -b/(|a||b|) - cos a/|a|^2 for cos = -a.b/(|a||b|); likewise for b.
     for (int i = 0; i + 1 < N - 1; ++i) {
       const V3 a = bond(q, i), b = bond(q, i + 1);
-      const T na = a.norm(), nb = b.norm(), c = -a.dot(b) / (na * nb);
+      const T ia = Real(1) / a.norm(), ib = Real(1) / b.norm(), iab = ia * ib, c = -a.dot(b) * iab;
       const T f = prm.bend_stiffness * (c - c0);
-      const V3 ga = f * (-b / (na * nb) - c * a / (na * na));
-      const V3 gb = f * (-a / (na * nb) - c * b / (nb * nb));
+      const V3 ga = f * (-b * iab - a * (c * ia * ia));
+      const V3 gb = f * (-a * iab - b * (c * ib * ib));
       add_bead(grad, i, -ga);
       add_bead(grad, i + 1, ga - gb);
       add_bead(grad, i + 2, gb);
@@ -143,10 +143,10 @@ struct Chain {
       for (int i = 0; i + 2 < N - 1; ++i) {
         const V3 d0 = bond(q, i), d1 = bond(q, i + 1), d2 = bond(q, i + 2);
         const V3 n1 = d0.cross(d1), n2 = d1.cross(d2);
-        const T l1 = n1.norm(), l2 = n2.norm(), c = n1.dot(n2) / (l1 * l2);
+        const T i1 = Real(1) / n1.norm(), i2 = Real(1) / n2.norm(), i12 = i1 * i2, c = n1.dot(n2) * i12;
         const T f = torsion_derivative(c);
-        const V3 g1 = f * (n2 / (l1 * l2) - c * n1 / (l1 * l1));  // dV/dn1
-        const V3 g2 = f * (n1 / (l1 * l2) - c * n2 / (l2 * l2));  // dV/dn2
+        const V3 g1 = f * (n2 * i12 - n1 * (c * i1 * i1));  // dV/dn1
+        const V3 g2 = f * (n1 * i12 - n2 * (c * i2 * i2));  // dV/dn2
         // n1 = d0 x d1, n2 = d1 x d2; (x cross y) . g = x . (y cross g).
         const V3 gd0 = d1.cross(g1);
         const V3 gd1 = g1.cross(d0) + d2.cross(g2);
@@ -254,9 +254,9 @@ struct Chain {
     {  // the angle at bead i+1 between bonds i and i+1, on lane i
       const auto g = each_lane<X>(
           [&](const auto& a, const auto& b) {
-            const auto na = norm(a), nb = norm(b), c = -dot(a, b) / (na * nb);
+            const auto ia = Real(1) / norm(a), ib = Real(1) / norm(b), iab = ia * ib, c = -dot(a, b) * iab;
             const auto f = prm.bend_stiffness * (c - c0);
-            return std::array{f * (-b / (na * nb) - c * a / (na * na)), f * (-a / (na * nb) - c * b / (nb * nb))};
+            return std::array{f * (-b * iab - a * (c * ia * ia)), f * (-a * iab - b * (c * ib * ib))};
           },
           d, from_next<1>(d));
       const Beads<X> ga = below(N - 2, g[0]), gb = below(N - 2, g[1]);
@@ -266,10 +266,10 @@ struct Chain {
       const auto g = each_lane<X>(
           [&](const auto& d0, const auto& d1, const auto& d2) {
             const auto n1 = cross(d0, d1), n2 = cross(d1, d2);
-            const auto l1 = norm(n1), l2 = norm(n2), c = dot(n1, n2) / (l1 * l2);
+            const auto i1 = Real(1) / norm(n1), i2 = Real(1) / norm(n2), i12 = i1 * i2, c = dot(n1, n2) * i12;
             const auto f = torsion_derivative(c);
-            const auto g1 = f * (n2 / (l1 * l2) - c * n1 / (l1 * l1));
-            const auto g2 = f * (n1 / (l1 * l2) - c * n2 / (l2 * l2));
+            const auto g1 = f * (n2 * i12 - n1 * (c * i1 * i1));
+            const auto g2 = f * (n1 * i12 - n2 * (c * i2 * i2));
             return std::array{cross(d1, g1), cross(g1, d0) + cross(d2, g2), cross(g2, d1)};
           },
           d, from_next<1>(d), from_next<2>(d));
