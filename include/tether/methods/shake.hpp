@@ -41,7 +41,8 @@ struct Shake {
     using V = Vec<S::dof, T>;
     // The predicted momentum of the two-step form, M (q_n - q_{n-1})/h - h grad V(q_n): SHAKE's velocities are
     // differences of positions, precise to eps |q| / (h |M^-1 p|).
-    const V p_pred = sys.mass_times(V(s.q - s.q_prev)) / h - h * start_force(sys, s.q, carry);
+    // 1/h: hoisted out of a GPU thread's step loop, not dof divisions a step.
+    const V p_pred = sys.mass_times(V(s.q - s.q_prev)) * (Real(1) / h) - h * start_force(sys, s.q, carry);
     return project_and_recover(sys, s, p_pred, h, Real(0.5), opt, iterations, carry);
   }
 
@@ -53,7 +54,7 @@ struct Shake {
                                                             const NewtonOptions& opt,
                                                             LaneInt<typename X::Scalar>& iterations,
                                                             TileForceCarry<S, X>& carry) {
-    const auto p_pred = sys.prm.mass * (s.q - s.q_prev) / h - h * tile_start_force(sys, s.q, carry);
+    const auto p_pred = sys.prm.mass * (s.q - s.q_prev) * (Real(1) / h) - h * tile_start_force(sys, s.q, carry);
     return tile_project_and_recover(sys, s, p_pred, h, Real(0.5), opt, iterations, carry);
   }
 
