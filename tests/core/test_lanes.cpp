@@ -5,6 +5,7 @@
 
 #include <array>
 #include <cmath>
+#include <limits>
 
 #include "holonomic_cases.hpp"
 #include "tether/core/dual.hpp"
@@ -51,6 +52,34 @@ TEST(Lanes, ArithmeticSelectAndMasksActLaneByLane) {
     if (l != 2) EXPECT_EQ(m.v[l], std::max(std::fabs(a.v[l]), std::fabs(b.v[l])));
   }
   EXPECT_TRUE(std::isnan(m.v[2])) << "max_abs propagates NaN per lane";
+}
+
+// max_abs and is_finite on Real (core/types.hpp) and lane by lane on
+// special values: |-0| is 0, -inf counts as inf, a NaN wins over what came
+// before it, an empty vector's largest |x| is 0.
+TEST(Lanes, MaxAbsAndIsFiniteOnSpecialValuesAsOnReal) {
+  const Real inf = std::numeric_limits<Real>::infinity(), nan = std::nan("");
+  EXPECT_EQ(max_abs(Vec<3>(-0.0, -0.0, -0.0)), 0.0);
+  EXPECT_FALSE(std::signbit(max_abs(Vec<3>(-0.0, -0.0, -0.0))));
+  EXPECT_EQ(max_abs(Vec<3>(-3.0, 2.0, -0.0)), 3.0);
+  EXPECT_EQ(max_abs(Vec<3>(1.0, -inf, 2.0)), inf);
+  EXPECT_TRUE(std::isnan(max_abs(Vec<3>(1.0, 5.0, nan))));
+  EXPECT_EQ(max_abs(Vec<0>()), 0.0);
+  EXPECT_TRUE(is_finite(-0.0) && is_finite(1e308) && is_finite(-4.9e-324));
+  EXPECT_FALSE(is_finite(inf) || is_finite(-inf) || is_finite(nan));
+  const std::array<Vec<3>, W> rows = {Vec<3>(-0.0, -0.0, -0.0), Vec<3>(-3.0, 2.0, -0.0), Vec<3>(1.0, -inf, 2.0),
+                                      Vec<3>(-7.0, 6.5, 0.25)};
+  Vec<3, L> v;
+  for (int l = 0; l < W; ++l)
+    for (int c = 0; c < 3; ++c) v[c].v[l] = rows[l][c];
+  const L m = max_abs(v);
+  const LaneMask<W> finite = all_finite(v);
+  for (int l = 0; l < W; ++l) {
+    EXPECT_EQ(m.v[l], max_abs(rows[l])) << "lane " << l;
+    EXPECT_EQ(std::signbit(m.v[l]), std::signbit(max_abs(rows[l]))) << "lane " << l;
+    EXPECT_EQ(finite.m[l] != 0, all_finite(rows[l])) << "lane " << l;
+  }
+  EXPECT_EQ(max_abs(Vec<0, L>()).v[0], 0.0);
 }
 
 // On the sphere at polar angle th (from the downward vertical) and azimuth
