@@ -75,6 +75,24 @@ def cases(quick):
             ("chain16", chain_config(16), 10000 // k, 0.002, 500 // k)]
 
 
+def peer_arguments(name, prm, dt, fsal):
+    """The case's parameters as every Numba peer's run takes them (after a chain's bead count): m, L,
+    gravity, h for the pendulum; m, b, bend stiffness, cos theta0, torsion, whether there is torsion,
+    h and whether the force is carried for a chain."""
+    if name == "spherical_pendulum":
+        return prm["mass"], prm["length"], prm["gravity"], dt
+    tor = np.array(prm["torsion"], dtype=np.float64)
+    return (prm["mass"], prm["bond_length"], prm["bend_stiffness"], np.cos(np.radians(prm["bend_angle_degrees"])),
+            tor, bool(np.any(tor != 0)), dt, fsal)
+
+
+def numba_cuda_peers(name):
+    """(peer, fsal, constants) for each numba.cuda variant of the case (the pendulum has no force to carry)."""
+    for fsal, constants in ((False, True), (True, True), (False, False), (True, False)):
+        if not (fsal and name == "spherical_pendulum"):
+            yield "numba_cuda" + ("_fsal" if fsal else "") + ("" if constants else "_args"), fsal, constants
+
+
 def run_tether(binary, config, size, dt, steps, threads, backend="cpu"):
     config = dict(config, backend=backend, output={"every": max(steps, 1), "final_states": True})
     config["method"] = dict(config["method"], dt=dt, steps=steps, newton={"tolerance": TOL, "max_iterations": MAX_IT})
@@ -420,22 +438,16 @@ def write_ptx(directory, names):
         if name not in names:
             continue
         prm = config["system"]["parameters"]
-        for fsal, constants in ((False, True), (True, True), (False, False), (True, False)):
-            if fsal and name == "spherical_pendulum":
-                continue
+        for peer, fsal, constants in numba_cuda_peers(name):
             _, _, _, pendulum, chain = numba_cuda_kernels(constants)
             if name == "spherical_pendulum":
-                kernel, args = pendulum(prm["mass"], prm["length"], prm["gravity"], dt)
+                kernel, args = pendulum(*peer_arguments(name, prm, dt, fsal))
                 Q = np.zeros((1, 3))
             else:
-                tor = np.array(prm["torsion"], dtype=np.float64)
-                beads = prm["beads"]
-                kernel, args = chain(beads, prm["mass"], prm["bond_length"], prm["bend_stiffness"],
-                                     np.cos(np.radians(prm["bend_angle_degrees"])), tor, bool(np.any(tor != 0)), dt, fsal)
-                Q = np.zeros((1, beads, 3))
+                kernel, args = chain(prm["beads"], *peer_arguments(name, prm, dt, fsal))
+                Q = np.zeros((1, prm["beads"], 3))
             signature = tuple(numba.typeof(x) for x in (Q, Q, steps, np.ones(1, dtype=np.bool_), *args))
             ptx, _ = cuda.compile_ptx(kernel.py_func, signature, cc=(9, 0))
-            peer = "numba_cuda" + ("_fsal" if fsal else "") + ("" if constants else "_args")
             path = os.path.join(directory, f"{name}-{peer}.ptx")
             with open(path, "w") as f:
                 f.write(ptx)
@@ -573,11 +585,9 @@ def main():
 
         def numba_call(fsal, Q, P, nsteps):
             if name == "spherical_pendulum":
-                return pendulum_run(Q, P, nsteps, prm["mass"], prm["length"], prm["gravity"], dt)
+                return pendulum_run(Q, P, nsteps, *peer_arguments(name, prm, dt, fsal))
             Q3, P3 = Q.reshape(len(Q), dof // 3, 3), P.reshape(len(P), dof // 3, 3)
-            tor = np.array(prm["torsion"], dtype=np.float64)
-            return chain_run(Q3, P3, nsteps, prm["mass"], prm["bond_length"], prm["bend_stiffness"],
-                             np.cos(np.radians(prm["bend_angle_degrees"])), tor, bool(np.any(tor != 0)), dt, fsal)
+            return chain_run(Q3, P3, nsteps, *peer_arguments(name, prm, dt, fsal))
 
         runners = {}
         if "numba" in peers or "numba_fsal" in peers:
@@ -587,17 +597,14 @@ def main():
             runners["numba"] = lambda Q, P: numba_call(False, Q, P, steps)
         if "numba_fsal" in peers and name != "spherical_pendulum":
             runners["numba_fsal"] = lambda Q, P: numba_call(True, Q, P, steps)
-        for fsal, constants in ((False, True), (True, True), (False, False), (True, False)):
-            peer = "numba_cuda" + ("_fsal" if fsal else "") + ("" if constants else "_args")
-            if peer not in peers or (fsal and name == "spherical_pendulum"):
+        for peer, fsal, constants in numba_cuda_peers(name):
+            if peer not in peers:
                 continue
             _, cuda_pendulum, cuda_chain, *_ = numba_cuda_kernels(constants)
             if name == "spherical_pendulum":
-                kernel = cuda_pendulum(prm["mass"], prm["length"], prm["gravity"], dt)
+                kernel = cuda_pendulum(*peer_arguments(name, prm, dt, fsal))
             else:
-                tor = np.array(prm["torsion"], dtype=np.float64)
-                kernel = cuda_chain(dof // 3, prm["mass"], prm["bond_length"], prm["bend_stiffness"],
-                                    np.cos(np.radians(prm["bend_angle_degrees"])), tor, bool(np.any(tor != 0)), dt, fsal)
+                kernel = cuda_chain(dof // 3, *peer_arguments(name, prm, dt, fsal))
 
             def cuda_call(Q, P, kernel=kernel):  # the kernel's own seconds (CUDA events), transfers excluded
                 shape = (len(Q), dof // 3, 3) if name != "spherical_pendulum" else Q.shape

@@ -37,9 +37,7 @@ def test_the_chain_kernel_ends_where_tether_does(fsal, constants):
     config = rattle_peers.chain_config(8)
     prm = config["system"]["parameters"]
     q0, p0, q1, p1 = tether_states(config, 4, 0.002, 10)
-    tor = np.array(prm["torsion"], dtype=np.float64)
-    args = (prm["mass"], prm["bond_length"], prm["bend_stiffness"], np.cos(np.radians(prm["bend_angle_degrees"])),
-            tor, bool(np.any(tor != 0)), 0.002, fsal)
+    args = rattle_peers.peer_arguments("chain8", prm, 0.002, fsal)
     _, _, chain, *_ = rattle_peers.numba_cuda_kernels(constants)
     Q, P = q0.reshape(4, 8, 3).copy(), p0.reshape(4, 8, 3).copy()
     ok, _ = chain(8, *args)(Q, P, 10)
