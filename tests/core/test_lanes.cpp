@@ -57,6 +57,33 @@ TEST(Lanes, ArithmeticSelectAndMasksActLaneByLane) {
 // max_abs and is_finite on Real (core/types.hpp) and lane by lane on
 // special values: |-0| is 0, -inf counts as inf, a NaN wins over what came
 // before it, an empty vector's largest |x| is 0.
+// assign_where: the lanes a mask selects take the value, the others keep
+// theirs, also where the value is read from the vector assigned.
+TEST(Lanes, AssignWhereTakesTheValueInSelectedLanesOnly) {
+  Vec<3, L> x, value;
+  LaneMask<W> m;
+  for (int l = 0; l < W; ++l) {
+    m.m[l] = l % 2 == 0 ? -1 : 0;
+    for (int c = 0; c < 3; ++c) {
+      x[c].v[l] = 10 * c + l;
+      value[c].v[l] = -(10 * c + l) - 100;
+    }
+  }
+  Vec<3, L> y = x;
+  assign_where(m, y, value);
+  for (int l = 0; l < W; ++l)
+    for (int c = 0; c < 3; ++c) EXPECT_EQ(y[c].v[l], l % 2 == 0 ? value[c].v[l] : x[c].v[l]) << c << ", lane " << l;
+  assign_where(m, y, y + x);  // reads y before any coordinate of it is assigned
+  for (int l = 0; l < W; ++l)
+    for (int c = 0; c < 3; ++c)
+      EXPECT_EQ(y[c].v[l], l % 2 == 0 ? value[c].v[l] + x[c].v[l] : x[c].v[l]) << c << ", lane " << l;
+  Vec<3> r(1, 2, 3);
+  assign_where(false, r, Vec<3>(4, 5, 6));
+  EXPECT_EQ(r, Vec<3>(1, 2, 3));
+  assign_where(true, r, Vec<3>(4, 5, 6));
+  EXPECT_EQ(r, Vec<3>(4, 5, 6));
+}
+
 TEST(Lanes, MaxAbsAndIsFiniteOnSpecialValuesAsOnReal) {
   const Real inf = std::numeric_limits<Real>::infinity(), nan = std::nan("");
   EXPECT_EQ(max_abs(Vec<3>(-0.0, -0.0, -0.0)), 0.0);
@@ -67,17 +94,24 @@ TEST(Lanes, MaxAbsAndIsFiniteOnSpecialValuesAsOnReal) {
   EXPECT_EQ(max_abs(Vec<0>()), 0.0);
   EXPECT_TRUE(is_finite(-0.0) && is_finite(1e308) && is_finite(-4.9e-324));
   EXPECT_FALSE(is_finite(inf) || is_finite(-inf) || is_finite(nan));
-  const std::array<Vec<3>, W> rows = {Vec<3>(-0.0, -0.0, -0.0), Vec<3>(-3.0, 2.0, -0.0), Vec<3>(1.0, -inf, 2.0),
-                                      Vec<3>(-7.0, 6.5, 0.25)};
-  Vec<3, L> v;
-  for (int l = 0; l < W; ++l)
-    for (int c = 0; c < 3; ++c) v[c].v[l] = rows[l][c];
-  const L m = max_abs(v);
-  const LaneMask<W> finite = all_finite(v);
-  for (int l = 0; l < W; ++l) {
-    EXPECT_EQ(m.v[l], max_abs(rows[l])) << "lane " << l;
-    EXPECT_EQ(std::signbit(m.v[l]), std::signbit(max_abs(rows[l]))) << "lane " << l;
-    EXPECT_EQ(finite.m[l] != 0, all_finite(rows[l])) << "lane " << l;
+  // A NaN wins over what came before it and loses to what comes after (its
+  // callers test finiteness first); lanes order it as Real does.
+  EXPECT_EQ(max_abs(Vec<3>(1.0, nan, -0.5)), 0.5);
+  const std::array<std::array<Vec<3>, W>, 2> groups = {
+      {{Vec<3>(-0.0, -0.0, -0.0), Vec<3>(-3.0, 2.0, -0.0), Vec<3>(1.0, -inf, 2.0), Vec<3>(-7.0, 6.5, 0.25)},
+       {Vec<3>(nan, 1.0, 2.0), Vec<3>(1.0, nan, -0.5), Vec<3>(-4.9e-324, 2.2e-308, -1e308), Vec<3>(3.0, 3.0, -nan)}}};
+  for (const auto& rows : groups) {
+    Vec<3, L> v;
+    for (int l = 0; l < W; ++l)
+      for (int c = 0; c < 3; ++c) v[c].v[l] = rows[l][c];
+    const L m = max_abs(v);
+    const LaneMask<W> finite = all_finite(v);
+    for (int l = 0; l < W; ++l) {
+      const Real want = max_abs(rows[l]);
+      EXPECT_TRUE(m.v[l] == want || (std::isnan(m.v[l]) && std::isnan(want))) << "lane " << l << ": " << m.v[l];
+      EXPECT_EQ(std::signbit(m.v[l]), std::signbit(want)) << "lane " << l;
+      EXPECT_EQ(finite.m[l] != 0, all_finite(rows[l])) << "lane " << l;
+    }
   }
   EXPECT_EQ(max_abs(Vec<0, L>()).v[0], 0.0);
 }

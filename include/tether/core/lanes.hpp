@@ -232,11 +232,12 @@ template <int W>
 Lanes<W> select(const LaneMask<W>& m, const Lanes<W>& a, const Lanes<W>& b) {
   return Lanes<W>::of(m.m != 0 ? a.v : b.v);
 }
+// x = select(m, value, x) coordinate by coordinate, in place: a vector's
+// select assigned to x is a whole temporary copied over x (in lanes W * N
+// doubles, a call of memcpy).
 template <int N, class T>
-TETHER_HD Vec<N, T> select(const Mask<T>& m, const Vec<N, T>& a, const Vec<N, T>& b) {
-  Vec<N, T> r;
-  for (int i = 0; i < N; ++i) r[i] = select(m, a[i], b[i]);
-  return r;
+TETHER_HD void assign_where(const Mask<T>& m, Vec<N, T>& x, const Id<Vec<N, T>>& value) {
+  for (int i = 0; i < N; ++i) x[i] = select(m, value[i], x[i]);
 }
 
 // The lanes whose outcome is ok.
@@ -284,11 +285,15 @@ template <int W>
 LaneMask<W> is_finite(const Lanes<W>& x) {
   return LaneMask<W>::of((x.v - x.v) == 0);
 }
+// By exponent bits (all ones: inf or NaN), or-ed: one integer operation a
+// coordinate, where and-ing FP64 tests chains a compare's latency through all.
 template <int N, int W>
 LaneMask<W> all_finite(const Vec<N, Lanes<W>>& v) {
-  LaneMask<W> r(true);
-  for (int i = 0; i < N; ++i) r = r & is_finite(v[i]);
-  return r;
+  using Bits = typename LaneMask<W>::Vector;
+  constexpr long long exponent = 0x7ff0000000000000LL;
+  Bits bad{};
+  for (int i = 0; i < N; ++i) bad |= ((Bits)v[i].v & exponent) == exponent;
+  return LaneMask<W>::of(bad == 0);
 }
 template <int N, int W>
 Lanes<W> max_abs(const Vec<N, Lanes<W>>& v) {
@@ -298,7 +303,7 @@ Lanes<W> max_abs(const Vec<N, Lanes<W>>& v) {
     Lanes<W> m = fabs(v[0]);
     for (int i = 1; i < N; ++i) {
       const auto a = fabs(v[i]).v;
-      m.v = a <= m.v ? m.v : a;  // as max_abs on Real, lane by lane
+      m.v = m.v > a ? m.v : a;  // as max_abs on Real (NaN included), lane by lane: one vmaxpd
     }
     return m;
   }

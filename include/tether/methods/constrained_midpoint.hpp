@@ -70,8 +70,8 @@ struct ConstrainedMidpoint {
         set_where(active & !finite, status, Status::non_finite);
         active = active & finite;
         const T moved = max_abs(V(q_new - q1));
-        p_half = select(active, p_next, p_half);
-        q1 = select(active, q_new, q1);
+        assign_where(active, p_half, p_next);
+        assign_where(active, q1, q_new);
         const T tol = constraint_tolerance(sys, opt, q1);
         active = active & !((max_abs(g) <= tol) & (moved <= tol));
         if (none(active)) break;
@@ -84,7 +84,7 @@ struct ConstrainedMidpoint {
         set_where(active & !solved, status, Status::singular_matrix);
         active = active & solved;
         if (none(active)) break;
-        lambda = select(active, K(lambda + dl), lambda);
+        assign_where(active, lambda, lambda + dl);
         add_where(active, iterations, 1);
       }
     }

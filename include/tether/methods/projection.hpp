@@ -76,8 +76,8 @@ TETHER_HD LaneStatus<T> solve_position_multipliers(const System& sys, const Id<V
       q = q_pred + sys.inverse_mass_times(sys.constraint_transpose_times(q_dir, lambda));
       ++iterations;
     } else {
-      lambda = select(active, Vec<k, T>(lambda + step), lambda);
-      q = select(active, Vec<System::dof, T>(q_pred + sys.inverse_mass_times(sys.constraint_transpose_times(q_dir, lambda))), q);
+      assign_where(active, lambda, lambda + step);
+      assign_where(active, q, q_pred + sys.inverse_mass_times(sys.constraint_transpose_times(q_dir, lambda)));
       add_where(active, iterations, 1);
     }
   }
@@ -95,7 +95,7 @@ TETHER_HD LaneStatus<T> project_momentum(const System& sys, const Id<Vec<System:
   const Mask<T> solved = sys.gram(q, q).solve(rhs, nu);
   set_where(!solved, status, Status::singular_matrix);
   if (none(solved)) return status;
-  p = select(solved, Vec<System::dof, T>(p + sys.constraint_transpose_times(q, nu)), p);
+  assign_where(solved, p, p + sys.constraint_transpose_times(q, nu));
   set_where(solved & !all_finite(p), status, Status::non_finite);
   return status;
 }
@@ -116,9 +116,9 @@ TETHER_HD LaneStatus<T> accept_step(PhaseState<System, T>& s, const Id<Vec<Syste
     s.q = q1;
     s.p = p1;
   } else {
-    s.q_prev = select(take, s.q, s.q_prev);
-    s.q = select(take, q1, s.q);
-    s.p = select(take, p1, s.p);
+    assign_where(take, s.q_prev, s.q);
+    assign_where(take, s.q, q1);
+    assign_where(take, s.p, p1);
   }
   return status;
 }
@@ -198,7 +198,7 @@ TETHER_HD LaneStatus<T> project_and_recover(const System& sys, PhaseState<System
         carry->valid = true;
       }
     } else {
-      carry->force = select(is_ok(done), force1, carry->force);  // every lane's force is at its q
+      assign_where(is_ok(done), carry->force, force1);  // every lane's force is at its q
     }
   }
   return done;
