@@ -996,8 +996,9 @@ std::string DeclaredSystem::print_source(const std::string& type_name) const {
   // coordinate (M is diagonal). Where that leaves it tridiagonal (a chain's
   // bonds, each touching the next), it is solved as the built-in chain's is:
   // by the Thomas algorithm, without pivoting (a Gram matrix of a full-rank G
-  // is symmetric positive definite, and RATTLE's G(q1) M^-1 G(q0)^T near it),
-  // and so in lanes of trajectories on the cpu backend.
+  // is symmetric positive definite, and RATTLE's G(q1) M^-1 G(q0)^T near it);
+  // else by a pivoted LU. Either runs in lanes of trajectories on the cpu
+  // backend (a dense one up to kLanesLU constraints, core/small_solve.hpp).
   const auto nonzero = [&](std::size_t i, std::size_t c) { return !s.jacobian[i][c].is_zero(); };
   const auto coupled = [&](std::size_t i, std::size_t j) {
     for (std::size_t c = 0; c < n; ++c)
@@ -1047,10 +1048,7 @@ std::string DeclaredSystem::print_source(const std::string& type_name) const {
   // made a T, so that expressions of the parameters alone fit too.
   const std::string VecN = "Vec<" + N + ", typename X::Scalar>", VecK = "Vec<" + K + ", typename X::Scalar>";
   const std::string scalar = "    using T = typename X::Scalar;\n";
-  if (k == 1 || tridiagonal)
-    o << "  static constexpr bool runs_in_lanes = true;\n\n";
-  else
-    o << "  static constexpr bool runs_in_lanes = false;  // a pivoted LU solves its Gram matrix one trajectory at a time\n\n";
+  o << "  static constexpr bool runs_in_lanes = Gram::solves_in_lanes;\n\n";
   const auto steps = [&](const std::vector<Symbolic::Step>& program) {
     for (const auto& [symbol, value] : program) o << "    const T " << symbol.get_name() << " = T(" << body(value) << ");\n";
   };

@@ -1,6 +1,8 @@
-// DenseLU and ComplexLU (small_solve.hpp) against Eigen's partial-pivoting LU.
+// DenseLU and ComplexLU (small_solve.hpp) against Eigen's partial-pivoting LU,
+// and DenseMatrix in lanes against one trajectory's solve.
 #include <gtest/gtest.h>
 
+#include <array>
 #include <random>
 #include <string>
 
@@ -107,6 +109,66 @@ TEST(DenseLU, UnrolledFactorsAreTheLoopedOnesToTheBit) {
   check_unrolled_is_looped<3>(12);
   check_unrolled_is_looped<kRegisterLU>(13);
   check_unrolled_is_looped<8>(14);
+}
+
+// DenseMatrix in lanes (up to kLanesLU rows): every lane gets what the
+// one-trajectory solve gives its matrix, outcome included, to roundoff (the
+// compiler fuses multiply-adds differently in the two), each lane with its
+// own pivots: through ties, zeros in the pivot column, a singular matrix
+// beside regular ones and a leading entry of 1e-18, where another lane's
+// pivot order would be wrong by 1e2.
+template <int K>
+void check_lanes_are_one_trajectory_solves(unsigned seed) {
+  constexpr int W = 4;
+  using L = Lanes<W>;
+  std::mt19937 gen(seed);
+  std::uniform_int_distribution<int> small(-2, 2);
+  std::uniform_real_distribution<Real> u(-1, 1);
+  int refused = 0, swapped = 0;
+  for (int trial = 0; trial < 100; ++trial) {
+    DenseMatrix<K, L> m;
+    Vec<K, L> b;
+    std::array<DenseMatrix<K>, W> one;
+    std::array<Vec<K>, W> one_b;
+    for (int l = 0; l < W; ++l) {
+      for (int r = 0; r < K; ++r) {
+        one_b[l][r] = u(gen);
+        for (int c = 0; c < K; ++c) one[l].a(r, c) = (trial + l) % 2 ? Real(small(gen)) : u(gen);
+      }
+      if (l == 1 && trial % 5 == 0) one[l].a.row(K - 1) = 2 * one[l].a.row(0);  // singular
+      if (l == 2 && trial % 3 == 0) one[l].a(0, 0) = 1e-18;                       // pivots, or is wrong
+      for (int r = 0; r < K; ++r) {
+        b[r].v[l] = one_b[l][r];
+        for (int c = 0; c < K; ++c) m.a(r, c).v[l] = one[l].a(r, c);
+      }
+    }
+    Vec<K, L> x;
+    const LaneMask<W> solved = m.solve(b, x);
+    for (int l = 0; l < W; ++l) {
+      Vec<K> want;
+      const bool ok = one[l].solve(one_b[l], want);
+      ASSERT_EQ(solved.m[l] != 0, ok) << "K = " << K << ", trial " << trial << ", lane " << l;
+      refused += !ok;
+      DenseLU<K> f;
+      swapped += f.factor(one[l].a) && f.perm[0] != 0;
+      if (!ok) continue;
+      const Eigen::PartialPivLU<Eigen::MatrixXd> ref{Eigen::MatrixXd(one[l].a)};
+      const Real cond = ref.rcond() > 0 ? 1 / ref.rcond() : 1e16;
+      for (int r = 0; r < K; ++r)
+        EXPECT_NEAR(x[r].v[l], want[r], 1e-15 * cond * (1 + max_abs(want)))
+            << "K = " << K << ", trial " << trial << ", lane " << l;
+    }
+  }
+  EXPECT_GT(refused, 0) << "K = " << K;  // the cases the test is meant to see
+  EXPECT_GT(swapped, 0) << "K = " << K;
+}
+
+TEST(DenseMatrix, SolvesInLanesAsOneTrajectoryEach) {
+  check_lanes_are_one_trajectory_solves<2>(21);
+  check_lanes_are_one_trajectory_solves<3>(22);
+  check_lanes_are_one_trajectory_solves<kRegisterLU + 1>(23);  // one trajectory's rows swap by index there
+  check_lanes_are_one_trajectory_solves<kLanesLU>(24);
+  static_assert(DenseMatrix<kLanesLU>::solves_in_lanes && !DenseMatrix<kLanesLU + 1>::solves_in_lanes);
 }
 
 // ComplexLU against Eigen's LU of the real form of the same system,

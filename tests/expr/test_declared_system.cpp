@@ -26,6 +26,7 @@
 #include "registry/catalog.hpp"
 #include "support.hpp"
 #include "tether/engine/catalog.hpp"
+#include "tether/core/small_solve.hpp"
 #include "tether/engine/config_error.hpp"
 #include "tether/systems/spherical_pendulum.hpp"
 
@@ -103,19 +104,22 @@ TEST(DeclaredSystem, DerivativesAreTheExpressionsExactDerivatives) {
 }
 
 // The Gram matrix's type follows from which constraints share a coordinate:
-// a chain's bonds (each touching the next) are tridiagonal, solved in lanes;
-// a triangle of distances (every pair shares an atom) is dense, pivoted.
+// a chain's bonds (each touching the next) are tridiagonal; a triangle of
+// distances (every pair shares an atom) is dense, pivoted. Both solve in
+// lanes (their types say so: small_solve.hpp).
 TEST(DeclaredSystem, TheGramMatrixIsTridiagonalWhereTheConstraintsAreAChain) {
   json chain = json::parse(R"json({"name": "rod", "dof": 12, "constraints": [
     "(q3-q0)^2 + (q4-q1)^2 + (q5-q2)^2 - 1", "(q6-q3)^2 + (q7-q4)^2 + (q8-q5)^2 - 1",
     "(q9-q6)^2 + (q10-q7)^2 + (q11-q8)^2 - 1"]})json");
   const std::string rod = parse_declared_system(chain, "system.declare").source("UserSystem");
   EXPECT_NE(rod.find("using Gram = TridiagonalMatrix<3>;"), std::string::npos);
-  EXPECT_NE(rod.find("runs_in_lanes = true;"), std::string::npos);
+  EXPECT_NE(rod.find("runs_in_lanes = Gram::solves_in_lanes;"), std::string::npos);
   chain["constraints"].push_back("(q9-q0)^2 + (q10-q1)^2 + (q11-q2)^2 - 4");  // closes the loop: bonds 0 and 3 share q0
   const std::string loop = parse_declared_system(chain, "system.declare").source("UserSystem");
   EXPECT_NE(loop.find("using Gram = DenseMatrix<4>;"), std::string::npos);
-  EXPECT_NE(loop.find("runs_in_lanes = false;"), std::string::npos);
+  EXPECT_NE(loop.find("runs_in_lanes = Gram::solves_in_lanes;"), std::string::npos);
+  static_assert(TridiagonalMatrix<3>::solves_in_lanes && DenseMatrix<4>::solves_in_lanes &&
+                !DenseMatrix<kLanesLU + 1>::solves_in_lanes);
 }
 
 // Every bad declaration is one ConfigError naming the JSON path and, in an

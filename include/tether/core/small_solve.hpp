@@ -229,22 +229,79 @@ struct ComplexLU {
   }
 };
 
-// Dense K x K matrix, solved by LU with partial pivoting. K = 1 runs in
-// lanes too (a pivot search is a branch per lane, so K > 1 is Real only).
+// Dense K x K matrices up to this size are solved in lanes too (a system's
+// Gram matrix: a rigid molecule's distances, a linkage's loop), every lane
+// with its own pivots; larger ones one trajectory at a time.
+constexpr int kLanesLU = 8;
+
+// Dense K x K matrix, solved by LU with partial pivoting.
 template <int K, class T = Real>
 struct DenseMatrix {
-  static_assert(K == 1 || std::is_same_v<T, Real>, "a pivoted LU runs one trajectory at a time");
+  static constexpr bool solves_in_lanes = K <= kLanesLU;
+  static_assert(solves_in_lanes || std::is_same_v<T, Real>, "a large pivoted LU runs one trajectory at a time");
   Mat<K, K, T> a;
 
-  // Returns false when a pivot vanishes or the result is not finite.
+  // False (per lane) when a pivot vanishes or the result is not finite.
   TETHER_HD Mask<T> solve(const Vec<K, T>& rhs, Vec<K, T>& x) const {
     if constexpr (K == 1) {
       x[0] = rhs[0] / a(0, 0);
       return is_finite(x[0]);
+    } else if constexpr (lane_count<T> > 1) {
+      return solve_in_lanes(rhs, x);
     } else {
       DenseLU<K> f;
       return f.factor(a) && f.solve(rhs, x);
     }
+  }
+
+  // DenseLU's factor_unrolled and solve, lane by lane: the arithmetic of one
+  // trajectory's solve in each lane, its pivot rows kept as masks
+  // (`pivot[c][r]`: the lanes whose pivot for column c is row r > c) and
+  // its row swaps done as selects. A lane whose pivot vanishes runs on to a
+  // non-finite x; it is refused all the same.
+  Mask<T> solve_in_lanes(const Vec<K, T>& rhs, Vec<K, T>& x) const {
+    Mat<K, K, T> lu = a;
+    Mask<T> pivot[K][K];
+    T inverse_pivot[K];
+    Mask<T> ok(true);
+    for (int c = 0; c < K; ++c) {
+      T best = fabs(lu(c, c));
+      for (int r = c + 1; r < K; ++r) {
+        const T v = fabs(lu(r, c));
+        const Mask<T> larger = best < v;  // the first largest, as DenseLU's `v > best`
+        best = select(larger, v, best);
+        for (int earlier = c + 1; earlier < r; ++earlier) pivot[c][earlier] = pivot[c][earlier] & !larger;
+        pivot[c][r] = larger;
+      }
+      ok = ok & (T(Real(0)) < best);
+      for (int r = c + 1; r < K; ++r)
+        for (int j = 0; j < K; ++j) {
+          const T t = lu(c, j), u = lu(r, j);
+          lu(c, j) = select(pivot[c][r], u, t);
+          lu(r, j) = select(pivot[c][r], t, u);
+        }
+      const T inv = Real(1) / lu(c, c);
+      inverse_pivot[c] = inv;
+      for (int r = c + 1; r < K; ++r) lu(r, c) *= inv;
+      for (int j = c + 1; j < K; ++j) {
+        const T u = lu(c, j);
+        for (int r = c + 1; r < K; ++r) lu(r, j) -= lu(r, c) * u;
+      }
+    }
+    x = rhs;
+    for (int c = 0; c < K; ++c)
+      for (int r = c + 1; r < K; ++r) {
+        const T t = x[c], u = x[r];
+        x[c] = select(pivot[c][r], u, t);
+        x[r] = select(pivot[c][r], t, u);
+      }
+    for (int c = 0; c < K; ++c)
+      for (int r = c + 1; r < K; ++r) x[r] -= lu(r, c) * x[c];
+    for (int c = K - 1; c >= 0; --c) {
+      x[c] *= inverse_pivot[c];
+      for (int r = 0; r < c; ++r) x[r] -= lu(r, c) * x[c];
+    }
+    return ok & all_finite(x);
   }
 };
 
@@ -298,6 +355,7 @@ struct Cholesky {
 // No pivoting: the chain Gram matrices are diagonally dominant.
 template <int K, class T = Real>
 struct TridiagonalMatrix {
+  static constexpr bool solves_in_lanes = true;
   Vec<K, T> lower, diag, upper;
 
   // False (per lane) when a pivot vanishes or the result is not finite. One
