@@ -16,6 +16,8 @@
 #include "tether/methods/symplectic_euler_a.hpp"
 #include "tether/methods/symplectic_euler_b.hpp"
 #include "tether/systems/chain.hpp"
+#include "tether/systems/double_pendulum.hpp"
+#include "tether/systems/four_bar.hpp"
 #include "tether/systems/spherical_pendulum.hpp"
 
 namespace tether {
@@ -236,6 +238,24 @@ TEST(LanesRattle, EachLaneOfASphericalPendulumIsTheTrajectoryAlone) {
   std::array<PhaseState<SphericalPendulum>, W> x0;
   for (int l = 0; l < W; ++l) x0[l] = pendulum(sys, 0.3 + 0.4 * l, 0.7 * l, 1.5 - 0.3 * l);
   EXPECT_LT(lanes_against_alone(sys, x0, 0.01, 500), 1e-12);
+}
+
+// Dense Gram matrices (DenseMatrix in lanes, core/small_solve.hpp): the
+// double pendulum's 2 x 2 and the four-bar's 3 x 3, each lane pivoting on
+// its own (the lanes' configurations differ by up to a half turn).
+TEST(LanesRattle, EachLaneOfADoublePendulumAndAFourBarIsTheTrajectoryAlone) {
+  const DoublePendulum pendula;
+  std::array<PhaseState<DoublePendulum>, W> d0;
+  for (int l = 0; l < W; ++l) d0[l] = test::double_pendulum_state(pendula, 0.4 + 0.8 * l, -0.4 + 1.1 * l, 0.5, -1.5 + l);
+  EXPECT_LT(lanes_against_alone(pendula, d0, 0.01, 500), 1e-11);
+  const FourBar linkage;
+  std::array<PhaseState<FourBar>, W> f0;
+  for (int l = 0; l < W; ++l) {
+    f0[l].q = linkage.configuration(0.3 + 1.6 * l);
+    f0[l].p = Vec<4>(0.7 - 0.3 * l, 1.1, -0.2 * l, 0.4);
+    test::put_on_manifold(linkage, f0[l]);
+  }
+  EXPECT_LT(lanes_against_alone(linkage, f0, 0.005, 500), 1e-11);
 }
 
 // The constrained midpoint rule and symplectic Euler A and B are written

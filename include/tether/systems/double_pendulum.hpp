@@ -15,6 +15,7 @@ struct DoublePendulum {
   static constexpr const char* citation = "the classical double pendulum";
   static constexpr int dof = 4;
   static constexpr int constraint_count = 2;
+  static constexpr bool runs_in_lanes = true;  // its step functions take any scalar (core/lanes.hpp)
   using Gram = DenseMatrix<2>;
 
   struct Parameters {
@@ -34,8 +35,14 @@ struct DoublePendulum {
   Parameters prm;
 
   TETHER_HD Real potential(const Vec<4>& q) const { return prm.gravity * (prm.mass1 * q[1] + prm.mass2 * q[3]); }
-  TETHER_HD Vec<4> potential_gradient(const Vec<4>&) const {
-    return Vec<4>(0, prm.gravity * prm.mass1, 0, prm.gravity * prm.mass2);
+  // The step functions take any scalar (Real, or Lanes<W> on the cpu
+  // backend) and any Eigen expression of one.
+  template <class X>
+  using QOf = Vec<4, typename X::Scalar>;
+  template <class X>
+  TETHER_HD QOf<X> potential_gradient(const Eigen::MatrixBase<X>&) const {
+    using T = typename X::Scalar;
+    return QOf<X>(T(Real(0)), T(prm.gravity * prm.mass1), T(Real(0)), T(prm.gravity * prm.mass2));
   }
 
   TETHER_HD Real length_scale() const { return prm.length1 > prm.length2 ? prm.length1 : prm.length2; }
@@ -46,37 +53,50 @@ struct DoublePendulum {
   }
 
   TETHER_HD Vec<4> mass_diagonal() const { return Vec<4>(prm.mass1, prm.mass1, prm.mass2, prm.mass2); }
-  TETHER_HD Vec<4> mass_times(const Vec<4>& v) const { return v.cwiseProduct(mass_diagonal()); }
+  template <class X>
+  TETHER_HD QOf<X> mass_times(const Eigen::MatrixBase<X>& v) const {
+    return QOf<X>(v[0] * prm.mass1, v[1] * prm.mass1, v[2] * prm.mass2, v[3] * prm.mass2);
+  }
   // Reciprocals of parameters, not divisions by them, here and below: the
   // compiler hoists them out of the step loop, and an FP64 division costs a
   // GPU thread about ten dependent FMAs (bench/README.md, "On an H200").
-  TETHER_HD Vec<4> inverse_mass_times(const Vec<4>& p) const {
+  template <class X>
+  TETHER_HD QOf<X> inverse_mass_times(const Eigen::MatrixBase<X>& p) const {
     const Real i1 = Real(1) / prm.mass1, i2 = Real(1) / prm.mass2;
-    return Vec<4>(p[0] * i1, p[1] * i1, p[2] * i2, p[3] * i2);
+    return QOf<X>(p[0] * i1, p[1] * i1, p[2] * i2, p[3] * i2);
   }
   TETHER_HD Vec<4> sqrt_mass_times(const Vec<4>& v) const { return v.cwiseProduct(mass_diagonal().cwiseSqrt()); }
 
   // g1 = (|r1|^2 - L1^2) / (2 L1), g2 = (|r2 - r1|^2 - L2^2) / (2 L2).
-  TETHER_HD Vec<2> constraints(const Vec<4>& q) const {
-    const Real dx = q[2] - q[0], dy = q[3] - q[1];
-    return Vec<2>((q[0] * q[0] + q[1] * q[1] - prm.length1 * prm.length1) * (Real(0.5) / prm.length1),
-                  (dx * dx + dy * dy - prm.length2 * prm.length2) * (Real(0.5) / prm.length2));
+  template <class X>
+  TETHER_HD Vec<2, typename X::Scalar> constraints(const Eigen::MatrixBase<X>& q) const {
+    using T = typename X::Scalar;
+    const T dx = q[2] - q[0], dy = q[3] - q[1];
+    return Vec<2, T>((q[0] * q[0] + q[1] * q[1] - prm.length1 * prm.length1) * (Real(0.5) / prm.length1),
+                     (dx * dx + dy * dy - prm.length2 * prm.length2) * (Real(0.5) / prm.length2));
   }
   // Rows of G: [r1/L1, 0], [-(r2-r1)/L2, (r2-r1)/L2].
-  TETHER_HD Vec<2> constraint_jacobian_times(const Vec<4>& q, const Vec<4>& v) const {
-    const Real dx = q[2] - q[0], dy = q[3] - q[1];
-    return Vec<2>((q[0] * v[0] + q[1] * v[1]) * (Real(1) / prm.length1),
-                  (dx * (v[2] - v[0]) + dy * (v[3] - v[1])) * (Real(1) / prm.length2));
+  template <class X, class Y>
+  TETHER_HD Vec<2, typename X::Scalar> constraint_jacobian_times(const Eigen::MatrixBase<X>& q,
+                                                                  const Eigen::MatrixBase<Y>& v) const {
+    using T = typename X::Scalar;
+    const T dx = q[2] - q[0], dy = q[3] - q[1];
+    return Vec<2, T>((q[0] * v[0] + q[1] * v[1]) * (Real(1) / prm.length1),
+                     (dx * (v[2] - v[0]) + dy * (v[3] - v[1])) * (Real(1) / prm.length2));
   }
-  TETHER_HD Vec<4> constraint_transpose_times(const Vec<4>& q, const Vec<2>& l) const {
-    const Real a = l[0] * (Real(1) / prm.length1), b = l[1] * (Real(1) / prm.length2);
-    const Real dx = q[2] - q[0], dy = q[3] - q[1];
-    return Vec<4>(a * q[0] - b * dx, a * q[1] - b * dy, b * dx, b * dy);
+  template <class X, class Y>
+  TETHER_HD QOf<X> constraint_transpose_times(const Eigen::MatrixBase<X>& q, const Eigen::MatrixBase<Y>& l) const {
+    using T = typename X::Scalar;
+    const T a = l[0] * (Real(1) / prm.length1), b = l[1] * (Real(1) / prm.length2);
+    const T dx = q[2] - q[0], dy = q[3] - q[1];
+    return QOf<X>(a * q[0] - b * dx, a * q[1] - b * dy, b * dx, b * dy);
   }
-  TETHER_HD Gram gram(const Vec<4>& qa, const Vec<4>& qb) const {
-    const Real ax = qa[2] - qa[0], ay = qa[3] - qa[1], bx = qb[2] - qb[0], by = qb[3] - qb[1];
+  template <class X, class Y>
+  TETHER_HD DenseMatrix<2, typename X::Scalar> gram(const Eigen::MatrixBase<X>& qa, const Eigen::MatrixBase<Y>& qb) const {
+    using T = typename X::Scalar;
+    const T ax = qa[2] - qa[0], ay = qa[3] - qa[1], bx = qb[2] - qb[0], by = qb[3] - qb[1];
     const Real l1 = prm.length1, l2 = prm.length2, m1 = prm.mass1, m2 = prm.mass2;
-    Gram m;
+    DenseMatrix<2, T> m;
     const Real c11 = Real(1) / (m1 * l1 * l1), c12 = Real(1) / (m1 * l1 * l2), c22 = (1 / m1 + 1 / m2) / (l2 * l2);
     m.a(0, 0) = (qa[0] * qb[0] + qa[1] * qb[1]) * c11;
     m.a(0, 1) = -(qa[0] * bx + qa[1] * by) * c12;

@@ -23,6 +23,7 @@ struct FourBar {
   static constexpr const char* citation = "the classical four-bar linkage; BMS24 eqs. (5.16)-(5.18) keep its loop closed";
   static constexpr int dof = 4;
   static constexpr int constraint_count = 3;
+  static constexpr bool runs_in_lanes = true;  // its step functions take any scalar (core/lanes.hpp)
   using Gram = DenseMatrix<3>;
 
   struct Parameters {
@@ -59,13 +60,26 @@ struct FourBar {
   };
   Parameters prm;
 
-  TETHER_HD static Vec<2> joint_b(const Vec<4>& q) { return Vec<2>(q[0], q[1]); }
-  TETHER_HD static Vec<2> joint_c(const Vec<4>& q) { return Vec<2>(q[2], q[3]); }
+  // The step functions take any scalar (Real, or Lanes<W> on the cpu
+  // backend) and any Eigen expression of one.
+  template <class X>
+  using QOf = Vec<4, typename X::Scalar>;
+  template <class X>
+  using PointOf = Vec<2, typename X::Scalar>;
+  template <class X>
+  TETHER_HD static PointOf<X> joint_b(const Eigen::MatrixBase<X>& q) { return PointOf<X>(q[0], q[1]); }
+  template <class X>
+  TETHER_HD static PointOf<X> joint_c(const Eigen::MatrixBase<X>& q) { return PointOf<X>(q[2], q[3]); }
   TETHER_HD Vec<2> pivot_d() const { return Vec<2>(prm.ground, 0); }
+  // C - D (D's y is 0: C's own y, the same bits as a difference with 0).
+  template <class X>
+  TETHER_HD PointOf<X> from_d(const Eigen::MatrixBase<X>& q) const { return PointOf<X>(q[2] - prm.ground, q[3]); }
 
   TETHER_HD Real potential(const Vec<4>& q) const { return prm.gravity * (prm.mass_b * q[1] + prm.mass_c * q[3]); }
-  TETHER_HD Vec<4> potential_gradient(const Vec<4>&) const {
-    return Vec<4>(0, prm.gravity * prm.mass_b, 0, prm.gravity * prm.mass_c);
+  template <class X>
+  TETHER_HD QOf<X> potential_gradient(const Eigen::MatrixBase<X>&) const {
+    using T = typename X::Scalar;
+    return QOf<X>(T(Real(0)), T(prm.gravity * prm.mass_b), T(Real(0)), T(prm.gravity * prm.mass_c));
   }
 
   TETHER_HD Real length_scale() const {
@@ -78,53 +92,68 @@ struct FourBar {
   }
 
   TETHER_HD Vec<4> mass_diagonal() const { return Vec<4>(prm.mass_b, prm.mass_b, prm.mass_c, prm.mass_c); }
-  TETHER_HD Vec<4> mass_times(const Vec<4>& v) const { return v.cwiseProduct(mass_diagonal()); }
+  template <class X>
+  TETHER_HD QOf<X> mass_times(const Eigen::MatrixBase<X>& v) const {
+    return QOf<X>(v[0] * prm.mass_b, v[1] * prm.mass_b, v[2] * prm.mass_c, v[3] * prm.mass_c);
+  }
   // Reciprocals of parameters, not divisions by them, here and below: the
   // compiler hoists them out of the step loop, and an FP64 division costs a
   // GPU thread about ten dependent FMAs (bench/README.md, "On an H200").
-  TETHER_HD Vec<4> inverse_mass_times(const Vec<4>& p) const {
+  template <class X>
+  TETHER_HD QOf<X> inverse_mass_times(const Eigen::MatrixBase<X>& p) const {
     const Real ib = Real(1) / prm.mass_b, ic = Real(1) / prm.mass_c;
-    return Vec<4>(p[0] * ib, p[1] * ib, p[2] * ic, p[3] * ic);
+    return QOf<X>(p[0] * ib, p[1] * ib, p[2] * ic, p[3] * ic);
   }
   TETHER_HD Vec<4> sqrt_mass_times(const Vec<4>& v) const { return v.cwiseProduct(mass_diagonal().cwiseSqrt()); }
 
   // g = ((|B|^2 - a^2) / 2a, (|C - B|^2 - b^2) / 2b, (|C - D|^2 - c^2) / 2c): length units.
-  TETHER_HD Vec<3> constraints(const Vec<4>& q) const {
-    const Vec<2> b = joint_b(q), bc = joint_c(q) - b, dc = joint_c(q) - pivot_d();
-    return Vec<3>((b.squaredNorm() - prm.crank * prm.crank) * (Real(0.5) / prm.crank),
-                  (bc.squaredNorm() - prm.coupler * prm.coupler) * (Real(0.5) / prm.coupler),
-                  (dc.squaredNorm() - prm.rocker * prm.rocker) * (Real(0.5) / prm.rocker));
+  template <class X>
+  TETHER_HD Vec<3, typename X::Scalar> constraints(const Eigen::MatrixBase<X>& q) const {
+    using P = PointOf<X>;
+    const P b = joint_b(q), bc = joint_c(q) - b, dc = from_d(q);
+    return Vec<3, typename X::Scalar>((b.squaredNorm() - prm.crank * prm.crank) * (Real(0.5) / prm.crank),
+                                      (bc.squaredNorm() - prm.coupler * prm.coupler) * (Real(0.5) / prm.coupler),
+                                      (dc.squaredNorm() - prm.rocker * prm.rocker) * (Real(0.5) / prm.rocker));
   }
   // Rows of G: [B/a, 0], [-(C-B)/b, (C-B)/b], [0, (C-D)/c].
-  TETHER_HD Vec<3> constraint_jacobian_times(const Vec<4>& q, const Vec<4>& v) const {
-    const Vec<2> b = joint_b(q), bc = joint_c(q) - b, dc = joint_c(q) - pivot_d();
-    const Vec<2> vb = joint_b(v), vc = joint_c(v);
-    return Vec<3>(b.dot(vb) * (Real(1) / prm.crank), bc.dot(vc - vb) * (Real(1) / prm.coupler),
-                  dc.dot(vc) * (Real(1) / prm.rocker));
+  template <class X, class Y>
+  TETHER_HD Vec<3, typename X::Scalar> constraint_jacobian_times(const Eigen::MatrixBase<X>& q,
+                                                                  const Eigen::MatrixBase<Y>& v) const {
+    using P = PointOf<X>;
+    const P b = joint_b(q), bc = joint_c(q) - b, dc = from_d(q);
+    const P vb = joint_b(v), vc = joint_c(v);
+    return Vec<3, typename X::Scalar>(b.dot(vb) * (Real(1) / prm.crank), bc.dot(vc - vb) * (Real(1) / prm.coupler),
+                                      dc.dot(vc) * (Real(1) / prm.rocker));
   }
-  TETHER_HD Vec<4> constraint_transpose_times(const Vec<4>& q, const Vec<3>& l) const {
-    const Vec<2> b = joint_b(q), bc = joint_c(q) - b, dc = joint_c(q) - pivot_d();
-    const Real la = l[0] * (Real(1) / prm.crank), lb = l[1] * (Real(1) / prm.coupler),
-               lc = l[2] * (Real(1) / prm.rocker);
-    const Vec<2> fb = la * b - lb * bc;
-    const Vec<2> fc = lb * bc + lc * dc;
-    return Vec<4>(fb[0], fb[1], fc[0], fc[1]);
+  template <class X, class Y>
+  TETHER_HD QOf<X> constraint_transpose_times(const Eigen::MatrixBase<X>& q, const Eigen::MatrixBase<Y>& l) const {
+    using T = typename X::Scalar;
+    using P = PointOf<X>;
+    const P b = joint_b(q), bc = joint_c(q) - b, dc = from_d(q);
+    const T la = l[0] * (Real(1) / prm.crank), lb = l[1] * (Real(1) / prm.coupler),
+            lc = l[2] * (Real(1) / prm.rocker);
+    const P fb = la * b - lb * bc;
+    const P fc = lb * bc + lc * dc;
+    return QOf<X>(fb[0], fb[1], fc[0], fc[1]);
   }
   // G(qa) M^-1 G(qb)^T, from the rows above.
-  TETHER_HD Gram gram(const Vec<4>& qa, const Vec<4>& qb) const {
-    const Vec<2> ba = joint_b(qa), bca = joint_c(qa) - ba, dca = joint_c(qa) - pivot_d();
-    const Vec<2> bb = joint_b(qb), bcb = joint_c(qb) - bb, dcb = joint_c(qb) - pivot_d();
+  template <class X, class Y>
+  TETHER_HD DenseMatrix<3, typename X::Scalar> gram(const Eigen::MatrixBase<X>& qa, const Eigen::MatrixBase<Y>& qb) const {
+    using T = typename X::Scalar;
+    using P = PointOf<X>;
+    const P ba = joint_b(qa), bca = joint_c(qa) - ba, dca = from_d(qa);
+    const P bb = joint_b(qb), bcb = joint_c(qb) - bb, dcb = from_d(qb);
     const Real a = prm.crank, b = prm.coupler, c = prm.rocker, mb = prm.mass_b, mc = prm.mass_c;
-    Gram m;
+    DenseMatrix<3, T> m;
     const Real caa = Real(1) / (mb * a * a), cab = Real(1) / (mb * a * b), cbb = (1 / mb + 1 / mc) / (b * b),
                cbc = Real(1) / (mc * b * c), ccc = Real(1) / (mc * c * c);
     m.a(0, 0) = ba.dot(bb) * caa;
     m.a(0, 1) = -ba.dot(bcb) * cab;
-    m.a(0, 2) = 0;
+    m.a(0, 2) = T(Real(0));
     m.a(1, 0) = -bca.dot(bb) * cab;
     m.a(1, 1) = bca.dot(bcb) * cbb;
     m.a(1, 2) = bca.dot(dcb) * cbc;
-    m.a(2, 0) = 0;
+    m.a(2, 0) = T(Real(0));
     m.a(2, 1) = dca.dot(bcb) * cbc;
     m.a(2, 2) = dca.dot(dcb) * ccc;
     return m;
