@@ -241,8 +241,10 @@ void advance_lanes(const S& sys, const M& method, const StepControl& ctl, const 
     LaneStatus<T> st;
     if constexpr (runs_in_tile<S, M>)
       st = method.tile_step(sys, s, ctl.dt, ctl.newton, it, carry);  // the source a GPU's tile runs
-    else
+    else if constexpr (carries_force<M>)
       st = method.step(sys, s, ctl.dt, ctl.newton, it, &carry);
+    else
+      st = method.step(sys, s, ctl.dt, ctl.newton, it);
     bool lost = false;
     source = -1;
     for (int l = 0; l < W; ++l) {

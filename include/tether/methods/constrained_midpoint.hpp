@@ -32,6 +32,7 @@ struct ConstrainedMidpoint {
   // Written for any scalar T (core/lanes.hpp): with lanes, a lane that has
   // converged or failed keeps its values, and a converged lane is finished
   // while others fail.
+  static constexpr bool runs_in_lanes = true;
   template <class S, class T>
   TETHER_HD static LaneStatus<T> step(const S& sys, PhaseState<S, T>& s, Real h, const NewtonOptions& opt,
                                       LaneInt<T>& iterations) {
