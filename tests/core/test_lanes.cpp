@@ -56,9 +56,6 @@ TEST(Lanes, ArithmeticSelectAndMasksActLaneByLane) {
   EXPECT_TRUE(std::isnan(m.v[2])) << "max_abs propagates NaN per lane";
 }
 
-// max_abs and is_finite on Real (core/types.hpp) and lane by lane on
-// special values: |-0| is 0, -inf counts as inf, a NaN wins over what came
-// before it, an empty vector's largest |x| is 0.
 // assign_where: the lanes a mask selects take the value, the others keep
 // theirs, also where the value is read from the vector assigned.
 TEST(Lanes, AssignWhereTakesTheValueInSelectedLanesOnly) {
@@ -86,6 +83,9 @@ TEST(Lanes, AssignWhereTakesTheValueInSelectedLanesOnly) {
   EXPECT_EQ(r, Vec<3>(4, 5, 6));
 }
 
+// max_abs and is_finite on Real (core/types.hpp) and lane by lane on
+// special values: |-0| is 0, -inf counts as inf, a NaN wins over what came
+// before it, an empty vector's largest |x| is 0.
 TEST(Lanes, MaxAbsAndIsFiniteOnSpecialValuesAsOnReal) {
   const Real inf = std::numeric_limits<Real>::infinity(), nan = std::nan("");
   EXPECT_EQ(max_abs(Vec<3>(-0.0, -0.0, -0.0)), 0.0);
