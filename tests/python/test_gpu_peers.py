@@ -23,7 +23,7 @@ def test_the_pendulum_kernel_ends_where_tether_does(constants):
     prm = config["system"]["parameters"]
     q0, p0, q1, p1 = tether_states(config, 16, 0.01, 20)
     _, pendulum, *_ = rattle_peers.numba_cuda_kernels(constants)
-    run = pendulum(prm["mass"], prm["length"], prm["gravity"], 0.01)
+    run = pendulum(*rattle_peers.peer_arguments("spherical_pendulum", prm, 0.01, False))
     Q, P = q0.copy(), p0.copy()
     ok, seconds = run(Q, P, 20)
     assert ok.all() and seconds >= 0
