@@ -11,8 +11,10 @@
 #include "tether/core/dual.hpp"
 #include "tether/core/lanes.hpp"
 #include "tether/ensemble/advance.hpp"
+#include "tether/methods/composition.hpp"
 #include "tether/methods/constrained_midpoint.hpp"
 #include "tether/methods/rattle.hpp"
+#include "tether/methods/shake.hpp"
 #include "tether/methods/symplectic_euler_a.hpp"
 #include "tether/methods/symplectic_euler_b.hpp"
 #include "tether/systems/chain.hpp"
@@ -136,8 +138,8 @@ PhaseState<S> get_lane(const PhaseState<S, L>& g, int l) {
   for (int c = 0; c < S::dof; ++c) {
     x.q[c] = g.q[c].v[l];
     x.p[c] = g.p[c].v[l];
+    x.q_prev[c] = g.q_prev[c].v[l];
   }
-  x.q_prev = x.q;
   return x;
 }
 
@@ -157,6 +159,10 @@ Real lanes_against_alone(const S& sys, const std::array<PhaseState<S>, W>& x0, R
   ForceCarry<S, L> carry;
   Real worst = 0;
   std::array<PhaseState<S>, W> alone = x0;
+  if constexpr (M::two_step) {  // SHAKE's q_{-1}, from (q0, p0) in both
+    M::start(sys, group, h);
+    for (PhaseState<S>& a : alone) M::start(sys, a, h);
+  }
   std::array<ForceCarry<S>, W> carries;
   for (int n = 0; n < steps; ++n) {
     LaneInt<L> it = uniform<LaneInt<L>>(0);
@@ -168,7 +174,8 @@ Real lanes_against_alone(const S& sys, const std::array<PhaseState<S>, W>& x0, R
       if (failures && s1 != Status::ok) ++*failures;
       EXPECT_EQ(it.v[l], it1) << M::name << " lane " << l << " step " << n << ": Newton iterations";
       const PhaseState<S> y = get_lane(group, l);
-      worst = std::max({worst, max_abs(Vec<S::dof>(y.q - alone[l].q)), max_abs(Vec<S::dof>(y.p - alone[l].p))});
+      worst = std::max({worst, max_abs(Vec<S::dof>(y.q - alone[l].q)), max_abs(Vec<S::dof>(y.p - alone[l].p)),
+                        max_abs(Vec<S::dof>(y.q_prev - alone[l].q_prev))});
       if (resync) alone[l] = y;
     }
   }
@@ -283,6 +290,113 @@ TEST(LanesMethods, EachLaneIsTheTrajectoryAlone) {
             1e-14);
   EXPECT_GT(failures, 30) << "the fastest lanes were meant to fail";  // 55 lane-steps here
   EXPECT_LT(failures, 30 * W);
+}
+
+// SHAKE carries q_{n-1} in lanes too (advance_lanes loads and stores it, and
+// accept_step moves it lane by lane): the pendulum, and the dense Gram
+// matrices of the double pendulum and the four-bar; then Newton cut short,
+// where the faster pendula fail at other steps than their neighbours.
+TEST(LanesShake, EachLaneIsTheTrajectoryAlone) {
+  const SphericalPendulum sys;
+  std::array<PhaseState<SphericalPendulum>, W> x0;
+  for (int l = 0; l < W; ++l) x0[l] = pendulum(sys, 0.3 + 0.4 * l, 0.7 * l, 1.5 - 0.3 * l);
+  EXPECT_LT(lanes_against_alone<Shake>(sys, x0, 0.01, 500), 1e-12);
+  const DoublePendulum pendula;
+  std::array<PhaseState<DoublePendulum>, W> d0;
+  for (int l = 0; l < W; ++l) d0[l] = test::double_pendulum_state(pendula, 0.4 + 0.8 * l, -0.4 + 1.1 * l, 0.5, -1.5 + l);
+  EXPECT_LT(lanes_against_alone<Shake>(pendula, d0, 0.01, 500), 1e-11);
+  const FourBar linkage;
+  std::array<PhaseState<FourBar>, W> f0;
+  for (int l = 0; l < W; ++l) {
+    f0[l].q = linkage.configuration(0.3 + 1.6 * l);
+    f0[l].p = Vec<4>(0.7 - 0.3 * l, 1.1, -0.2 * l, 0.4);
+    test::put_on_manifold(linkage, f0[l]);
+  }
+  EXPECT_LT(lanes_against_alone<Shake>(linkage, f0, 0.005, 500), 1e-11);
+  std::array<PhaseState<SphericalPendulum>, W> mixed;
+  for (int l = 0; l < W; ++l) mixed[l] = pendulum(sys, 0.3 + 0.4 * l, 0.7 * l, 2.0 + 8.0 * l);
+  int failures = 0;
+  EXPECT_LT(lanes_against_alone<Shake>(sys, mixed, 0.05, 30, NewtonOptions{1e-13, 6}, &failures, true), 1e-13);
+  EXPECT_GT(failures, 0) << "the fastest lanes were meant to fail";
+  EXPECT_LT(failures, 30 * W);
+}
+
+// A composition in lanes: each lane takes the substeps its trajectory takes
+// alone, with the same iterations and outcome. Alone, a failed step leaves
+// the state part-way (the ensemble loop replays it); in lanes the failed
+// lane is put back to the step's start, bit for bit, and the other lanes go
+// on. Returns the largest difference of the lanes that have not failed.
+// `part_way` counts the failures after a good substep, whose lane the step
+// had moved before putting it back.
+template <class M, class S>
+Real composition_lanes_against_alone(const M& method, const S& sys, const std::array<PhaseState<S>, W>& x0, Real h,
+                                     int steps, const NewtonOptions& opt = {}, int* failures = nullptr,
+                                     int* part_way = nullptr) {
+  PhaseState<S, L> group;
+  for (int l = 0; l < W; ++l) test::put_lane(group, l, x0[l]);
+  group.q_prev = group.q;
+  std::array<PhaseState<S>, W> alone = x0;
+  bool failed[W] = {};
+  Real worst = 0;
+  for (int n = 0; n < steps; ++n) {
+    const PhaseState<S, L> start = group;
+    LaneInt<L> it = uniform<LaneInt<L>>(0);
+    const LaneStatus<L> st = method.step(sys, group, h, opt, it);
+    for (int l = 0; l < W; ++l) {
+      if (failed[l]) continue;
+      int it1 = 0;
+      const Status s1 = method.step(sys, alone[l], h, opt, it1);
+      EXPECT_EQ(st.v[l], s1) << "lane " << l << " step " << n;
+      EXPECT_EQ(it.v[l], it1) << "lane " << l << " step " << n << ": Newton iterations";
+      const PhaseState<S> y = get_lane(group, l);
+      if (s1 != Status::ok) {
+        const PhaseState<S> y0 = get_lane(start, l);
+        EXPECT_EQ(y.q, y0.q) << "lane " << l << " failed at step " << n << ": not put back to the step's start";
+        EXPECT_EQ(y.p, y0.p) << "lane " << l << " failed at step " << n;
+        failed[l] = true;
+        if (failures) ++*failures;
+        if (part_way && alone[l].q != y0.q) ++*part_way;  // alone, the step stopped part-way
+        continue;
+      }
+      worst = std::max({worst, max_abs(Vec<S::dof>(y.q - alone[l].q)), max_abs(Vec<S::dof>(y.p - alone[l].p))});
+    }
+  }
+  return worst;
+}
+
+TEST(LanesComposition, EachLaneIsTheTrajectoryAloneAndAFailedLaneKeepsTheStepsStart) {
+  Composition<Rattle> kahan_li8;
+  kahan_li8.prm.scheme = CompositionScheme::kahan_li8;
+  const DoublePendulum pendula;
+  std::array<PhaseState<DoublePendulum>, W> d0;
+  for (int l = 0; l < W; ++l) d0[l] = test::double_pendulum_state(pendula, 0.4 + 0.8 * l, -0.4 + 1.1 * l, 0.5, -1.5 + l);
+  EXPECT_LT(composition_lanes_against_alone(kahan_li8, pendula, d0, 0.02, 200), 1e-11);
+  Composition<SymplecticEulerPair> pair;  // A then B, each half a substep (5.10)
+  pair.prm.scheme = CompositionScheme::suzuki;
+  const FourBar linkage;
+  std::array<PhaseState<FourBar>, W> f0;
+  for (int l = 0; l < W; ++l) {
+    f0[l].q = linkage.configuration(0.3 + 1.6 * l);
+    f0[l].p = Vec<4>(0.7 - 0.3 * l, 1.1, -0.2 * l, 0.4);
+    test::put_on_manifold(linkage, f0[l]);
+  }
+  EXPECT_LT(composition_lanes_against_alone(pair, linkage, f0, 0.005, 200), 1e-11);
+  pair.prm.form = CompositionForm::extrinsic;  // RATTLE substeps
+  EXPECT_LT(composition_lanes_against_alone(pair, linkage, f0, 0.005, 200), 1e-11);
+  // From near the top of the sphere the pendula fall and speed up until a
+  // step predicts a point no projection reaches: for the triple jump its
+  // middle substep of -1.70 dt first, after a good one of 1.35 dt. One lane
+  // stays slow and never fails.
+  Composition<Rattle> triple_jump;
+  const SphericalPendulum sys;
+  std::array<PhaseState<SphericalPendulum>, W> falling;
+  for (int l = 0; l < W; ++l) falling[l] = pendulum(sys, l == 0 ? 0.3 : 2.8, 0.7 * l, l == 0 ? 1.0 : 10.5 + 0.4 * l);
+  int failures = 0, part_way = 0;
+  EXPECT_LT(composition_lanes_against_alone(triple_jump, sys, falling, 0.05, 40, NewtonOptions{1e-13, 50}, &failures,
+                                            &part_way),
+            1e-12);
+  EXPECT_EQ(failures, W - 1) << "the falling lanes were meant to fail";
+  EXPECT_GE(part_way, 1) << "a failure after a good substep was meant to test the put-back";
 }
 
 // The lanes of a group are independent: replacing one lane's trajectory by

@@ -190,13 +190,14 @@ void copy_lane(V& x, int to, int from) {
 // each lane computes what it would alone (a converged lane is frozen), and a
 // lane whose trajectory is past the end of the batch, had failed before, or
 // fails now follows a copy of a live lane (a ghost whose results are
-// dropped), so the group runs while any of its trajectories does.
+// dropped), so the group runs while any of its trajectories does. A step in
+// lanes leaves a failed lane's state as it was, whatever the method's
+// one-thread step does (a composition's lanes step keeps the step's start),
+// so lanes are never replayed.
 template <int W, class S, class M>
 void advance_lanes(const S& sys, const M& method, const StepControl& ctl, const EnsembleView& v, std::int64_t first,
                    int nsteps, std::int64_t steps_before) {
-  constexpr bool two_step = M::two_step;  // in tiles only (TileState's q_prev)
-  static_assert(!two_step || runs_in_tile<S, M>, "one-thread lanes carry no q_prev");
-  static_assert(!needs_replay<S, M>, "lanes are not replayed");
+  constexpr bool two_step = M::two_step;  // SHAKE's q_{n-1}, in either form
   using T = Lanes<W>;
   typename LaneState<S, M, T>::State s;
   bool live[W];
@@ -221,7 +222,7 @@ void advance_lanes(const S& sys, const M& method, const StepControl& ctl, const 
   if (source < 0) return;
   for (int l = 0; l < W; ++l)
     if (!live[l]) copy_state(l);
-  if constexpr (!runs_in_tile<S, M>) s.q_prev = s.q;
+  if constexpr (!runs_in_tile<S, M> && !two_step) s.q_prev = s.q;  // unread: one-step methods
   typename LaneState<S, M, T>::Carry carry;
   std::uint64_t sum[W] = {};
   int most[W];

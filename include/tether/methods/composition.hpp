@@ -193,7 +193,8 @@ struct Composition {
   // failed substep found it, after the substeps before: keeping the step's
   // start for that case cost a second state in every thread (the spills of
   // chain4's composition kernels), and the callers need none (the ensemble
-  // loop replays the launch, advance.hpp; HMC keeps the chain's state).
+  // loop replays the launch, advance.hpp; HMC keeps the chain's state). The
+  // tile and lanes steps below keep it.
   static constexpr bool keeps_state_on_failure = false;
   template <class S>
   TETHER_HD Status step(const S& sys, PhaseState<S>& s, Real h, const NewtonOptions& opt, int& iterations) const {
@@ -243,6 +244,36 @@ struct Composition {
       s.q = tile::select(is_ok(status), s.q, start.q);
       s.p = tile::select(is_ok(status), s.p, start.p);
     }
+    return status;
+  }
+
+  // The one-thread step in lanes (the cpu's lockstep group of W
+  // trajectories, core/lanes.hpp), for systems whose step functions take any
+  // scalar. As in the tile step, a failed lane is put back to the step's
+  // start (W x 2 dof numbers on the host's stack), so advance_lanes replays
+  // nothing, and it counts no later substep's iterations.
+  static constexpr bool runs_in_lanes = [] {
+    if constexpr (is_pair)
+      return SymplecticEulerA::runs_in_lanes && SymplecticEulerB::runs_in_lanes && Rattle::runs_in_lanes;
+    else
+      return Base::runs_in_lanes;
+  }();
+  template <class S, int W>
+  LaneStatus<Lanes<W>> step(const S& sys, PhaseState<S, Lanes<W>>& s, Real h, const NewtonOptions& opt,
+                            LaneInt<Lanes<W>>& iterations) const {
+    using T = Lanes<W>;
+    const PhaseState<S, T> start = s;
+    LaneStatus<T> status = uniform<LaneStatus<T>>(Status::ok);
+    status = for_each_substep<LaneStatus<T>>(h, [&](auto base, Real hi) {
+      LaneInt<T> it = uniform<LaneInt<T>>(0);
+      const Mask<T> live = is_ok(status);
+      status = first_failure(status, decltype(base)::step(sys, s, hi, opt, it));
+      add_where(live, iterations, it);
+      return status;
+    });
+    const Mask<T> failed = !is_ok(status);
+    assign_where(failed, s.q, start.q);
+    assign_where(failed, s.p, start.p);
     return status;
   }
 };

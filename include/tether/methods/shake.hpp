@@ -34,6 +34,7 @@ struct Shake {
   }
 
   static constexpr bool carries_force = true;  // grad V(q_{n+1}) of the recovery is the next step's force
+  static constexpr bool runs_in_lanes = true;  // written for any scalar T (core/lanes.hpp)
 
   template <class S, class T>
   TETHER_HD static LaneStatus<T> step(const S& sys, PhaseState<S, T>& s, Real h, const NewtonOptions& opt,

@@ -27,6 +27,7 @@ struct SymplecticEulerA {
   template <class S>
   TETHER_HD static void start(const S&, PhaseState<S>&, Real) {}
 
+  static constexpr bool runs_in_lanes = true;  // written for any scalar T (core/lanes.hpp)
   template <class S, class T>
   TETHER_HD static LaneStatus<T> step(const S& sys, PhaseState<S, T>& s, Real h, const NewtonOptions& opt,
                                       LaneInt<T>& iterations) {
