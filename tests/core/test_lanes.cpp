@@ -132,6 +132,23 @@ PhaseState<SphericalPendulum> pendulum(const SphericalPendulum& sys, Real th, Re
   return s;
 }
 
+// Double pendula and four-bars whose lanes' configurations differ by up to a
+// half turn, so that each lane pivots on its own in a dense Gram matrix.
+std::array<PhaseState<DoublePendulum>, W> varied_double_pendula(const DoublePendulum& sys) {
+  std::array<PhaseState<DoublePendulum>, W> x;
+  for (int l = 0; l < W; ++l) x[l] = test::double_pendulum_state(sys, 0.4 + 0.8 * l, -0.4 + 1.1 * l, 0.5, -1.5 + l);
+  return x;
+}
+std::array<PhaseState<FourBar>, W> varied_four_bars(const FourBar& sys) {
+  std::array<PhaseState<FourBar>, W> x;
+  for (int l = 0; l < W; ++l) {
+    x[l].q = sys.configuration(0.3 + 1.6 * l);
+    x[l].p = Vec<4>(0.7 - 0.3 * l, 1.1, -0.2 * l, 0.4);
+    test::put_on_manifold(sys, x[l]);
+  }
+  return x;
+}
+
 template <class S>
 PhaseState<S> get_lane(const PhaseState<S, L>& g, int l) {
   PhaseState<S> x;
@@ -249,19 +266,13 @@ TEST(LanesRattle, EachLaneOfASphericalPendulumIsTheTrajectoryAlone) {
 
 // Dense Gram matrices (DenseMatrix in lanes, core/small_solve.hpp): the
 // double pendulum's 2 x 2 and the four-bar's 3 x 3, each lane pivoting on
-// its own (the lanes' configurations differ by up to a half turn).
+// its own.
 TEST(LanesRattle, EachLaneOfADoublePendulumAndAFourBarIsTheTrajectoryAlone) {
   const DoublePendulum pendula;
-  std::array<PhaseState<DoublePendulum>, W> d0;
-  for (int l = 0; l < W; ++l) d0[l] = test::double_pendulum_state(pendula, 0.4 + 0.8 * l, -0.4 + 1.1 * l, 0.5, -1.5 + l);
+  const std::array<PhaseState<DoublePendulum>, W> d0 = varied_double_pendula(pendula);
   EXPECT_LT(lanes_against_alone(pendula, d0, 0.01, 500), 1e-11);
   const FourBar linkage;
-  std::array<PhaseState<FourBar>, W> f0;
-  for (int l = 0; l < W; ++l) {
-    f0[l].q = linkage.configuration(0.3 + 1.6 * l);
-    f0[l].p = Vec<4>(0.7 - 0.3 * l, 1.1, -0.2 * l, 0.4);
-    test::put_on_manifold(linkage, f0[l]);
-  }
+  const std::array<PhaseState<FourBar>, W> f0 = varied_four_bars(linkage);
   EXPECT_LT(lanes_against_alone(linkage, f0, 0.005, 500), 1e-11);
 }
 
@@ -302,16 +313,10 @@ TEST(LanesShake, EachLaneIsTheTrajectoryAlone) {
   for (int l = 0; l < W; ++l) x0[l] = pendulum(sys, 0.3 + 0.4 * l, 0.7 * l, 1.5 - 0.3 * l);
   EXPECT_LT(lanes_against_alone<Shake>(sys, x0, 0.01, 500), 1e-12);
   const DoublePendulum pendula;
-  std::array<PhaseState<DoublePendulum>, W> d0;
-  for (int l = 0; l < W; ++l) d0[l] = test::double_pendulum_state(pendula, 0.4 + 0.8 * l, -0.4 + 1.1 * l, 0.5, -1.5 + l);
+  const std::array<PhaseState<DoublePendulum>, W> d0 = varied_double_pendula(pendula);
   EXPECT_LT(lanes_against_alone<Shake>(pendula, d0, 0.01, 500), 1e-11);
   const FourBar linkage;
-  std::array<PhaseState<FourBar>, W> f0;
-  for (int l = 0; l < W; ++l) {
-    f0[l].q = linkage.configuration(0.3 + 1.6 * l);
-    f0[l].p = Vec<4>(0.7 - 0.3 * l, 1.1, -0.2 * l, 0.4);
-    test::put_on_manifold(linkage, f0[l]);
-  }
+  const std::array<PhaseState<FourBar>, W> f0 = varied_four_bars(linkage);
   EXPECT_LT(lanes_against_alone<Shake>(linkage, f0, 0.005, 500), 1e-11);
   std::array<PhaseState<SphericalPendulum>, W> mixed;
   for (int l = 0; l < W; ++l) mixed[l] = pendulum(sys, 0.3 + 0.4 * l, 0.7 * l, 2.0 + 8.0 * l);
@@ -368,18 +373,12 @@ TEST(LanesComposition, EachLaneIsTheTrajectoryAloneAndAFailedLaneKeepsTheStepsSt
   Composition<Rattle> kahan_li8;
   kahan_li8.prm.scheme = CompositionScheme::kahan_li8;
   const DoublePendulum pendula;
-  std::array<PhaseState<DoublePendulum>, W> d0;
-  for (int l = 0; l < W; ++l) d0[l] = test::double_pendulum_state(pendula, 0.4 + 0.8 * l, -0.4 + 1.1 * l, 0.5, -1.5 + l);
+  const std::array<PhaseState<DoublePendulum>, W> d0 = varied_double_pendula(pendula);
   EXPECT_LT(composition_lanes_against_alone(kahan_li8, pendula, d0, 0.02, 200), 1e-11);
   Composition<SymplecticEulerPair> pair;  // A then B, each half a substep (5.10)
   pair.prm.scheme = CompositionScheme::suzuki;
   const FourBar linkage;
-  std::array<PhaseState<FourBar>, W> f0;
-  for (int l = 0; l < W; ++l) {
-    f0[l].q = linkage.configuration(0.3 + 1.6 * l);
-    f0[l].p = Vec<4>(0.7 - 0.3 * l, 1.1, -0.2 * l, 0.4);
-    test::put_on_manifold(linkage, f0[l]);
-  }
+  const std::array<PhaseState<FourBar>, W> f0 = varied_four_bars(linkage);
   EXPECT_LT(composition_lanes_against_alone(pair, linkage, f0, 0.005, 200), 1e-11);
   pair.prm.form = CompositionForm::extrinsic;  // RATTLE substeps
   EXPECT_LT(composition_lanes_against_alone(pair, linkage, f0, 0.005, 200), 1e-11);
