@@ -25,6 +25,7 @@ struct FisherBingham {
   static constexpr const char* citation = "Ken82";
   static constexpr int dof = 3;
   static constexpr int constraint_count = 1;
+  static constexpr bool runs_in_lanes = true;  // its step functions take any scalar (core/lanes.hpp)
   using Gram = DenseMatrix<1>;
 
   struct Parameters {
@@ -57,8 +58,20 @@ struct FisherBingham {
   TETHER_HD Real potential(const Vec<3>& q) const {
     return -prm.kappa * mean_direction().dot(q) - q.dot(bingham_matrix() * q);
   }
-  TETHER_HD Vec<3> potential_gradient(const Vec<3>& q) const {
-    return -prm.kappa * mean_direction() - 2 * (bingham_matrix() * q);
+  // The step functions take any scalar (Real, or Lanes<W> on the cpu
+  // backend) and any Eigen expression of one.
+  template <class X>
+  using VecOf = Vec<3, typename X::Scalar>;
+
+  // -kappa mu - 2 A q, A q row by row.
+  template <class X>
+  TETHER_HD VecOf<X> potential_gradient(const Eigen::MatrixBase<X>& q_in) const {
+    const VecOf<X> q = q_in;
+    const Vec<3> mu = mean_direction();
+    const Mat<3, 3> a = bingham_matrix();
+    VecOf<X> g;
+    for (int i = 0; i < 3; ++i) g[i] = -prm.kappa * mu[i] - 2 * (a(i, 0) * q[0] + a(i, 1) * q[1] + a(i, 2) * q[2]);
+    return g;
   }
 
   TETHER_HD Real length_scale() const { return 1; }
@@ -72,16 +85,34 @@ struct FisherBingham {
     return prm.kappa + 2 * a > 0 ? prm.kappa + 2 * a : Real(1);
   }
 
-  TETHER_HD Vec<3> mass_times(const Vec<3>& v) const { return v; }
-  TETHER_HD Vec<3> inverse_mass_times(const Vec<3>& p) const { return p; }
+  template <class X>
+  TETHER_HD VecOf<X> mass_times(const Eigen::MatrixBase<X>& v) const {
+    return v;
+  }
+  template <class X>
+  TETHER_HD VecOf<X> inverse_mass_times(const Eigen::MatrixBase<X>& p) const {
+    return p;
+  }
   TETHER_HD Vec<3> sqrt_mass_times(const Vec<3>& v) const { return v; }
 
   // g(q) = (|q|^2 - 1) / 2; G(q) = q^T.
-  TETHER_HD Vec<1> constraints(const Vec<3>& q) const { return Vec<1>((q.squaredNorm() - 1) / 2); }
-  TETHER_HD Vec<1> constraint_jacobian_times(const Vec<3>& q, const Vec<3>& v) const { return Vec<1>(q.dot(v)); }
-  TETHER_HD Vec<3> constraint_transpose_times(const Vec<3>& q, const Vec<1>& lambda) const { return q * lambda[0]; }
-  TETHER_HD Gram gram(const Vec<3>& qa, const Vec<3>& qb) const {
-    Gram m;
+  template <class X>
+  TETHER_HD Vec<1, typename X::Scalar> constraints(const Eigen::MatrixBase<X>& q) const {
+    return Vec<1, typename X::Scalar>((q.squaredNorm() - Real(1)) * Real(0.5));
+  }
+  template <class X, class Y>
+  TETHER_HD Vec<1, typename X::Scalar> constraint_jacobian_times(const Eigen::MatrixBase<X>& q,
+                                                                  const Eigen::MatrixBase<Y>& v) const {
+    return Vec<1, typename X::Scalar>(q.dot(v));
+  }
+  template <class X, class Y>
+  TETHER_HD VecOf<X> constraint_transpose_times(const Eigen::MatrixBase<X>& q, const Eigen::MatrixBase<Y>& lambda) const {
+    return q * lambda[0];
+  }
+  // G(qa) M^-1 G(qb)^T.
+  template <class X, class Y>
+  TETHER_HD DenseMatrix<1, typename X::Scalar> gram(const Eigen::MatrixBase<X>& qa, const Eigen::MatrixBase<Y>& qb) const {
+    DenseMatrix<1, typename X::Scalar> m;
     m.a(0, 0) = qa.dot(qb);
     return m;
   }
