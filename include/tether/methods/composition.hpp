@@ -251,7 +251,7 @@ struct Composition {
   // trajectories, core/lanes.hpp), for systems whose step functions take any
   // scalar. As in the tile step, a failed lane is put back to the step's
   // start (W x 2 dof numbers on the host's stack), so advance_lanes replays
-  // nothing, and it counts no later substep's iterations.
+  // nothing, and counts no later substep's iterations.
   static constexpr bool runs_in_lanes = [] {
     if constexpr (is_pair)
       return SymplecticEulerA::runs_in_lanes && SymplecticEulerB::runs_in_lanes && Rattle::runs_in_lanes;
