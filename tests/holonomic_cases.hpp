@@ -10,6 +10,7 @@
 #include "tether/methods/projection.hpp"
 #include "tether/systems/chain.hpp"
 #include "tether/systems/double_pendulum.hpp"
+#include "tether/systems/fisher_bingham.hpp"
 #include "tether/systems/spherical_pendulum.hpp"
 
 namespace tether::test {
@@ -53,6 +54,17 @@ PhaseState<SphericalPendulum> pendulum_state(const SphericalPendulum& sys) {
   s.p = sys.prm.mass * (0.5 * Vec3(std::cos(th), 0, std::sin(th)) + 2.0 * Vec3(0, 1, 0));
   put_on_manifold(sys, s);
   return s;
+}
+
+// The Fisher-Bingham density exp(kappa mu.q + q^T A q) with mean direction
+// `mean` (normalised by the system) and the symmetric A.
+inline FisherBingham fisher_bingham(const Vec3& mean, Real kappa, const Mat<3, 3>& a) {
+  FisherBingham sys;
+  sys.prm.kappa = kappa;
+  for (int k = 0; k < 3; ++k) sys.prm.mean[k] = mean[k];
+  const Real b[6] = {a(0, 0), a(1, 1), a(2, 2), a(0, 1), a(0, 2), a(1, 2)};
+  std::copy(b, b + 6, sys.prm.bingham);
+  return sys;
 }
 
 // Rod angles (th1, th2) from the downward vertical, angular rates (w1, w2).

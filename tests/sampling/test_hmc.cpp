@@ -294,15 +294,6 @@ std::function<Real(Real)> fisher_bingham_height_cdf(Real kappa, Real beta) {
   };
 }
 
-FisherBingham fisher_bingham(const Vec3& mean, Real kappa, const Mat<3, 3>& a) {
-  FisherBingham sys;
-  sys.prm.kappa = kappa;
-  for (int k = 0; k < 3; ++k) sys.prm.mean[k] = mean[k];
-  const Real b[6] = {a(0, 0), a(1, 1), a(2, 2), a(0, 1), a(0, 2), a(1, 2)};
-  std::copy(b, b + 6, sys.prm.bingham);
-  return sys;
-}
-
 TEST(HmcMarginal, FisherBinghamHeight) {
   const Real kappa = 3, beta = 2;
   const auto cdf = fisher_bingham_height_cdf(kappa, beta);
@@ -310,12 +301,12 @@ TEST(HmcMarginal, FisherBinghamHeight) {
   a(2, 2) = beta;
   const Vec3 equator(1, 0, 0);
   std::vector<Real> z;
-  for (const auto& s : final_states(fisher_bingham(Vec3(0, 0, 1), kappa, a), control(1, 10, 41), 0.15, 4000, 80, equator))
+  for (const auto& s : final_states(test::fisher_bingham(Vec3(0, 0, 1), kappa, a), control(1, 10, 41), 0.15, 4000, 80, equator))
     z.push_back(s.q[2]);
   EXPECT_GT(ks_p_value(ks_statistic(z, cdf), z.size()), kAlpha) << "D = " << ks_statistic(z, cdf);
 
   std::vector<Real> vmf;
-  for (const auto& s : final_states(fisher_bingham(Vec3(0, 0, 1), kappa, Mat<3, 3>::Zero()), control(1, 10, 41), 0.15,
+  for (const auto& s : final_states(test::fisher_bingham(Vec3(0, 0, 1), kappa, Mat<3, 3>::Zero()), control(1, 10, 41), 0.15,
                                     4000, 80, equator))
     vmf.push_back(s.q[2]);
   EXPECT_LT(ks_p_value(ks_statistic(vmf, cdf), vmf.size()), kPowerP) << "the test cannot tell the A term";
@@ -328,7 +319,7 @@ TEST(HmcMarginal, FisherBinghamInARotatedFrame) {
   Mat<3, 3> a = Mat<3, 3>::Zero();
   a(2, 2) = beta;
   // A' = R A R^T, plus a multiple of I, which changes nothing on the sphere.
-  const FisherBingham sys = fisher_bingham(Vec3(r * Vec3(0, 0, 2)), kappa, r * a * r.transpose() + Mat<3, 3>::Identity());
+  const FisherBingham sys = test::fisher_bingham(Vec3(r * Vec3(0, 0, 2)), kappa, r * a * r.transpose() + Mat<3, 3>::Identity());
   std::vector<Real> z, unrotated;
   for (const auto& s : final_states(sys, control(1, 10, 43), 0.15, 4000, 80, Vec3(1, 0, 0))) {
     z.push_back((r.transpose() * s.q)[2]);
@@ -995,7 +986,7 @@ TEST(DynamicHmcMarginal, FisherBinghamHeight) {
   const auto cdf = fisher_bingham_height_cdf(kappa, beta);
   Mat<3, 3> a = Mat<3, 3>::Zero();
   a(2, 2) = beta;
-  const FisherBingham sys = fisher_bingham(Vec3(0, 0, 1), kappa, a);
+  const FisherBingham sys = test::fisher_bingham(Vec3(0, 0, 1), kappa, a);
   auto p_value = [&](const HmcControl& ctl, Real h) {
     return marginal_p_value(sys, ctl, h, 30, Vec3(1, 0, 0), [](const Vec3& q) { return q[2]; }, cdf);
   };
@@ -1064,7 +1055,7 @@ TEST(HmcForceCarry, TransitionsAreTheSameWithAGradientAStepSaved) {
   Mat<3, 3> bingham = Mat<3, 3>::Zero();
   bingham(2, 2) = 3;
   CountingFisherBingham sys;
-  static_cast<FisherBingham&>(sys) = fisher_bingham(Vec3(0, 0, 1), 1.5, bingham);
+  static_cast<FisherBingham&>(sys) = test::fisher_bingham(Vec3(0, 0, 1), 1.5, bingham);
   sys.evaluations = &evaluations;
   for (const bool dynamic : {false, true}) {
     HmcControl ctl = control(1, 12, 5);
@@ -1386,7 +1377,7 @@ TEST(Metric, WindowEstimateIsStansRegularisedCovariance) {
 TEST(Metric, AStepSizeFromTrialsCrossesStansThresholdFromEitherSide) {
   Mat<3, 3> a = Mat<3, 3>::Zero();
   a(2, 2) = -5000;
-  const FisherBingham sys = fisher_bingham(Vec3(0, 0, 1), 0, a);
+  const FisherBingham sys = test::fisher_bingham(Vec3(0, 0, 1), 0, a);
   const std::vector<Real> scales = stored_metric(MetricKind::diag, Mat<3, 3>(Vec3(0.5, 0.5, 1e-4).asDiagonal()));
   const std::vector<Real> mass = stored_metric(MetricKind::identity, Mat<3, 3>(Mat<3, 3>::Identity()));
   const MetricSystem<FisherBingham> adapted{sys, ChainMetric{MetricKind::diag, scales.data(), 1}, 1};
@@ -1462,7 +1453,7 @@ TEST(MetricHmcMarginal, DoublePendulumAndFisherBinghamWithADenseMetric) {
   const Real kappa = 1.5, beta = 3;
   Mat<3, 3> a = Mat<3, 3>::Zero();
   a(2, 2) = beta;
-  const FisherBingham fb = fisher_bingham(Vec3(0, 0, 1), kappa, a);
+  const FisherBingham fb = test::fisher_bingham(Vec3(0, 0, 1), kappa, a);
   const std::vector<Real> v3 = stored_metric(MetricKind::dense, random_covariance<3>(17));
   const MetricSystem<FisherBingham> mfb{fb, ChainMetric{MetricKind::dense, v3.data(), 1}, 1};
   EXPECT_GT(marginal_p_value(mfb, dynamic_control(1, 87), 0.15, 30, Vec3(1, 0, 0), [](const Vec3& q) { return q[2]; },
@@ -1479,7 +1470,7 @@ TEST(MetricHmcMarginal, DoublePendulumAndFisherBinghamWithADenseMetric) {
 TEST(MetricHmcEngine, WarmupFindsTheTargetsScales) {
   Mat<3, 3> a = Mat<3, 3>::Zero();
   a(2, 2) = -5000;
-  const FisherBingham sys = fisher_bingham(Vec3(0, 0, 1), 0, a);
+  const FisherBingham sys = test::fisher_bingham(Vec3(0, 0, 1), 0, a);
   for (MetricKind kind : {MetricKind::diag, MetricKind::dense}) {
     constexpr int chains = 8, n = 3;
     const MetricLayout l = MetricLayout::of(kind, n);

@@ -10,6 +10,7 @@
 #include <algorithm>
 #include <cmath>
 
+#include "holonomic_cases.hpp"
 #include "support.hpp"
 #include "tether/engine/config.hpp"
 #include "tether/methods/rattle.hpp"
@@ -18,13 +19,7 @@
 namespace tether::test {
 namespace {
 
-FisherBingham neumann() {
-  FisherBingham sys;
-  sys.prm.kappa = 0;
-  const Real b[6] = {0.5, 1.0, 2.0, 0, 0, 0};
-  std::copy(b, b + 6, sys.prm.bingham);
-  return sys;
-}
+FisherBingham neumann() { return fisher_bingham(Vec3(0, 0, 1), 0, Vec3(0.5, 1.0, 2.0).asDiagonal().toDenseMatrix()); }
 
 Vec<3> uhlenbeck_integrals(const FisherBingham& sys, const Vec<3>& q, const Vec<3>& p) {
   const Vec<3> a(-2 * sys.prm.bingham[0], -2 * sys.prm.bingham[1], -2 * sys.prm.bingham[2]);
@@ -68,11 +63,9 @@ TEST(FisherBingham, NeumannIntegralsStayWithinSecondOrder) {
 
 // grad V against central differences, for a general mean and a full matrix A.
 TEST(FisherBingham, GradientIsTheDerivativeOfThePotential) {
-  FisherBingham sys;
-  sys.prm.kappa = 2.5;
-  const Real mean[3] = {1, -2, 0.5}, b[6] = {0.3, -1.2, 0.7, 0.4, -0.9, 0.25};
-  std::copy(mean, mean + 3, sys.prm.mean);
-  std::copy(b, b + 6, sys.prm.bingham);
+  Mat<3, 3> a;
+  a << 0.3, 0.4, -0.9, 0.4, -1.2, 0.25, -0.9, 0.25, 0.7;
+  FisherBingham sys = fisher_bingham(Vec3(1, -2, 0.5), 2.5, a);
   const Vec<3> q(0.3, -0.4, 0.8);
   const Real eps = 1e-6;
   for (int k = 0; k < 3; ++k) {
