@@ -6,6 +6,7 @@
 #include <array>
 #include <cmath>
 #include <limits>
+#include <type_traits>
 
 #include "holonomic_cases.hpp"
 #include "tether/core/dual.hpp"
@@ -244,6 +245,48 @@ TEST(Lanes, TheDeclaredFunctionsActLaneByLaneAndDifferentiate) {
     check("atan2(0.7, u)", [](const D& u) { return atan2(0.7, u); }, at);
     check("atan2(u, u^2 + 1)", [](const D& u) { return atan2(u, u * u + 1.0); }, at);
   }
+}
+
+// Vector-mode dual numbers (ad::Dual<Real, PassDirections>): a pass carries
+// as many directions as the derivative has lanes, and each lane's
+// derivative is what a pass of its own direction gives (ad::Dual<Real>),
+// through every function and operator; more directions than lanes take
+// several passes, the last one partly filled.
+TEST(Lanes, ADualPerPassDirectionsDifferentiatesAsOnePassPerDirection) {
+  constexpr int n = 2 * cpu_lanes + 1;  // three passes, the last with one direction
+  const auto f = [](const auto (&x)[n]) {
+    using T = std::remove_cvref_t<decltype(x[0])>;
+    T s = pow(x[0] * x[0] + 1.0, x[1]) + atan2(x[n - 1], x[0] - 2.0) + pow(2.5, x[2]) + pow(x[1] * x[1], 1.5);
+    for (int i = 0; i + 1 < n; ++i)
+      s += sin(x[i]) * exp(x[i + 1]) / (1.0 + x[i] * x[i]) - cos(x[i + 1]) * sqrt(2.0 + x[i]) +
+           tan(x[i]) * asin(0.5 * x[i + 1]) - acos(0.5 * x[i]) + atan(x[i + 1]) + sinh(x[i]) * cosh(x[i + 1]) -
+           tanh(x[i]) + log(3.0 + x[i]) - x[i] / (x[i + 1] - 3.0);
+    return s;
+  };
+  Real at[n];
+  for (int i = 0; i < n; ++i) at[i] = 0.1 + 0.07 * i * (i % 2 ? -1 : 1);
+  using V = ad::Dual<Real, PassDirections>;
+  constexpr int per_pass = lane_count<PassDirections>;
+  ASSERT_EQ(per_pass, cpu_lanes);
+  int passes = 0;
+  for (int first = 0; first < n; first += per_pass, ++passes) {
+    V x[n];
+    for (int c = 0; c < n; ++c) x[c] = V(at[c], lanes_of<PassDirections>(n - first, [&](int l) { return Real(first + l == c); }));
+    const V r = f(x);
+    for (int l = 0; l < per_pass; ++l) {
+      if (first + l >= n) {
+        EXPECT_EQ(lane(r.d, l), 0) << "lane " << l << " past the last direction";
+        continue;
+      }
+      using D = ad::Dual<Real>;
+      D y[n];
+      for (int c = 0; c < n; ++c) y[c] = D(at[c], c == first + l ? 1 : 0);
+      const D one = f(y);
+      EXPECT_NEAR(r.v, one.v, 4e-16 * std::abs(one.v));
+      EXPECT_NEAR(lane(r.d, l), one.d, 4e-15 * (1 + std::abs(one.d))) << "direction " << first + l;
+    }
+  }
+  EXPECT_EQ(passes, 3);
 }
 
 TEST(LanesRattle, EachLaneOfAChainIsTheTrajectoryAlone) {

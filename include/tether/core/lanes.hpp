@@ -202,6 +202,46 @@ using LaneStatus = typename LaneTraits<T>::StatusT;
 template <class T>
 constexpr int lane_count = LaneTraits<T>::width;
 
+// Lanes per group on this build's host: as many doubles as one of its vector
+// registers holds (a wider Lanes is split into several registers by the
+// compiler, through memory: measured slower).
+#if defined(__AVX512F__)
+constexpr int cpu_lanes = 8;
+#elif defined(__AVX__)
+constexpr int cpu_lanes = 4;
+#else
+constexpr int cpu_lanes = 2;
+#endif
+
+// Lane l of x (a Real is its own lane 0).
+TETHER_HD inline Real lane(Real x, int) { return x; }
+template <int W>
+Real lane(const Lanes<W>& x, int l) {
+  return x.v[l];
+}
+// Lane l holds f(l) for l < count, and 0 beyond (a Real: f(0)).
+template <class T, class F>
+TETHER_HD T lanes_of(int count, const F& f) {
+  if constexpr (lane_count<T> == 1) {
+    return T(count > 0 ? f(0) : 0);
+  } else {
+    T r(Real(0));
+    for (int l = 0; l < lane_count<T> && l < count; ++l) r.v[l] = f(l);
+    return r;
+  }
+}
+
+// The derivative part of a forward-mode dual number that carries several
+// directions per pass (ad::Dual<Real, PassDirections>, "vector mode"): on
+// the host cpu_lanes of them in lanes, the value computed once for all, where
+// a pass per direction computes it again each time; on a GPU thread one,
+// since cpu_lanes doubles per value would take the registers the step needs.
+#if defined(__CUDA_ARCH__)
+using PassDirections = Real;
+#else
+using PassDirections = Lanes<cpu_lanes>;
+#endif
+
 // The same value in every lane.
 template <class L, class V>
 TETHER_HD L uniform(const V& value) {

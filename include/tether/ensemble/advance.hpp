@@ -143,17 +143,6 @@ constexpr bool runs_in_lanes = runs_in_tile<S, M> || requires {
   requires S::runs_in_lanes;
 };
 
-// Lanes per group on this build's host: as many doubles as one of its vector
-// registers holds (a wider Lanes is split into several registers by the
-// compiler, through memory: measured slower).
-#if defined(__AVX512F__)
-constexpr int cpu_lanes = 8;
-#elif defined(__AVX__)
-constexpr int cpu_lanes = 4;
-#else
-constexpr int cpu_lanes = 2;
-#endif
-
 // The state and carry advance_lanes keeps between steps: a one-thread
 // PhaseState, or the tile form's beads for pairs that step in tiles.
 template <class S, class M, class T>

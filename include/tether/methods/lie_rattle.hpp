@@ -29,6 +29,7 @@
 #include <Eigen/Dense>
 
 #include "tether/core/dual.hpp"
+#include "tether/core/lanes.hpp"
 #include "tether/core/so3.hpp"
 #include "tether/methods/projection.hpp"
 #include "tether/methods/residual.hpp"
@@ -159,7 +160,8 @@ TETHER_HD V3<T> body_momentum(const V3<T>& omega, Real sigma, const Vec3& inerti
 template <class Tau>
 TETHER_HD Status solve_body_velocity(const V3<Real>& m, Real sigma, const Vec3& inertia, const NewtonOptions& opt,
                                      bool warm, V3<Real>& omega, M3<Real>& jac_inv, int& iterations) {
-  using D = ad::Dual<Real>;
+  using D = ad::Dual<Real, PassDirections>;
+  constexpr int per_pass = lane_count<PassDirections>;
   if (!warm)
     for (int i = 0; i < 3; ++i) omega[i] = m[i] / inertia[i];
   Real last = 0;
@@ -167,11 +169,15 @@ TETHER_HD Status solve_body_velocity(const V3<Real>& m, Real sigma, const Vec3& 
     if (it >= opt.max_iterations) return Status::newton_not_converged;
     M3<Real> jac;
     V3<Real> r;
-    for (int j = 0; j < 3; ++j) {
+    for (int first = 0; first < 3; first += per_pass) {
       V3<D> w;
-      for (int i = 0; i < 3; ++i) w[i] = D(omega[i], i == j ? 1 : 0);
+      for (int i = 0; i < 3; ++i)
+        w[i] = D(omega[i], lanes_of<PassDirections>(3 - first, [&](int l) { return Real(first + l == i); }));
       const V3<D> f = body_momentum<Tau>(w, sigma, inertia);
-      for (int i = 0; i < 3; ++i) jac(i, j) = f[i].d, r[i] = f[i].v - m[i];
+      for (int i = 0; i < 3; ++i) {
+        for (int l = 0; l < per_pass && first + l < 3; ++l) jac(i, first + l) = lane(f[i].d, l);
+        r[i] = f[i].v - m[i];
+      }
     }
     if (!so3::invert(jac, jac_inv)) return Status::singular_matrix;
     const V3<Real> d = so3::mul(jac_inv, r);
@@ -290,15 +296,19 @@ TETHER_HD Status solve_stage(const S& sys, const Vec<S::dof>& q0, const Alg<S>& 
       done = max_abs(g) <= constraint_tolerance(sys, opt, q1);
       if (!done) {
         if (it >= opt.max_iterations) return Status::newton_not_converged;
-        using D = ad::Dual<Real>;
+        using D = ad::Dual<Real, PassDirections>;
+        constexpr int per_pass = lane_count<PassDirections>;
         DenseMatrix<k> jac;
-        for (int j = 0; j < k; ++j) {
+        for (int first = 0; first < k; first += per_pass) {
           D md[m], qd[n];
-          for (int i = 0; i < m; ++i) md[i] = D(mom[i], C(i, j));
+          for (int i = 0; i < m; ++i)
+            md[i] = D(mom[i], lanes_of<PassDirections>(k - first, [&](int l) { return C(i, first + l); }));
           stage_endpoint<Tau, composed>(sys, q0, md, h, opt, false, stage, qd, iterations);
-          Vec<n> dq;
-          for (int i = 0; i < n; ++i) dq[i] = qd[i].d;
-          jac.a.col(j) = sys.joint_jacobian_times(q1, dq);
+          for (int l = 0; l < per_pass && first + l < k; ++l) {
+            Vec<n> dq;
+            for (int i = 0; i < n; ++i) dq[i] = lane(qd[i].d, l);
+            jac.a.col(first + l) = sys.joint_jacobian_times(q1, dq);
+          }
         }
         Vec<k> step;
         if (!jac.solve(Vec<k>(-g), step)) return Status::singular_matrix;

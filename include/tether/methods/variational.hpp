@@ -27,6 +27,7 @@
 #include <Eigen/Dense>
 
 #include "tether/core/dual.hpp"
+#include "tether/core/lanes.hpp"
 #include "tether/core/newton.hpp"
 #include "tether/core/small_solve.hpp"
 #include "tether/core/status.hpp"
@@ -294,7 +295,7 @@ struct Variational {
   }
 
   // The segment through w = (q, v); derivatives by forward-mode dual
-  // numbers, one pass per direction of (q, v).
+  // numbers, PassDirections' worth of the directions of (q, v) per pass.
   template <class Sys>
   TETHER_HD bool segment(const Sys& sys, const Vec<Sys::dof>& q, const Vec<Sys::dof>& v, Real h,
                          VariationalSegment<Sys::dof>& seg, bool derivatives = true) const {
@@ -308,28 +309,32 @@ struct Variational {
       seg.action = sp - sm;
       return all_finite(seg.minus) && all_finite(seg.plus) && is_finite(seg.action);
     }
-    using D = ad::Dual<Real>;
-    for (int dir = 0; dir < 2 * n; ++dir) {
+    using D = ad::Dual<Real, PassDirections>;
+    constexpr int per_pass = lane_count<PassDirections>;
+    for (int first = 0; first < 2 * n; first += per_pass) {
       D qd[n], vd[n], em[n], ep[n], sm, sp;
       for (int i = 0; i < n; ++i) {
-        qd[i] = D(q[i], dir == i ? 1 : 0);
-        vd[i] = D(v[i], dir == n + i ? 1 : 0);
+        qd[i] = D(q[i], lanes_of<PassDirections>(2 * n - first, [&](int l) { return Real(first + l == i); }));
+        vd[i] = D(v[i], lanes_of<PassDirections>(2 * n - first, [&](int l) { return Real(first + l == n + i); }));
       }
       if (!standard_layer(sys, qd, vd, tm, em, sm) || !standard_layer(sys, qd, vd, tp, ep, sp)) return false;
-      for (int i = 0; i < n; ++i) {
-        if (dir < n) {
-          seg.minus_q(i, dir) = em[i].d;
-          seg.plus_q(i, dir) = ep[i].d;
-        } else {
-          seg.minus_v(i, dir - n) = em[i].d;
-          seg.plus_v(i, dir - n) = ep[i].d;
+      for (int l = 0; l < per_pass && first + l < 2 * n; ++l) {
+        const int dir = first + l;
+        for (int i = 0; i < n; ++i) {
+          if (dir < n) {
+            seg.minus_q(i, dir) = lane(em[i].d, l);
+            seg.plus_q(i, dir) = lane(ep[i].d, l);
+          } else {
+            seg.minus_v(i, dir - n) = lane(em[i].d, l);
+            seg.plus_v(i, dir - n) = lane(ep[i].d, l);
+          }
         }
+        if (dir < n)
+          seg.action_q[dir] = lane(sp.d, l) - lane(sm.d, l);
+        else
+          seg.action_v[dir - n] = lane(sp.d, l) - lane(sm.d, l);
       }
-      if (dir < n)
-        seg.action_q[dir] = sp.d - sm.d;
-      else
-        seg.action_v[dir - n] = sp.d - sm.d;
-      if (dir == 0) {
+      if (first == 0) {
         for (int i = 0; i < n; ++i) { seg.minus[i] = em[i].v; seg.plus[i] = ep[i].v; }
         seg.action = sp.v - sm.v;
       }
