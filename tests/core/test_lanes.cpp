@@ -247,8 +247,8 @@ TEST(Lanes, TheDeclaredFunctionsActLaneByLaneAndDifferentiate) {
   }
 }
 
-// Vector-mode dual numbers (ad::Dual<Real, PassDirections>): a pass carries
-// as many directions as the derivative has lanes, and each lane's
+// Vector-mode dual numbers (ad::Dual<Real, PassDirections<count>>): a pass
+// carries as many directions as the derivative has lanes, and each lane's
 // derivative is what a pass of its own direction gives (ad::Dual<Real>),
 // through every function and operator; more directions than lanes take
 // several passes, the last one partly filled.
@@ -265,13 +265,14 @@ TEST(Lanes, ADualPerPassDirectionsDifferentiatesAsOnePassPerDirection) {
   };
   Real at[n];
   for (int i = 0; i < n; ++i) at[i] = 0.1 + 0.07 * i * (i % 2 ? -1 : 1);
-  using V = ad::Dual<Real, PassDirections>;
-  constexpr int per_pass = lane_count<PassDirections>;
+  using Directions = PassDirections<n>;
+  using V = ad::Dual<Real, Directions>;
+  constexpr int per_pass = lane_count<Directions>;
   ASSERT_EQ(per_pass, cpu_lanes);
   int passes = 0;
   for (int first = 0; first < n; first += per_pass, ++passes) {
     V x[n];
-    for (int c = 0; c < n; ++c) x[c] = V(at[c], lanes_of<PassDirections>(n - first, [&](int l) { return Real(first + l == c); }));
+    for (int c = 0; c < n; ++c) x[c] = V(at[c], lanes_of<Directions>(n - first, [&](int l) { return Real(first + l == c); }));
     const V r = f(x);
     for (int l = 0; l < per_pass; ++l) {
       if (first + l >= n) {
@@ -287,6 +288,10 @@ TEST(Lanes, ADualPerPassDirectionsDifferentiatesAsOnePassPerDirection) {
     }
   }
   EXPECT_EQ(passes, 3);
+  // Fewer directions take the narrowest lanes that hold them; one takes a Real.
+  static_assert(std::is_same_v<PassDirections<1>, Real>);
+  static_assert(lane_count<PassDirections<3>> == (cpu_lanes < 4 ? cpu_lanes : 4));
+  static_assert(lane_count<PassDirections<100>> == cpu_lanes);
 }
 
 TEST(LanesRattle, EachLaneOfAChainIsTheTrajectoryAlone) {

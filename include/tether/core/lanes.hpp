@@ -14,6 +14,7 @@
 // updates), whatever its neighbours do.
 #include <Eigen/Core>
 #include <cmath>
+#include <type_traits>
 
 #include "tether/core/hd.hpp"
 #include "tether/core/status.hpp"
@@ -231,15 +232,32 @@ TETHER_HD T lanes_of(int count, const F& f) {
   }
 }
 
-// The derivative part of a forward-mode dual number that carries several
-// directions per pass (ad::Dual<Real, PassDirections>, "vector mode"): on
-// the host cpu_lanes of them in lanes, the value computed once for all, where
-// a pass per direction computes it again each time; on a GPU thread one,
-// since cpu_lanes doubles per value would take the registers the step needs.
+// The derivative part of a forward-mode dual number that carries `count`
+// directions per pass (ad::Dual<Real, PassDirections<count>>, "vector mode"):
+// on the host the narrowest lanes that hold them, at most cpu_lanes (more
+// take several passes), so that the value is computed once for all of them
+// where a pass per direction computes it each time; on a GPU thread, and
+// for one direction, Real: one direction per pass (lanes of doubles per
+// value would take the registers the step needs).
+constexpr int pass_width(int count) {
+  if (!std::is_same_v<Real, double>) return 1;  // a counting Real (bench/count_flops.cpp) counts a GPU thread's passes
+  const int w = count <= 1 ? 1 : count <= 2 ? 2 : count <= 4 ? 4 : 8;
+  return w < cpu_lanes ? w : cpu_lanes;
+}
+template <int width>
+struct PassDirectionsOf {
+  using type = Lanes<width>;
+};
+template <>
+struct PassDirectionsOf<1> {
+  using type = Real;
+};
 #if defined(__CUDA_ARCH__)
+template <int count>
 using PassDirections = Real;
 #else
-using PassDirections = Lanes<cpu_lanes>;
+template <int count>
+using PassDirections = typename PassDirectionsOf<pass_width(count)>::type;
 #endif
 
 // The same value in every lane.

@@ -160,8 +160,9 @@ TETHER_HD V3<T> body_momentum(const V3<T>& omega, Real sigma, const Vec3& inerti
 template <class Tau>
 TETHER_HD Status solve_body_velocity(const V3<Real>& m, Real sigma, const Vec3& inertia, const NewtonOptions& opt,
                                      bool warm, V3<Real>& omega, M3<Real>& jac_inv, int& iterations) {
-  using D = ad::Dual<Real, PassDirections>;
-  constexpr int per_pass = lane_count<PassDirections>;
+  using Directions = PassDirections<3>;
+  using D = ad::Dual<Real, Directions>;
+  constexpr int per_pass = lane_count<Directions>;
   if (!warm)
     for (int i = 0; i < 3; ++i) omega[i] = m[i] / inertia[i];
   Real last = 0;
@@ -172,7 +173,7 @@ TETHER_HD Status solve_body_velocity(const V3<Real>& m, Real sigma, const Vec3& 
     for (int first = 0; first < 3; first += per_pass) {
       V3<D> w;
       for (int i = 0; i < 3; ++i)
-        w[i] = D(omega[i], lanes_of<PassDirections>(3 - first, [&](int l) { return Real(first + l == i); }));
+        w[i] = D(omega[i], lanes_of<Directions>(3 - first, [&](int l) { return Real(first + l == i); }));
       const V3<D> f = body_momentum<Tau>(w, sigma, inertia);
       for (int i = 0; i < 3; ++i) {
         for (int l = 0; l < per_pass && first + l < 3; ++l) jac(i, first + l) = lane(f[i].d, l);
@@ -296,13 +297,14 @@ TETHER_HD Status solve_stage(const S& sys, const Vec<S::dof>& q0, const Alg<S>& 
       done = max_abs(g) <= constraint_tolerance(sys, opt, q1);
       if (!done) {
         if (it >= opt.max_iterations) return Status::newton_not_converged;
-        using D = ad::Dual<Real, PassDirections>;
-        constexpr int per_pass = lane_count<PassDirections>;
+        using Directions = PassDirections<k>;
+        using D = ad::Dual<Real, Directions>;
+        constexpr int per_pass = lane_count<Directions>;
         DenseMatrix<k> jac;
         for (int first = 0; first < k; first += per_pass) {
           D md[m], qd[n];
           for (int i = 0; i < m; ++i)
-            md[i] = D(mom[i], lanes_of<PassDirections>(k - first, [&](int l) { return C(i, first + l); }));
+            md[i] = D(mom[i], lanes_of<Directions>(k - first, [&](int l) { return C(i, first + l); }));
           stage_endpoint<Tau, composed>(sys, q0, md, h, opt, false, stage, qd, iterations);
           for (int l = 0; l < per_pass && first + l < k; ++l) {
             Vec<n> dq;

@@ -295,7 +295,7 @@ struct Variational {
   }
 
   // The segment through w = (q, v); derivatives by forward-mode dual
-  // numbers, PassDirections' worth of the directions of (q, v) per pass.
+  // numbers, as many of the 2n directions of (q, v) per pass as PassDirections holds.
   template <class Sys>
   TETHER_HD bool segment(const Sys& sys, const Vec<Sys::dof>& q, const Vec<Sys::dof>& v, Real h,
                          VariationalSegment<Sys::dof>& seg, bool derivatives = true) const {
@@ -309,13 +309,14 @@ struct Variational {
       seg.action = sp - sm;
       return all_finite(seg.minus) && all_finite(seg.plus) && is_finite(seg.action);
     }
-    using D = ad::Dual<Real, PassDirections>;
-    constexpr int per_pass = lane_count<PassDirections>;
+    using Directions = PassDirections<2 * n>;
+    using D = ad::Dual<Real, Directions>;
+    constexpr int per_pass = lane_count<Directions>;
     for (int first = 0; first < 2 * n; first += per_pass) {
       D qd[n], vd[n], em[n], ep[n], sm, sp;
       for (int i = 0; i < n; ++i) {
-        qd[i] = D(q[i], lanes_of<PassDirections>(2 * n - first, [&](int l) { return Real(first + l == i); }));
-        vd[i] = D(v[i], lanes_of<PassDirections>(2 * n - first, [&](int l) { return Real(first + l == n + i); }));
+        qd[i] = D(q[i], lanes_of<Directions>(2 * n - first, [&](int l) { return Real(first + l == i); }));
+        vd[i] = D(v[i], lanes_of<Directions>(2 * n - first, [&](int l) { return Real(first + l == n + i); }));
       }
       if (!standard_layer(sys, qd, vd, tm, em, sm) || !standard_layer(sys, qd, vd, tp, ep, sp)) return false;
       for (int l = 0; l < per_pass && first + l < 2 * n; ++l) {

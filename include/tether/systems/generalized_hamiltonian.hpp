@@ -16,6 +16,7 @@
 // Each writes these once, templated on the scalar T, and the derivatives that
 // the methods and Newton need come from dual numbers.
 #include "tether/core/dual.hpp"
+#include "tether/core/lanes.hpp"
 #include "tether/core/newton.hpp"
 #include "tether/core/polished_newton.hpp"
 
@@ -215,23 +216,27 @@ struct KineticMap {
   }
 };
 
-// grad H = (H_q, H_p, H_lambda): one dual pass per coordinate q_a.
+// grad H = (H_q, H_p, H_lambda): H_q by dual numbers, as many coordinates
+// q_a per pass as PassDirections holds (core/lanes.hpp).
 template <class S>
 TETHER_HD ZVec<S> hamiltonian_gradient(const S& sys, const ZVec<S>& z) {
-  using D = ad::Dual<Real>;
-  constexpr int n = S::dof, r = KineticMap<S, D>::r;
+  constexpr int n = S::dof;
+  using Directions = PassDirections<n>;
+  using D = ad::Dual<Real, Directions>;
+  constexpr int r = KineticMap<S, D>::r, per_pass = lane_count<Directions>;
   Real y[r];
   for (int i = 0; i < r; ++i) y[i] = z[n + i];
   ZVec<S> grad;
-  for (int a = 0; a < n; ++a) {
+  for (int first = 0; first < n; first += per_pass) {
     Arr<D, n> q;
-    for (int c = 0; c < n; ++c) q[c] = D(z[c], c == a ? 1 : 0);
+    for (int c = 0; c < n; ++c)
+      q[c] = D(z[c], lanes_of<Directions>(n - first, [&](int l) { return Real(first + l == c); }));
     D f[r];
     KineticMap<S, D>(sys, q).apply(y, f);
-    Real ga = sys.potential(q).d;
+    Directions ga = sys.potential(q).d;
     for (int i = 0; i < r; ++i) ga += Real(0.5) * y[i] * f[i].d;
-    grad[a] = ga;
-    if (a == 0)
+    for (int l = 0; l < per_pass && first + l < n; ++l) grad[first + l] = lane(ga, l);
+    if (first == 0)
       for (int i = 0; i < r; ++i) grad[n + i] = f[i].v;
   }
   return grad;
