@@ -272,8 +272,7 @@ TEST(Lanes, ADualPerPassDirectionsDifferentiatesAsOnePassPerDirection) {
   int passes = 0;
   for (int first = 0; first < n; first += per_pass, ++passes) {
     V x[n];
-    for (int c = 0; c < n; ++c)
-      x[c] = V(at[c], lanes_of<Directions>(n - first, [&](int l) { return Real(first + l == c); }));
+    for (int c = 0; c < n; ++c) x[c] = V(at[c], unit_lane<Directions>(c - first));
     const V r = f(x);
     for (int l = 0; l < per_pass; ++l) {
       if (first + l >= n) {

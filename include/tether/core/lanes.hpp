@@ -231,6 +231,12 @@ TETHER_HD T lanes_of(int count, const F& f) {
     return r;
   }
 }
+// 1 in lane l and 0 in the others (none when l is out of range): the seed of
+// a pass's direction l.
+template <class T>
+TETHER_HD T unit_lane(int l) {
+  return lanes_of<T>(lane_count<T>, [&](int j) { return Real(j == l); });
+}
 
 // The derivative part of a forward-mode dual number that carries `count`
 // directions per pass (ad::Dual<Real, PassDirections<count>>, "vector mode"):

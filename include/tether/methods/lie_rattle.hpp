@@ -172,8 +172,7 @@ TETHER_HD Status solve_body_velocity(const V3<Real>& m, Real sigma, const Vec3& 
     V3<Real> r;
     for (int first = 0; first < 3; first += per_pass) {
       V3<D> w;
-      for (int i = 0; i < 3; ++i)
-        w[i] = D(omega[i], lanes_of<Directions>(3 - first, [&](int l) { return Real(first + l == i); }));
+      for (int i = 0; i < 3; ++i) w[i] = D(omega[i], unit_lane<Directions>(i - first));
       const V3<D> f = body_momentum<Tau>(w, sigma, inertia);
       for (int i = 0; i < 3; ++i) {
         for (int l = 0; l < per_pass && first + l < 3; ++l) jac(i, first + l) = lane(f[i].d, l);

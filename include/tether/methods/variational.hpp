@@ -315,8 +315,8 @@ struct Variational {
     for (int first = 0; first < 2 * n; first += per_pass) {
       D qd[n], vd[n], em[n], ep[n], sm, sp;
       for (int i = 0; i < n; ++i) {
-        qd[i] = D(q[i], lanes_of<Directions>(2 * n - first, [&](int l) { return Real(first + l == i); }));
-        vd[i] = D(v[i], lanes_of<Directions>(2 * n - first, [&](int l) { return Real(first + l == n + i); }));
+        qd[i] = D(q[i], unit_lane<Directions>(i - first));
+        vd[i] = D(v[i], unit_lane<Directions>(n + i - first));
       }
       if (!standard_layer(sys, qd, vd, tm, em, sm) || !standard_layer(sys, qd, vd, tp, ep, sp)) return false;
       for (int l = 0; l < per_pass && first + l < 2 * n; ++l) {

@@ -229,8 +229,7 @@ TETHER_HD ZVec<S> hamiltonian_gradient(const S& sys, const ZVec<S>& z) {
   ZVec<S> grad;
   for (int first = 0; first < n; first += per_pass) {
     Arr<D, n> q;
-    for (int c = 0; c < n; ++c)
-      q[c] = D(z[c], lanes_of<Directions>(n - first, [&](int l) { return Real(first + l == c); }));
+    for (int c = 0; c < n; ++c) q[c] = D(z[c], unit_lane<Directions>(c - first));
     D f[r];
     KineticMap<S, D>(sys, q).apply(y, f);
     Directions ga = sys.potential(q).d;
